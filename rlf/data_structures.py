@@ -1,0 +1,155 @@
+"""The namedtuples that rlf's parts exchange: TimeStep, Experience, AlgStep, LossInfo.
+
+Episode semantics (TF-Agents/ALF; see DESIGN.md §2):
+
+- ``StepType.FIRST`` (0) starts an episode: reward 0, discount 1, ``prev_action`` zeros.
+- ``StepType.MID`` (1) is any other step within an episode.
+- ``StepType.LAST`` (2) ends it and carries the final reward. Its ``discount`` is 0 if the
+  episode *terminated* (no bootstrap) and 1 if it was *truncated* (e.g. a time limit: the
+  value of the last observation still counts).
+- Environments reset themselves: the step after a LAST is the FIRST of the next episode, and
+  the action given at a LAST step is ignored. LAST -> FIRST is not a transition.
+- The reward and discount of the transition ``t -> t+1`` are stored in ``time_step[t+1]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+
+from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+
+__all__ = [
+    "StepType", "TimeStep", "Experience", "AlgStep", "LossInfo", "make_experience",
+    "time_step_spec",
+]
+
+
+class StepType:
+    """Step-type constants; stored in tensors of dtype ``torch.int32``."""
+
+    FIRST = 0
+    MID = 1
+    LAST = 2
+    dtype = torch.int32
+
+
+class TimeStep(NamedTuple):
+    """What an environment returns at one step, for a batch of ``B`` environments.
+
+    Attributes:
+        step_type: ``[B]`` int32, a ``StepType`` value.
+        reward: ``[B]`` float32 (or ``[B, k]`` for vector rewards): reward of the transition
+            into this step; 0 at FIRST.
+        discount: ``[B]`` float32: 0 at a terminating LAST, else 1.
+        observation: nest of ``[B, ...]`` tensors (uint8 frames stay uint8).
+        prev_action: nest of ``[B, ...]``: the action that led to this step (zeros at FIRST).
+        env_id: ``[B]`` int32: which environment each row comes from.
+        env_info: dict of ``[B, ...]`` tensors, environment-specific (e.g. Atari ``lives``).
+    """
+
+    step_type: Any = ()
+    reward: Any = ()
+    discount: Any = ()
+    observation: Any = ()
+    prev_action: Any = ()
+    env_id: Any = ()
+    env_info: Any = {}
+
+    def is_first(self) -> torch.Tensor:
+        """``[B]`` bool: True where ``step_type == FIRST``."""
+        return self.step_type == StepType.FIRST
+
+    def is_mid(self) -> torch.Tensor:
+        """``[B]`` bool: True where ``step_type == MID``."""
+        return self.step_type == StepType.MID
+
+    def is_last(self) -> torch.Tensor:
+        """``[B]`` bool: True where ``step_type == LAST``."""
+        return self.step_type == StepType.LAST
+
+
+class AlgStep(NamedTuple):
+    """What an algorithm's ``*_step`` returns.
+
+    Attributes:
+        output: nest, e.g. the action ``[B, ...]`` for ``rollout_step``/``predict_step``.
+        state: nest matching the algorithm's state spec, for the next step.
+        info: nest of per-step information (``rollout_info`` during rollout, e.g. the behaviour
+            policy's logits; training info in ``train_step``).
+    """
+
+    output: Any = ()
+    state: Any = ()
+    info: Any = ()
+
+
+class Experience(NamedTuple):
+    """One step of collected experience, stored in replay and used in training.
+
+    Leaves are ``[B, ...]`` when collected, ``[T, B, ...]`` in training.
+
+    Attributes:
+        time_step: the ``TimeStep`` the action was chosen at.
+        action: nest, the action taken at ``time_step``.
+        rollout_info: nest, the ``AlgStep.info`` of ``rollout_step`` (e.g. behaviour logits).
+        state: nest, the algorithm's state *before* this step (for recurrent training).
+    """
+
+    time_step: Any = ()
+    action: Any = ()
+    rollout_info: Any = ()
+    state: Any = ()
+
+
+class LossInfo(NamedTuple):
+    """What ``calc_loss`` returns.
+
+    Attributes:
+        loss: ``[T, B]`` (or ``[B]``) float per-step loss, masked and averaged by
+            ``update_with_gradient``; or a scalar.
+        scalar_loss: a scalar loss added as is (e.g. a regulariser), or ``()``.
+        extra: nest of per-step loss terms for summaries (e.g. ``pg_loss``, ``value_loss``).
+        priority: ``[B]`` priorities for prioritised replay, or ``()``.
+    """
+
+    loss: Any = ()
+    scalar_loss: Any = ()
+    extra: Any = ()
+    priority: Any = ()
+
+
+def make_experience(time_step: TimeStep, alg_step: AlgStep, state: Any) -> Experience:
+    """Builds the ``Experience`` of one step.
+
+    Args:
+        time_step: ``[B, ...]`` TimeStep the action was taken at.
+        alg_step: the ``AlgStep`` returned by ``rollout_step`` for ``time_step``.
+        state: the state that was passed to ``rollout_step`` (before the step).
+
+    Returns:
+        ``Experience(time_step, action=alg_step.output, rollout_info=alg_step.info, state)``.
+    """
+    return Experience(time_step=time_step, action=alg_step.output,
+                      rollout_info=alg_step.info, state=state)
+
+
+def time_step_spec(observation_spec: Any, action_spec: Any, reward_spec: TensorSpec,
+                   env_info_spec: Any = None) -> TimeStep:
+    """The ``TimeStep`` of specs for an environment with the given specs.
+
+    Args:
+        observation_spec: nest of ``TensorSpec``.
+        action_spec: nest of ``TensorSpec``; ``prev_action`` has the same spec.
+        reward_spec: ``TensorSpec(())`` or ``TensorSpec((k,))`` for vector rewards.
+        env_info_spec: dict of ``TensorSpec`` (``{}`` if None).
+    """
+    return TimeStep(
+        step_type=BoundedTensorSpec((), StepType.dtype, StepType.FIRST, StepType.LAST),
+        reward=reward_spec,
+        discount=BoundedTensorSpec((), torch.float32, 0.0, 1.0),
+        observation=observation_spec,
+        prev_action=action_spec,
+        env_id=TensorSpec((), torch.int32),
+        env_info={} if env_info_spec is None else env_info_spec)

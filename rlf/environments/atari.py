@@ -1,0 +1,109 @@
+"""Atari through ale-py's native vector environment (C++ threads, standard preprocessing)."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import gin
+import gymnasium as gym
+import torch
+from gymnasium.vector import AutoresetMode
+
+from rlf.environments.vector_environment import VectorEnvironment
+from rlf.tensor_specs import TensorSpec
+
+__all__ = ["load_atari", "ATARI_ENTRY_POINT"]
+
+ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
+
+
+@gin.configurable
+def load_atari(env_name: str,
+               num_envs: int,
+               seed: Optional[int] = None,
+               frame_stack: int = 4,
+               frameskip: int = 4,
+               img_height: int = 84,
+               img_width: int = 84,
+               grayscale: bool = True,
+               maxpool: bool = True,
+               noop_max: int = 30,
+               repeat_action_probability: Optional[float] = None,
+               full_action_space: Optional[bool] = None,
+               max_num_frames_per_episode: Optional[int] = None,
+               episodic_life: bool = False,
+               reward_clipping: bool = True,
+               use_fire_reset: bool = True,
+               num_threads: Optional[int] = None) -> VectorEnvironment:
+    """Creates ``num_envs`` Atari games as one ``ale_py.vector_env.AtariVectorEnv``.
+
+    The preprocessing is the standard one of Mnih et al. 2015 / Machado et al. 2018, done in
+    C++ by ale-py. Observations are ``[B, frame_stack, img_height, img_width]`` uint8
+    (``[..., 3]`` appended if not grayscale); actions are ``[B]`` int64 in the game's minimal
+    (or full) action set; ``env_info`` holds ``lives`` (``[B]`` int32).
+
+    Args:
+        env_name: a registered ALE id, e.g. ``"ALE/Pong-v5"`` or ``"PongNoFrameskip-v4"``.
+        num_envs: number of games ``B``.
+        seed: game ``i`` is seeded with ``seed + i`` at the first reset.
+        frame_stack: number of most recent frames stacked per observation (4 or 1).
+        frameskip: emulator frames per agent step (the action is repeated).
+        img_height, img_width: size the frames are resized to.
+        grayscale: convert frames to one luminance channel.
+        maxpool: max over the last two frames of each skip (removes flicker).
+        noop_max: up to this many no-op actions after each reset.
+        repeat_action_probability: sticky actions: at every emulator frame the previous action
+            is repeated with this probability. None uses the id's value (0.25 for ``-v5``,
+            0.0 for ``-v4``/``NoFrameskip``).
+        full_action_space: use all 18 actions; None uses the id's value.
+        max_num_frames_per_episode: emulator frames before truncation; None uses the id's
+            value (108,000 = 30 minutes).
+        episodic_life: end the episode (terminated) on every life loss.
+        reward_clipping: clip each step's reward to ``{-1, 0, 1}``.
+        use_fire_reset: press FIRE after reset in games that need it.
+        num_threads: ale-py worker threads; None uses one per available core (at most
+            ``num_envs``): more threads than cores only adds contention.
+
+    Raises:
+        ValueError: if ``env_name`` is not a registered ALE id, or asks for RAM observations
+            (those go through ``load_gym``).
+    """
+    import ale_py
+    from ale_py.vector_env import AtariVectorEnv
+
+    gym.register_envs(ale_py)
+    spec = gym.spec(env_name)
+    if spec.entry_point != ATARI_ENTRY_POINT:
+        raise ValueError(f"load_atari: '{env_name}' is not an ALE environment")
+    kw = spec.kwargs
+    if kw.get("obs_type", "rgb") != "rgb":
+        raise ValueError(f"load_atari: '{env_name}' has obs_type={kw['obs_type']!r}; "
+                         f"AtariVectorEnv gives image observations only, use load_gym for it")
+    if repeat_action_probability is None:
+        repeat_action_probability = float(kw.get("repeat_action_probability", 0.25))
+    if full_action_space is None:
+        full_action_space = bool(kw.get("full_action_space", False))
+    if max_num_frames_per_episode is None:
+        max_num_frames_per_episode = int(kw.get("max_num_frames_per_episode", 108000))
+    if num_threads is None:
+        num_threads = min(num_envs, len(os.sched_getaffinity(0)))
+    env = AtariVectorEnv(
+        kw["game"], num_envs,
+        num_threads=num_threads,
+        max_num_frames_per_episode=max_num_frames_per_episode,
+        repeat_action_probability=repeat_action_probability,
+        full_action_space=full_action_space,
+        autoreset_mode=AutoresetMode.NEXT_STEP,
+        img_height=img_height,
+        img_width=img_width,
+        grayscale=grayscale,
+        stack_num=frame_stack,
+        frameskip=frameskip,
+        maxpool=maxpool,
+        noop_max=noop_max,
+        episodic_life=episodic_life,
+        reward_clipping=reward_clipping,
+        use_fire_reset=use_fire_reset)
+    return VectorEnvironment(env, seed=seed, name=env_name,
+                             env_info_spec={"lives": TensorSpec((), torch.int32)})

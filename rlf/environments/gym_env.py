@@ -1,0 +1,47 @@
+"""Any gymnasium environment through ``gymnasium.make_vec``."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import gin
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+
+from rlf.environments.vector_environment import VectorEnvironment
+
+__all__ = ["load_gym"]
+
+
+@gin.configurable
+def load_gym(env_name: str,
+             num_envs: int,
+             seed: Optional[int] = None,
+             vectorization_mode: str = "sync",
+             wrappers: Sequence[Callable[[gym.Env], gym.Wrapper]] = (),
+             max_episode_steps: Optional[int] = None,
+             **env_kwargs) -> VectorEnvironment:
+    """Creates ``num_envs`` copies of a gymnasium environment as one batched environment.
+
+    Args:
+        env_name: a registered gymnasium id, e.g. ``"CartPole-v1"``.
+        num_envs: number of copies ``B``.
+        seed: copy ``i`` is seeded with ``seed + i`` at the first reset.
+        vectorization_mode: ``"sync"`` (one process, for cheap environments), ``"async"``
+            (one subprocess per copy, for expensive ones) or ``"vector_entry_point"`` (the
+            environment's own batched implementation, where it has one).
+        wrappers: gymnasium wrappers applied to each copy, innermost first (sync/async only).
+        max_episode_steps: overrides the id's ``TimeLimit`` (truncation after this many steps).
+        **env_kwargs: passed to ``gymnasium.make`` for each copy.
+
+    Raises:
+        gymnasium.error.Error: if gymnasium cannot build it (e.g. wrappers with
+            ``vector_entry_point``).
+    """
+    if max_episode_steps is not None:
+        env_kwargs["max_episode_steps"] = max_episode_steps
+    vector_kwargs = ({"autoreset_mode": AutoresetMode.NEXT_STEP}
+                     if vectorization_mode in ("sync", "async") else None)
+    env = gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=vectorization_mode,
+                       vector_kwargs=vector_kwargs, wrappers=list(wrappers), **env_kwargs)
+    return VectorEnvironment(env, seed=seed, name=env_name)

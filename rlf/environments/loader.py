@@ -1,0 +1,67 @@
+"""``load``: one entry point from an environment id to a batched TimeStep environment."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Optional
+
+import gin
+import gymnasium as gym
+
+from rlf.environments.atari import ATARI_ENTRY_POINT, load_atari
+from rlf.environments.gym_env import load_gym
+from rlf.environments.vector_environment import VectorEnvironment
+
+__all__ = ["load"]
+
+_ale_registered = False
+
+
+def _register_ale() -> None:
+    global _ale_registered
+    if not _ale_registered:
+        import ale_py
+        gym.register_envs(ale_py)
+        _ale_registered = True
+
+
+def _find_spec(env_name: str) -> gym.envs.registration.EnvSpec:
+    _register_ale()
+    try:
+        return gym.spec(env_name)
+    except gym.error.Error as e:
+        close = difflib.get_close_matches(env_name, list(gym.registry), n=5, cutoff=0.6)
+        hint = f"closest registered ids: {close}" if close else "no registered id is close"
+        raise ValueError(f"Unknown environment id '{env_name}' ({e}); {hint}. "
+                         f"`gymnasium.pprint_registry()` lists them all.") from None
+
+
+@gin.configurable
+def load(env_name: str, num_envs: int, seed: Optional[int] = None,
+         **kwargs) -> VectorEnvironment:
+    """Creates a batched environment of ``num_envs`` copies of ``env_name``.
+
+    Atari image ids (``ALE/Pong-v5``, ``PongNoFrameskip-v4``, ...) go to ``load_atari``
+    (ale-py's native ``AtariVectorEnv``); every other gymnasium id goes to ``load_gym``
+    (``gymnasium.make_vec``). ``kwargs`` are passed on to the one chosen; both are also
+    gin-configurable (``load_atari.frame_stack = 1``).
+
+    Args:
+        env_name: a registered gymnasium id.
+        num_envs: the batch size ``B``.
+        seed: environment ``i`` is seeded with ``seed + i``; None for unseeded.
+
+    Returns:
+        A ``VectorEnvironment`` whose ``reset()``/``step()`` return ``TimeStep``s of
+        ``[B, ...]`` tensors.
+
+    Raises:
+        ValueError: if ``env_name`` is not registered (naming the closest registered ids) or
+            ``num_envs < 1``.
+    """
+    if num_envs < 1:
+        raise ValueError(f"load('{env_name}'): num_envs must be >= 1, got {num_envs}")
+    spec = _find_spec(env_name)
+    if spec.entry_point == ATARI_ENTRY_POINT and spec.kwargs.get("obs_type", "rgb") == "rgb":
+        return load_atari(env_name, num_envs, seed=seed, **kwargs)
+    return load_gym(env_name, num_envs, seed=seed, **kwargs)

@@ -1,0 +1,209 @@
+"""VectorEnvironment: a gymnasium VectorEnv presented as a batched TimeStep environment."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import gymnasium as gym
+import numpy as np
+import optree
+import torch
+from gymnasium.vector import AutoresetMode
+
+from rlf import nest
+from rlf.data_structures import StepType, TimeStep, time_step_spec
+from rlf.environments.spec_utils import spec_from_space
+from rlf.tensor_specs import TensorSpec, validate_nest
+
+__all__ = ["VectorEnvironment"]
+
+
+class VectorEnvironment:
+    """Wraps a gymnasium ``VectorEnv`` (``NEXT_STEP`` autoreset) to yield ``TimeStep``s.
+
+    gymnasium's ``NEXT_STEP`` autoreset already matches rlf's episode semantics
+    (DESIGN.md §2): after an episode ends, the next ``step`` ignores its action and returns the
+    reset observation with reward 0. This class labels the steps:
+
+    - the step after a ``terminated`` or ``truncated`` one -> ``FIRST`` (reward 0,
+      discount 1, ``prev_action`` zeros);
+    - ``terminated`` -> ``LAST`` with discount 0 (also if ``truncated`` at the same step);
+    - ``truncated`` only -> ``LAST`` with discount 1 (the value of the final observation
+      still counts);
+    - otherwise ``MID`` with discount 1.
+
+    Observations are converted with ``torch.from_numpy`` (no copy; the vector envs used here
+    return fresh arrays each step) and keep their dtype (uint8 frames stay uint8).
+
+    Args:
+        env: a gymnasium VectorEnv whose ``metadata["autoreset_mode"]`` is ``NEXT_STEP`` and
+            whose ``batch_size`` equals ``num_envs`` (synchronous stepping).
+        seed: seeds the sub-environments ``seed, seed + 1, ...`` at the first ``reset()``;
+            None leaves them unseeded.
+        env_info_spec: dict ``{key: TensorSpec(())}`` of ``info`` entries to pass on in
+            ``TimeStep.env_info`` as ``[B]`` tensors (e.g. Atari ``{"lives": int32}``).
+        name: a name for messages (usually the environment id).
+
+    Raises:
+        ValueError: if the VectorEnv autoresets in another mode.
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv, seed: Optional[int] = None,
+                 env_info_spec: Optional[Dict[str, TensorSpec]] = None, name: str = ""):
+        mode = env.metadata.get("autoreset_mode")
+        if mode is not None and AutoresetMode(mode) != AutoresetMode.NEXT_STEP:
+            raise ValueError(f"VectorEnvironment({name}): the vector env autoresets in mode "
+                             f"{mode}; create it with autoreset_mode=AutoresetMode.NEXT_STEP")
+        if getattr(env, "batch_size", env.num_envs) != env.num_envs:
+            raise ValueError(f"VectorEnvironment({name}): batch_size {env.batch_size} != "
+                             f"num_envs {env.num_envs}; only synchronous stepping is supported")
+        self._env = env
+        self._name = name or str(getattr(env.spec, "id", type(env).__name__))
+        self._seed = seed
+        self._num_envs = int(env.num_envs)
+        self._observation_spec = spec_from_space(env.single_observation_space)
+        self._action_spec = spec_from_space(env.single_action_space)
+        self._reward_spec = TensorSpec((), torch.float32)
+        action_leaves, self._action_treespec = optree.tree_flatten(self._action_spec)
+        self._action_layout = [(torch.Size((self._num_envs, *s.shape)), s.dtype)
+                               for s in action_leaves]
+        self._env_info_spec = dict(env_info_spec or {})
+        self._time_step_spec = time_step_spec(self._observation_spec, self._action_spec,
+                                              self._reward_spec, self._env_info_spec)
+        self._env_ids = np.arange(self._num_envs, dtype=np.int32)
+        self._env_id_tensor = torch.from_numpy(self._env_ids)
+        self._done = None  # [B] bool: the episode ended at the previous step
+
+    # ----------------------------------------------------------------- specs
+    @property
+    def batch_size(self) -> int:
+        """Number of parallel environments ``B``."""
+        return self._num_envs
+
+    @property
+    def name(self) -> str:
+        """The environment id."""
+        return self._name
+
+    @property
+    def gym_env(self) -> gym.vector.VectorEnv:
+        """The wrapped gymnasium VectorEnv."""
+        return self._env
+
+    def observation_spec(self) -> Any:
+        """Nest of ``TensorSpec`` of one observation."""
+        return self._observation_spec
+
+    def action_spec(self) -> Any:
+        """Nest of ``BoundedTensorSpec`` of one action."""
+        return self._action_spec
+
+    def reward_spec(self) -> TensorSpec:
+        """``TensorSpec(())`` float32."""
+        return self._reward_spec
+
+    def env_info_spec(self) -> Dict[str, TensorSpec]:
+        """Dict of specs of ``TimeStep.env_info``."""
+        return self._env_info_spec
+
+    def time_step_spec(self) -> TimeStep:
+        """``TimeStep`` of specs of one step (no batch dim)."""
+        return self._time_step_spec
+
+    # ----------------------------------------------------------------- stepping
+    def reset(self) -> TimeStep:
+        """Resets every environment and returns ``[B]`` FIRST time steps.
+
+        The first call seeds the environments with ``seed`` (if given); later calls continue
+        their random streams.
+        """
+        seed, self._seed = self._seed, None
+        obs, info = self._env.reset(seed=seed)
+        obs, info = self._in_env_order(info, obs)
+        self._done = np.zeros(self._num_envs, dtype=bool)
+        zeros = np.zeros(self._num_envs, dtype=np.float32)
+        prev_action = nest.map_structure(lambda s: s.zeros((self._num_envs,)),
+                                         self._action_spec)
+        return self._time_step(np.full(self._num_envs, StepType.FIRST, np.int32), zeros,
+                               np.ones(self._num_envs, np.float32), obs, prev_action, info)
+
+    def step(self, action: Any) -> TimeStep:
+        """Steps every environment with ``action`` and returns the ``[B]`` time steps.
+
+        Args:
+            action: nest of tensors matching ``action_spec()`` with outer dim ``[B]``
+                (e.g. ``[B]`` int64 for a Discrete action space). The action of an environment
+                whose last step was LAST is ignored (it resets instead).
+
+        Raises:
+            ValueError: if the action's structure, shape or dtype differs from the spec (the
+                message states the expected spec).
+            RuntimeError: if called before ``reset()``.
+        """
+        if self._done is None:
+            raise RuntimeError(f"{self._name}: call reset() before step()")
+        leaves, treespec = optree.tree_flatten(action)
+        if treespec != self._action_treespec or not all(
+                isinstance(x, torch.Tensor) and x.shape == shape and x.dtype == dtype
+                for x, (shape, dtype) in zip(leaves, self._action_layout)):
+            validate_nest(action, self._action_spec, (self._num_envs,),
+                          f"{self._name} action")  # raises, naming the path
+        np_leaves = [x.detach().cpu().numpy() for x in leaves]
+        np_action = np_leaves[0] if treespec.is_leaf() else treespec.unflatten(np_leaves)
+        obs, reward, terminated, truncated, info = self._env.step(np_action)
+        obs, reward, terminated, truncated, info = self._in_env_order(
+            info, obs, reward, terminated, truncated)
+        first = self._done
+        terminated = np.asarray(terminated, dtype=bool) & ~first
+        last = (np.asarray(truncated, dtype=bool) & ~first) | terminated
+        # MID (1) + 1 at LAST (2) - 1 at FIRST (0); first and last never overlap.
+        step_type = last.astype(np.int32) - first.astype(np.int32) + StepType.MID
+        discount = (~terminated).astype(np.float32)
+        reward = np.asarray(reward, dtype=np.float32)
+        if first.any():
+            reward = np.where(first.reshape((-1,) + (1,) * (reward.ndim - 1)), 0.0,
+                              reward).astype(np.float32)
+            keep = torch.from_numpy(~first)
+            prev_action = treespec.unflatten([
+                x * keep.view((-1,) + (1,) * (x.ndim - 1)).to(x.dtype) for x in leaves])
+        else:
+            prev_action = treespec.unflatten([x.detach().clone() for x in leaves])
+        self._done = last
+        return self._time_step(step_type, reward, discount, obs, prev_action, info)
+
+    def close(self) -> None:
+        """Closes the underlying environments (and their subprocesses)."""
+        self._env.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ----------------------------------------------------------------- helpers
+    def _in_env_order(self, info, *arrays):
+        """Returns ``(*arrays, info)`` with rows sorted by ``info["env_id"]`` if it is present.
+
+        Synchronous vector envs answer in env order already; this guards the assumption.
+        """
+        env_id = info.get("env_id") if isinstance(info, dict) else None
+        if env_id is None or not (env_id != self._env_ids).any():
+            return arrays + (info,)
+        order = np.argsort(env_id, kind="stable")
+        arrays = tuple(nest.map_structure(lambda x: x[order], a) for a in arrays)
+        info = {k: (v[order] if isinstance(v, np.ndarray) and v.shape[:1] == order.shape
+                    else v) for k, v in info.items()}
+        return arrays + (info,)
+
+    def _time_step(self, step_type, reward, discount, obs, prev_action, info) -> TimeStep:
+        env_info = {k: torch.from_numpy(np.asarray(info[k])).to(spec.dtype)
+                    for k, spec in self._env_info_spec.items()}
+        return TimeStep(
+            step_type=torch.from_numpy(step_type),
+            reward=torch.from_numpy(reward),
+            discount=torch.from_numpy(discount),
+            observation=nest.map_structure(torch.from_numpy, obs),
+            prev_action=prev_action,
+            env_id=self._env_id_tensor.clone(),
+            env_info=env_info)

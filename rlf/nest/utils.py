@@ -1,0 +1,73 @@
+"""Tensor-aware helpers over nests: stacking, outer rank, device transfer."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from rlf.nest.nest import _flatten_same, _spec_paths, flatten_with_path, map_structure
+
+__all__ = ["stack_nests", "get_outer_rank", "convert_device"]
+
+
+def stack_nests(nests: Sequence[Any], dim: int = 0) -> Any:
+    """Stacks a sequence of nests of tensors leaf by leaf with ``torch.stack``.
+
+    Args:
+        nests: ``N`` nests of identical structure; leaf ``i`` of each has one shape ``S_i``.
+        dim: where the new dimension of size ``N`` goes.
+
+    Returns:
+        One nest whose leaf ``i`` has shape ``S_i`` with ``N`` inserted at ``dim``.
+
+    Raises:
+        ValueError: if ``nests`` is empty or the structures differ (naming the path).
+    """
+    nests = list(nests)
+    if not nests:
+        raise ValueError("stack_nests needs at least one nest")
+    spec, all_leaves = _flatten_same(nests, "stack_nests")
+    return spec.unflatten([torch.stack(xs, dim=dim) for xs in zip(*all_leaves)])
+
+
+def get_outer_rank(tensors: Any, specs: Any) -> int:
+    """Returns the number of outer (batch/time) dimensions of ``tensors`` relative to ``specs``.
+
+    Each tensor must have shape ``outer_dims + spec.shape``, with the same number of outer
+    dimensions for every leaf (e.g. ``[B, ...]`` -> 1, ``[T, B, ...]`` -> 2).
+
+    Args:
+        tensors: a nest of tensors.
+        specs: a nest of ``TensorSpec`` with the same structure.
+
+    Raises:
+        ValueError: if the structures differ, a tensor's trailing shape is not its spec's
+            shape, or the leaves disagree on the outer rank (naming the path).
+    """
+    spec_tree, (spec_leaves, tensor_leaves) = _flatten_same([specs, tensors], "get_outer_rank")
+    outer_rank = None
+    for path, spec, t in zip(_spec_paths(spec_tree), spec_leaves, tensor_leaves):
+        rank = t.ndim - spec.ndim
+        if rank < 0 or tuple(t.shape[rank:]) != tuple(spec.shape):
+            raise ValueError(f"get_outer_rank: '{path}' has shape {tuple(t.shape)}, which does "
+                             f"not end with the spec's shape {tuple(spec.shape)}")
+        if outer_rank is None:
+            outer_rank = rank
+        elif rank != outer_rank:
+            raise ValueError(f"get_outer_rank: '{path}' has {rank} outer dims but earlier "
+                             f"leaves have {outer_rank}")
+    return 0 if outer_rank is None else outer_rank
+
+
+def convert_device(nest: Any, device: str | torch.device) -> Any:
+    """Moves every tensor leaf of ``nest`` to ``device``; other leaves are returned as they are.
+
+    Tensors already on ``device`` are not copied.
+    """
+    device = torch.device(device)
+
+    def _move(x):
+        return x.to(device) if isinstance(x, torch.Tensor) else x
+
+    return map_structure(_move, nest)

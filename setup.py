@@ -1,0 +1,33 @@
+"""rlf: a PyTorch reinforcement-learning framework in the mould of ALF."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="rlf",
+    version="0.1.0",
+    description="PyTorch RL framework: nested TimeStep/Experience, replay, V-trace IMPALA",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["rlf", "rlf.*"]),
+    install_requires=[
+        # A lower bound only: CI installs the local CPU build torch==2.13.0 first.
+        "torch>=2.3",
+        "numpy>=1.24",
+        "gymnasium>=1.0",
+        "ale-py>=0.11",
+        "opencv-python-headless>=4.8",
+        "gin-config>=0.5",
+        "absl-py>=2.0",
+        "tensorboard>=2.14",
+        # optree 0.18-0.20 flatten ~25-45% slower than 0.17 on this machine (bench/nest_bench.py).
+        "optree>=0.14,<0.18",
+        "tqdm>=4.66",
+    ],
+    extras_require={
+        "test": ["pytest>=7.4"],
+        "ray": ["ray[default]>=2.9"],
+        # Peers measured by bench/replay_bench.py.
+        "bench": ["stable-baselines3>=2.3", "torchrl>=0.6", "psutil>=5.9"],
+    },
+)

@@ -1,0 +1,91 @@
+"""Real ALE/Pong-v5 through AtariVectorEnv."""
+
+import numpy as np
+import pytest
+import torch
+
+from rlf.data_structures import StepType
+from rlf.environments import load
+from rlf.tensor_specs import validate_nest
+
+B = 2
+
+
+def test_pong_specs_shapes_dtypes():
+    env = load("ALE/Pong-v5", B, seed=0)
+    assert env.observation_spec().shape == (4, 84, 84)
+    assert env.observation_spec().dtype == torch.uint8
+    assert env.action_spec().num_values == 6
+    spec = env.time_step_spec()
+    ts = env.reset()
+    validate_nest(ts, spec, (B,), "reset")
+    assert (ts.step_type == StepType.FIRST).all()
+    for _ in range(5):
+        ts = env.step(env.action_spec().sample((B,)))
+        validate_nest(ts, spec, (B,), "step")
+    assert ts.env_info["lives"].dtype == torch.int32
+    env.close()
+
+
+def test_pong_frame_stack_1_and_clipped_rewards():
+    env = load("ALE/Pong-v5", B, seed=0, frame_stack=1)
+    assert env.observation_spec().shape == (1, 84, 84)
+    env.reset()
+    rewards = torch.stack([env.step(env.action_spec().sample((B,))).reward
+                           for _ in range(300)])
+    assert set(rewards.unique().tolist()) <= {-1.0, 0.0, 1.0}
+    assert (rewards != 0).any()
+
+
+def test_pong_seeding():
+    def run(seed):
+        env = load("ALE/Pong-v5", B, seed=seed)
+        frames = [env.reset().observation]
+        g = torch.Generator().manual_seed(0)
+        for _ in range(60):
+            frames.append(env.step(torch.randint(0, 6, (B,), generator=g)).observation)
+        env.close()
+        return torch.stack(frames)
+
+    a = run(7)
+    assert torch.equal(a, run(7))
+    assert not torch.equal(a, run(8))
+
+
+def test_pong_truncation_and_termination_match_raw_env():
+    """Step types against the raw AtariVectorEnv's own terminated/truncated flags.
+
+    A 2,000-frame limit truncates env 0's episodes; env 1 is given the full limit and plays
+    (always NOOP, losing 0:21) until the game really terminates.
+    """
+    kwargs = dict(seed=3, max_num_frames_per_episode=2000)
+    env = load("ALE/Pong-v5", 1, **kwargs)
+    raw = load("ALE/Pong-v5", 1, **kwargs).gym_env
+    long_env = load("ALE/Pong-v5", 1, seed=3)
+    raw_long = load("ALE/Pong-v5", 1, seed=3).gym_env
+    action = torch.zeros(1, dtype=torch.int64)
+
+    def check(env, raw, max_steps):
+        """Steps both in lockstep until the step after the first LAST; returns `terminated`."""
+        ts = env.reset()
+        raw_obs, _ = raw.reset(seed=3)
+        np.testing.assert_array_equal(ts.observation.numpy(), raw_obs)
+        ended, terminated = False, None
+        for _ in range(max_steps):
+            ts = env.step(action)
+            raw_obs, r, term, trunc, _ = raw.step(action.numpy())
+            np.testing.assert_array_equal(ts.observation.numpy(), raw_obs)
+            got = (int(ts.step_type[0]), float(ts.reward[0]), float(ts.discount[0]))
+            if ended:  # the step after LAST: a new episode, whatever the action was
+                assert got == (StepType.FIRST, 0.0, 1.0)
+                assert ts.prev_action[0] == 0
+                return terminated
+            if term[0] or trunc[0]:
+                assert got == (StepType.LAST, float(r[0]), 0.0 if term[0] else 1.0)
+                ended, terminated = True, bool(term[0])
+            else:
+                assert got == (StepType.MID, float(r[0]), 1.0)
+        raise AssertionError(f"no episode ended within {max_steps} steps")
+
+    assert check(env, raw, 1000) is False, "2,000 frames should truncate"
+    assert check(long_env, raw_long, 6000) is True, "the game should terminate"

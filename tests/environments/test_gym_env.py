@@ -1,0 +1,114 @@
+"""VectorEnvironment over gymnasium.make_vec, checked against plain single gymnasium envs."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlf import nest
+from rlf.data_structures import StepType
+from rlf.environments import load
+from rlf.tensor_specs import validate_nest
+
+B = 3
+MAX_STEPS = 12  # short enough that some episodes truncate, long enough that others terminate
+
+
+def reference_trajectory(seed, actions):
+    """Hand-written per-env loop over plain gymnasium.make: the semantics of DESIGN.md §2."""
+    out = []
+    for i in range(B):
+        env = gym.make("CartPole-v1", max_episode_steps=MAX_STEPS)
+        obs, _ = env.reset(seed=seed + i)
+        rows = [(obs, StepType.FIRST, 0.0, 1.0, 0)]
+        needs_reset = False
+        for a in actions[:, i]:
+            if needs_reset:  # the action given at LAST is ignored; a new episode starts
+                obs, _ = env.reset()
+                rows.append((obs, StepType.FIRST, 0.0, 1.0, 0))
+                needs_reset = False
+                continue
+            obs, r, term, trunc, _ = env.step(int(a))
+            if term or trunc:
+                rows.append((obs, StepType.LAST, r, 0.0 if term else 1.0, int(a)))
+                needs_reset = True
+            else:
+                rows.append((obs, StepType.MID, r, 1.0, int(a)))
+        out.append(rows)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_cartpole_matches_reference(mode):
+    rng = np.random.default_rng(0)
+    actions = rng.integers(0, 2, size=(150, B))
+    env = load("CartPole-v1", B, seed=10, max_episode_steps=MAX_STEPS, vectorization_mode=mode)
+    spec = env.time_step_spec()
+    steps = [env.reset()]
+    for a in actions:
+        steps.append(env.step(torch.from_numpy(a)))
+    env.close()
+    ref = reference_trajectory(10, actions)
+    for t, ts in enumerate(steps):
+        validate_nest(ts, spec, (B,), f"time step {t}")
+        assert ts.env_id.tolist() == list(range(B))
+        for i in range(B):
+            obs, step_type, reward, discount, prev_action = ref[i][t]
+            assert ts.step_type[i] == step_type, (t, i)
+            assert ts.reward[i] == np.float32(reward), (t, i)
+            assert ts.discount[i] == discount, (t, i)
+            assert ts.prev_action[i] == prev_action, (t, i)
+            np.testing.assert_array_equal(ts.observation[i].numpy(), obs)
+    # the run saw both kinds of episode end, so both discounts were really checked
+    last = torch.stack([ts.step_type for ts in steps]) == StepType.LAST
+    discounts = torch.stack([ts.discount for ts in steps])[last]
+    assert (discounts == 0).any() and (discounts == 1).any()
+    # every LAST is followed by a FIRST
+    types = torch.stack([ts.step_type for ts in steps])
+    assert (types[1:][types[:-1] == StepType.LAST] == StepType.FIRST).all()
+
+
+def test_same_seed_same_trajectory_different_seed_differs():
+    def run(seed):
+        env = load("CartPole-v1", B, seed=seed)
+        obs = [env.reset().observation]
+        for t in range(30):
+            obs.append(env.step(torch.full((B,), t % 2, dtype=torch.int64)).observation)
+        return torch.stack(obs)
+
+    assert torch.equal(run(3), run(3))
+    assert not torch.equal(run(3), run(4))
+
+
+def test_wrappers_pass_through():
+    env = load("CartPole-v1", 2, seed=0,
+               wrappers=[lambda e: gym.wrappers.TransformReward(e, lambda r: 2.5 * r)])
+    env.reset()
+    assert env.step(torch.zeros(2, dtype=torch.int64)).reward.tolist() == [2.5, 2.5]
+
+
+def test_specs():
+    env = load("CartPole-v1", 2)
+    assert env.batch_size == 2
+    assert env.action_spec().num_values == 2 and env.action_spec().dtype == torch.int64
+    assert env.observation_spec().shape == (4,)
+    assert env.time_step_spec().prev_action == env.action_spec()
+    ts = env.reset()
+    assert nest.map_structure(lambda t: t.shape[0], ts).step_type == 2
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="CartPole-v1"):
+        load("CartPol-v1", 2)
+    with pytest.raises(ValueError, match="closest registered ids"):
+        load("CartPole-v9", 2)
+    env = load("CartPole-v1", 2)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(torch.zeros(2, dtype=torch.int64))
+    env.reset()
+    with pytest.raises(ValueError, match=r"expected shape \(2,\) dtype torch.int64"):
+        env.step(torch.zeros(3, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"dtype torch.int64.*got .*torch.float32"):
+        env.step(torch.zeros(2))
+    with pytest.raises(ValueError, match="num_envs"):
+        load("CartPole-v1", 0)

@@ -1,0 +1,38 @@
+import torch
+
+from rlf.data_structures import (AlgStep, Experience, LossInfo, StepType, TimeStep,
+                                 make_experience, time_step_spec)
+from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+
+
+def test_step_type_values():
+    assert (StepType.FIRST, StepType.MID, StepType.LAST) == (0, 1, 2)
+
+
+def test_time_step_predicates():
+    ts = TimeStep(step_type=torch.tensor([0, 1, 2, 0], dtype=torch.int32))
+    assert ts.is_first().tolist() == [True, False, False, True]
+    assert ts.is_mid().tolist() == [False, True, False, False]
+    assert ts.is_last().tolist() == [False, False, True, False]
+
+
+def test_make_experience_maps_fields():
+    ts = TimeStep(reward=torch.ones(2))
+    step = AlgStep(output="action", state="new_state", info="info")
+    exp = make_experience(ts, step, state="old_state")
+    assert exp == Experience(time_step=ts, action="action", rollout_info="info",
+                             state="old_state")
+
+
+def test_defaults_are_empty_nests():
+    assert AlgStep() == ((), (), ())
+    assert LossInfo().priority == ()
+
+
+def test_time_step_spec():
+    obs = TensorSpec((4,))
+    act = BoundedTensorSpec((), torch.int64, 0, 1)
+    spec = time_step_spec(obs, act, TensorSpec(()))
+    assert spec.observation == obs and spec.prev_action == act
+    assert spec.step_type.dtype == torch.int32
+    assert spec.discount.dtype == torch.float32 and spec.env_info == {}
