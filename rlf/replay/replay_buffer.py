@@ -1,0 +1,548 @@
+"""ReplayBuffer: one ring of ``max_length`` steps per environment, for nested experience.
+
+Positions are *absolute*: the ``k``-th step ever written to environment ``e`` has position
+``k`` (0-based) and lives in slot ``k % max_length`` of ``e``'s ring. ``_current_pos[e]`` is the
+number of steps ever written to ``e`` and ``_current_size[e] = min(_current_pos[e],
+max_length)`` how many are held, so ``e`` holds positions ``[_current_pos - _current_size,
+_current_pos)``. This is ALF's layout, so checkpoints are interchangeable.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, NamedTuple, Optional, Tuple
+
+import numpy as np
+import optree
+import torch
+from torch import nn
+
+from rlf import nest
+from rlf.data_structures import StepType
+from rlf.replay.sum_tree import SumTree
+from rlf.tensor_specs import TensorSpec, validate_nest
+
+__all__ = ["ReplayBuffer", "BatchInfo"]
+
+
+class BatchInfo(NamedTuple):
+    """Where a sampled batch came from.
+
+    Attributes:
+        env_ids: ``[B]`` int64, the environment of each sequence.
+        positions: ``[B]`` int64, the absolute position of each sequence's first step
+            (pass back to ``update_priority``).
+        importance_weights: ``[B]`` float32 importance-sampling weights
+            ``(N * P(i)) ** -beta / max_j (N * P(j)) ** -beta`` for prioritised sampling
+            (Schaul et al. 2016, §3.4), ones otherwise.
+    """
+
+    env_ids: torch.Tensor
+    positions: torch.Tensor
+    importance_weights: torch.Tensor
+
+
+def _key(path: str) -> str:
+    # register_buffer forbids '.', so checkpoint keys use '|' (ALF's convention).
+    return path.replace(".", "|")
+
+
+class ReplayBuffer(nn.Module):
+    """A ring buffer of nested experience, one ring per environment.
+
+    Args:
+        data_spec: nest of ``TensorSpec`` of one step (e.g. an ``Experience`` of specs).
+        num_environments: number of rings ``E``.
+        max_length: steps held per environment ``L``.
+        prioritized_sampling: sample sequences in proportion to ``priority ** alpha`` of their
+            first step (Schaul et al. 2016, proportional variant) instead of uniformly.
+        num_earliest_frames_ignored: the oldest this-many steps of each ring are never the
+            first step of a sampled sequence (ALF; needed by frame stacking, whose oldest
+            steps lack their preceding frames). Raised to ``stack - 1`` if ``stacked_frames``
+            needs more.
+        device: where the storage lives. The buffer stays there: ``.to()`` of a parent module
+            does not move it.
+        name: used in messages.
+        alpha: priority exponent (0 = uniform).
+        beta: importance-sampling exponent (1 = full correction); settable as ``buffer.beta``
+            for annealing.
+        max_use: if set, a step is sampled as the first step of a sequence at most this many
+            times (DI-engine's ``max_use``); exhausted steps are no longer drawn.
+        stacked_frames: ``{path: k}`` of observation fields whose spec is ``[k, ...]`` frames
+            stacked along dim 0 (e.g. ``{"time_step.observation": 4}``). Only the newest frame
+            of each step is stored (``[...]``, ~7 KB for an 84x84 Atari frame instead of 28 KB);
+            samples re-stack the ``k`` most recent frames. Needs ``time_step.step_type`` in
+            ``data_spec`` so that frames before an episode's FIRST step are not used.
+        frame_padding: what stands in for frames before an episode's first frame: ``"zeros"``
+            (ale-py's ``AtariVectorEnv``) or ``"first"`` (repeat the first frame, as
+            gymnasium's ``FrameStackObservation(padding_type="reset")``).
+
+    Raises:
+        ValueError: for non-positive sizes, unknown ``stacked_frames`` paths, a stacked field
+            whose spec does not start with ``k``, or a missing ``time_step.step_type``.
+    """
+
+    def __init__(self,
+                 data_spec: Any,
+                 num_environments: int,
+                 max_length: int,
+                 prioritized_sampling: bool = False,
+                 num_earliest_frames_ignored: int = 0,
+                 device: str | torch.device = "cpu",
+                 name: str = "ReplayBuffer",
+                 alpha: float = 0.6,
+                 beta: float = 0.4,
+                 max_use: Optional[int] = None,
+                 stacked_frames: Optional[Dict[str, int]] = None,
+                 frame_padding: str = "zeros"):
+        super().__init__()
+        if num_environments < 1 or max_length < 1:
+            raise ValueError(f"{name}: num_environments ({num_environments}) and max_length "
+                             f"({max_length}) must be >= 1")
+        if max_use is not None and max_use < 1:
+            raise ValueError(f"{name}: max_use must be >= 1 or None, got {max_use}")
+        if frame_padding not in ("zeros", "first"):
+            raise ValueError(f"{name}: frame_padding must be 'zeros' or 'first', "
+                             f"got {frame_padding!r}")
+        self._name = name
+        self._data_spec = data_spec
+        self._num_envs = int(num_environments)
+        self._max_length = int(max_length)
+        self._device = torch.device(device)
+        self._prioritized = bool(prioritized_sampling)
+        self._alpha = float(alpha)
+        self.beta = float(beta)
+        self._max_use = max_use
+        self._frame_padding = frame_padding
+        self._lock = threading.RLock()
+
+        spec_leaves, self._treespec = optree.tree_flatten(data_spec)
+        self._paths = [p for p, _ in nest.flatten_with_path(data_spec)]
+        self._leaf_layout = [(s.shape, s.dtype) for s in spec_leaves]
+        stacked_frames = dict(stacked_frames or {})
+        unknown = sorted(set(stacked_frames) - set(self._paths))
+        if unknown:
+            raise ValueError(f"{name}: stacked_frames paths {unknown} are not leaves of "
+                             f"data_spec (leaves: {self._paths})")
+        self._stack = [stacked_frames.get(p, 0) for p in self._paths]
+        if stacked_frames:
+            if "time_step.step_type" not in self._paths:
+                raise ValueError(f"{name}: stacked_frames needs 'time_step.step_type' in "
+                                 f"data_spec to find episode starts")
+            self._step_type_index = self._paths.index("time_step.step_type")
+        max_stack = max(self._stack, default=0)
+        self._num_ignored = max(int(num_earliest_frames_ignored), max_stack - 1)
+
+        self._storage = []
+        for path, spec, k in zip(self._paths, spec_leaves, self._stack):
+            shape = tuple(spec.shape)
+            if k:
+                if not shape or shape[0] != k:
+                    raise ValueError(f"{name}: stacked field '{path}' has spec shape {shape}; "
+                                     f"expected [{k}, ...] (k frames along dim 0)")
+                shape = shape[1:]
+            buf = torch.zeros((self._num_envs, self._max_length) + shape, dtype=spec.dtype,
+                              device=self._device)
+            self.register_buffer(_key(path), buf)
+            self._storage.append(buf)
+
+        # Positions stay on the CPU; numpy views of them make index arithmetic cheap.
+        self.register_buffer("_current_size", torch.zeros(self._num_envs, dtype=torch.int64))
+        self.register_buffer("_current_pos", torch.zeros(self._num_envs, dtype=torch.int64))
+        self._size_np = self._current_size.numpy()
+        self._pos_np = self._current_pos.numpy()
+
+        # Prioritised sampling and max_use both draw through a sum tree whose leaf
+        # env * L + slot holds priority ** alpha (or 1 for uniform max_use); 0 = not drawable.
+        self._tree = None
+        if self._prioritized or self._max_use is not None:
+            self._tree = SumTree(self._num_envs * self._max_length)
+            self.register_buffer(
+                "_priority", torch.from_numpy(self._tree.values).view(self._num_envs,
+                                                                       self._max_length))
+            self.register_buffer("_max_priority", torch.ones((), dtype=torch.float64))
+        if self._max_use is not None:
+            self.register_buffer("_use_count", torch.zeros(
+                (self._num_envs, self._max_length), dtype=torch.int64))
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def data_spec(self) -> Any:
+        """Nest of ``TensorSpec`` of one step."""
+        return self._data_spec
+
+    @property
+    def num_environments(self) -> int:
+        """Number of rings."""
+        return self._num_envs
+
+    @property
+    def max_length(self) -> int:
+        """Steps held per ring."""
+        return self._max_length
+
+    @property
+    def num_earliest_frames_ignored(self) -> int:
+        """Oldest steps per ring never used as a sequence start."""
+        return self._num_ignored
+
+    @property
+    def total_size(self) -> int:
+        """Number of steps held, summed over environments."""
+        return int(self._size_np.sum())
+
+    @property
+    def current_size(self) -> torch.Tensor:
+        """``[E]`` int64: steps held per environment."""
+        return self._current_size.clone()
+
+    @property
+    def current_pos(self) -> torch.Tensor:
+        """``[E]`` int64: steps ever written per environment."""
+        return self._current_pos.clone()
+
+    def _apply(self, fn, recurse=True):
+        # The storage lives on the device given at construction; a parent's .to()/.cuda()
+        # must not copy (possibly gigabytes of) replay data or break the numpy views.
+        return self
+
+    # ------------------------------------------------------------------ adding
+    def add_batch(self, batch: Any, env_ids: Optional[torch.Tensor] = None) -> None:
+        """Writes one step for each of ``env_ids``.
+
+        Args:
+            batch: nest matching ``data_spec`` with outer dim ``[n]`` (stacked fields with
+                their full ``[n, k, ...]`` shape; only the newest frame is kept).
+            env_ids: ``[n]`` int environment ids, any subset in any order, no duplicates;
+                None means all environments in order (``n == num_environments``).
+
+        Raises:
+            ValueError: if ``batch`` does not match ``data_spec`` (naming the path, expected
+                and actual shape/dtype), or ``env_ids`` has duplicates, is out of range or
+                disagrees with ``n``.
+        """
+        leaves, treespec = optree.tree_flatten(batch)
+        n = leaves[0].shape[0] if leaves and leaves[0].ndim else 0
+        if treespec != self._treespec or not all(
+                isinstance(x, torch.Tensor) and x.dtype == dtype and x.shape[1:] == shape
+                and x.shape[0] == n for x, (shape, dtype) in zip(leaves, self._leaf_layout)):
+            validate_nest(batch, self._data_spec, (n,), f"{self._name}.add_batch")
+            raise ValueError(f"{self._name}.add_batch: leaves disagree on the batch size")
+        if env_ids is None:
+            if n != self._num_envs:
+                raise ValueError(f"{self._name}.add_batch: batch has {n} rows but there are "
+                                 f"{self._num_envs} environments; pass env_ids for a subset")
+            ids = None
+        else:
+            ids = np.asarray(env_ids.cpu() if isinstance(env_ids, torch.Tensor) else env_ids,
+                             dtype=np.int64).reshape(-1)
+            if ids.shape[0] != n:
+                raise ValueError(f"{self._name}.add_batch: {ids.shape[0]} env_ids for a batch "
+                                 f"of {n} rows")
+            if n and (ids.min() < 0 or ids.max() >= self._num_envs):
+                raise ValueError(f"{self._name}.add_batch: env_ids {ids.tolist()} out of range "
+                                 f"[0, {self._num_envs})")
+            if np.unique(ids).size != n:
+                raise ValueError(f"{self._name}.add_batch: duplicate env_ids {ids.tolist()}")
+            if n == self._num_envs and (ids == np.arange(n)).all():
+                ids = None
+        with self._lock:
+            self._write(leaves, ids)
+
+    def _write(self, leaves, ids):
+        pos = self._pos_np if ids is None else self._pos_np[ids]
+        slots = pos % self._max_length
+        aligned_slot = int(slots[0]) if ids is None and (slots == slots[0]).all() else None
+        if aligned_slot is None:
+            env_t = torch.from_numpy(np.arange(self._num_envs) if ids is None else ids).to(
+                self._device)
+            slot_t = torch.from_numpy(slots).to(self._device)
+        for buf, x, k in zip(self._storage, leaves, self._stack):
+            if k:
+                x = x[:, -1]
+            if aligned_slot is not None:
+                buf[:, aligned_slot].copy_(x)
+            else:
+                buf[env_t, slot_t] = x.to(self._device)
+        if ids is None:
+            self._pos_np += 1
+        else:
+            self._pos_np[ids] += 1
+        np.minimum(self._pos_np, self._max_length, out=self._size_np)
+        if self._tree is not None:
+            envs = np.arange(self._num_envs) if ids is None else ids
+            flat = envs * self._max_length + slots
+            initial = (float(self._max_priority) ** self._alpha if self._prioritized else 1.0)
+            self._tree.update(flat, initial)
+            if self._max_use is not None:
+                self._use_count.view(-1)[torch.from_numpy(flat)] = 0
+
+    def clear(self) -> None:
+        """Forgets every step (the storage is kept, positions restart at 0)."""
+        with self._lock:
+            self._pos_np[:] = 0
+            self._size_np[:] = 0
+            if self._tree is not None:
+                self._tree.clear()
+                self._max_priority.fill_(1.0)
+            if self._max_use is not None:
+                self._use_count.zero_()
+
+    # ------------------------------------------------------------------ sampling
+    def get_batch(self, batch_size: int, batch_length: int = 1) -> Tuple[Any, BatchInfo]:
+        """Samples ``batch_size`` sequences of ``batch_length`` consecutive steps.
+
+        Each sequence comes from one environment and lies within the steps it holds, so it
+        never spans the point where the ring overwrote older data. Sequences are drawn
+        uniformly over all valid (environment, start) pairs, or in proportion to the start's
+        ``priority ** alpha`` with ``prioritized_sampling``; with replacement.
+
+        Returns:
+            ``(batch, info)``: ``batch`` matches ``data_spec`` with outer dims
+            ``[batch_size, batch_length]`` (batch-major; stacked fields re-stacked to
+            ``[batch_size, batch_length, k, ...]``); ``info`` is a ``BatchInfo``.
+
+        Raises:
+            ValueError: if no environment holds enough steps for one sequence (saying how
+                many steps each holds), or every eligible step reached ``max_use``.
+        """
+        if batch_size < 1 or batch_length < 1:
+            raise ValueError(f"{self._name}.get_batch: batch_size ({batch_size}) and "
+                             f"batch_length ({batch_length}) must be >= 1")
+        with self._lock:
+            num_starts = self._num_valid_starts(batch_length)
+            if num_starts.sum() == 0:
+                raise ValueError(
+                    f"{self._name}.get_batch: no environment holds {batch_length} steps "
+                    f"(+{self._num_ignored} ignored earliest) for a sequence; steps held per "
+                    f"environment: {self._size_np.tolist()}")
+            if self._tree is None:
+                env, start = self._sample_uniform(batch_size, num_starts)
+                weights = torch.ones(batch_size, dtype=torch.float32)
+            else:
+                env, start, weights = self._sample_from_tree(batch_size, batch_length,
+                                                             num_starts)
+            positions = start[:, None] + np.arange(batch_length)
+            batch = self._gather(env, positions)
+        return batch, BatchInfo(env_ids=torch.from_numpy(env),
+                                positions=torch.from_numpy(start),
+                                importance_weights=weights)
+
+    def _num_valid_starts(self, batch_length: int) -> np.ndarray:
+        return np.maximum(self._size_np - self._num_ignored - batch_length + 1, 0)
+
+    def _oldest(self) -> np.ndarray:
+        return self._pos_np - self._size_np
+
+    def _sample_uniform(self, batch_size, num_starts):
+        cum = np.cumsum(num_starts)
+        u = torch.randint(int(cum[-1]), (batch_size,)).numpy()
+        env = np.searchsorted(cum, u, side="right")
+        offset = u - (cum[env] - num_starts[env])
+        start = self._oldest()[env] + self._num_ignored + offset
+        return env.astype(np.int64), start.astype(np.int64)
+
+    def _valid_start_mask(self, batch_length: int) -> np.ndarray:
+        """``[E, L]`` bool over slots: holds a step that can start a sequence."""
+        slots = np.arange(self._max_length)
+        newest = (self._pos_np - 1)[:, None]
+        age = (newest % self._max_length - slots) % self._max_length  # 0 = newest
+        return (age >= batch_length - 1) & (age < (self._size_np - self._num_ignored)[:, None])
+
+    def _sample_from_tree(self, batch_size, batch_length, num_starts):
+        values = self._tree.values.reshape(self._num_envs, self._max_length)
+        valid = self._valid_start_mask(batch_length)
+        valid_mass = float(values[valid].sum()) if batch_length > 1 or self._num_ignored \
+            else self._tree.total
+        if valid_mass <= 0:
+            raise ValueError(f"{self._name}.get_batch: every eligible step was sampled "
+                             f"max_use={self._max_use} times; add new steps first")
+        flat_valid = valid.reshape(-1)
+        chosen = np.empty(0, dtype=np.int64)
+        for _ in range(1000):  # rejection of non-starts; almost always one round
+            u = torch.rand(batch_size, dtype=torch.float64).numpy() * self._tree.total
+            idx = self._tree.find(u)
+            idx = idx[flat_valid[idx] & (self._tree.values[idx] > 0)]
+            chosen = np.concatenate([chosen, idx])[:batch_size]
+            if chosen.size == batch_size:
+                break
+        else:
+            raise ValueError(f"{self._name}.get_batch: could not draw valid sequence starts")
+        env, slot = np.divmod(chosen, self._max_length)
+        newest = self._pos_np[env] - 1
+        start = newest - (newest % self._max_length - slot) % self._max_length
+        if self._prioritized:
+            probs = self._tree.values[chosen] / valid_mass
+            w = (num_starts.sum() * probs) ** (-self.beta)
+            weights = torch.from_numpy((w / w.max()).astype(np.float32))
+        else:
+            weights = torch.ones(batch_size, dtype=torch.float32)
+        if self._max_use is not None:
+            counts = self._use_count.view(-1)
+            chosen_t = torch.from_numpy(chosen)
+            counts.index_add_(0, chosen_t, torch.ones_like(chosen_t))
+            exhausted = chosen[(counts[chosen_t] >= self._max_use).numpy()]
+            self._tree.update(exhausted, 0.0)
+        return env.astype(np.int64), start.astype(np.int64), weights
+
+    def _gather(self, env: np.ndarray, positions: np.ndarray) -> Any:
+        """Reads absolute ``positions`` ``[N, T]`` of ``env`` ``[N]``; re-stacks frames."""
+        env_t = torch.from_numpy(env).to(self._device)[:, None]
+        slots_t = torch.from_numpy(positions % self._max_length).to(self._device)
+        out = []
+        for buf, k in zip(self._storage, self._stack):
+            out.append(buf[env_t, slots_t] if not k else self._stack_frames(buf, k, env,
+                                                                            positions))
+        return self._treespec.unflatten(out)
+
+    def _stack_frames(self, frames: torch.Tensor, k: int, env: np.ndarray,
+                      positions: np.ndarray) -> torch.Tensor:
+        """``[N, T, k, ...]``: frames at positions ``p-k+1 .. p``, none from before the episode's
+        FIRST step (nor before the oldest held step): those are padded."""
+        window = positions[:, :, None] - (k - 1) + np.arange(k)  # [N, T, k]
+        slots = window % self._max_length
+        step_types = self._storage[self._step_type_index].numpy() if \
+            self._device.type == "cpu" else self._storage[self._step_type_index].cpu().numpy()
+        is_first = step_types[env[:, None, None], slots] == StepType.FIRST
+        # Latest episode start within the window (-1 if none), at or before the newest frame.
+        start = np.max(np.where(is_first, window, -1), axis=2, keepdims=True)
+        start = np.maximum(start, self._oldest()[env][:, None, None])
+        src = np.maximum(window, start) if self._frame_padding == "first" else window
+        env_t = torch.from_numpy(env).to(self._device)[:, None, None]
+        out = frames[env_t, torch.from_numpy(src % self._max_length).to(self._device)]
+        invalid = window < start
+        if self._frame_padding == "zeros" and invalid.any():
+            mask = torch.from_numpy(invalid).to(self._device)
+            out.masked_fill_(mask.view(mask.shape + (1,) * (out.ndim - 3)), 0)
+        return out
+
+    def get_batch_by_indices(self, env_ids: torch.Tensor, positions: torch.Tensor,
+                             batch_length: int = 1) -> Any:
+        """Reads the sequences starting at given absolute positions.
+
+        Args:
+            env_ids: ``[N]`` int environment ids.
+            positions: ``[N]`` int absolute positions of the first steps.
+            batch_length: ``T``, steps per sequence.
+
+        Returns:
+            nest with outer dims ``[N, T]``, as ``get_batch``.
+
+        Raises:
+            ValueError: if a sequence is not (entirely) held by the buffer.
+        """
+        env = np.asarray(env_ids.cpu() if isinstance(env_ids, torch.Tensor) else env_ids,
+                         dtype=np.int64).reshape(-1)
+        start = np.asarray(positions.cpu() if isinstance(positions, torch.Tensor)
+                           else positions, dtype=np.int64).reshape(-1)
+        with self._lock:
+            oldest, end = self._oldest()[env], self._pos_np[env]
+            bad = (start < oldest) | (start + batch_length > end)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ValueError(
+                    f"{self._name}.get_batch_by_indices: env {env[i]} holds positions "
+                    f"[{oldest[i]}, {end[i]}), not [{start[i]}, {start[i] + batch_length})")
+            return self._gather(env, start[:, None] + np.arange(batch_length))
+
+    def gather_all(self, ignore_earliest_frames: Optional[bool] = None) -> Any:
+        """Returns every held step of every environment, in time order.
+
+        Args:
+            ignore_earliest_frames: drop the ``num_earliest_frames_ignored`` oldest steps of
+                each ring. None: drop them only with ``stacked_frames`` and only if the ring
+                has wrapped (then their preceding frames are gone).
+
+        Returns:
+            nest with outer dims ``[E, length]``.
+
+        Raises:
+            ValueError: if environments hold different numbers of steps.
+        """
+        with self._lock:
+            sizes = self._size_np
+            if (sizes != sizes[0]).any():
+                raise ValueError(f"{self._name}.gather_all: environments hold different "
+                                 f"numbers of steps {sizes.tolist()}; use get_batch_by_indices")
+            if ignore_earliest_frames is None:
+                ignore_earliest_frames = any(self._stack) and bool(
+                    (self._pos_np > self._max_length).any())
+            skip = self._num_ignored if ignore_earliest_frames else 0
+            length = max(int(sizes[0]) - skip, 0)
+            env = np.arange(self._num_envs, dtype=np.int64)
+            positions = self._oldest()[:, None] + skip + np.arange(length)
+            return self._gather(env, positions)
+
+    # ------------------------------------------------------------------ priorities
+    def update_priority(self, env_ids: torch.Tensor, positions: torch.Tensor,
+                        priorities: torch.Tensor) -> None:
+        """Sets the priorities of steps given by environment and absolute position.
+
+        Steps that were overwritten since they were sampled are ignored; so are steps that
+        reached ``max_use``.
+
+        Args:
+            env_ids: ``[N]`` int.
+            positions: ``[N]`` int absolute positions (``BatchInfo.positions``).
+            priorities: ``[N]`` float, finite and >= 0 (e.g. ``|TD error| + eps``).
+
+        Raises:
+            ValueError: without ``prioritized_sampling``, or for negative/non-finite values.
+        """
+        if not self._prioritized:
+            raise ValueError(f"{self._name}.update_priority needs prioritized_sampling=True")
+        env = np.asarray(torch.as_tensor(env_ids).cpu(), dtype=np.int64).reshape(-1)
+        pos = np.asarray(torch.as_tensor(positions).cpu(), dtype=np.int64).reshape(-1)
+        prio = np.asarray(torch.as_tensor(priorities).detach().cpu(),
+                          dtype=np.float64).reshape(-1)
+        if not np.all(np.isfinite(prio)) or np.any(prio < 0):
+            raise ValueError(f"{self._name}.update_priority: priorities must be finite and "
+                             f">= 0, got {prio}")
+        with self._lock:
+            live = (pos >= self._oldest()[env]) & (pos < self._pos_np[env])
+            flat = env * self._max_length + pos % self._max_length
+            if self._max_use is not None:
+                live &= self._use_count.view(-1).numpy()[flat] < self._max_use
+            self._tree.update(flat[live], prio[live] ** self._alpha)
+            if prio.size:
+                self._max_priority.fill_(max(float(self._max_priority), float(prio.max())))
+
+    # ------------------------------------------------------------------ checkpoints
+    def load_state_dict(self, state_dict: Dict[str, torch.Tensor], strict: bool = True):
+        """Restores the buffer from ``state_dict()`` output (ALF's key layout).
+
+        Everything is checked before anything is written, so a failed load leaves the
+        buffer unchanged.
+
+        Raises:
+            ValueError: listing missing, unexpected and mis-shaped/mis-typed keys, or
+                inconsistent ``_current_size``/``_current_pos``.
+        """
+        own = self.state_dict()
+        missing = sorted(set(own) - set(state_dict))
+        extra = sorted(set(state_dict) - set(own))
+        wrong = [f"{k}: expected {tuple(own[k].shape)} {own[k].dtype}, found "
+                 f"{tuple(state_dict[k].shape)} {state_dict[k].dtype}"
+                 for k in own if k in state_dict and (
+                     own[k].shape != state_dict[k].shape or own[k].dtype != state_dict[k].dtype)]
+        problems = []
+        if missing:
+            problems.append(f"missing keys {missing}")
+        if extra and strict:
+            problems.append(f"unexpected keys {extra}")
+        if wrong:
+            problems.append("wrong shape/dtype: " + "; ".join(wrong))
+        if not problems:
+            size, pos = state_dict["_current_size"], state_dict["_current_pos"]
+            if (size != torch.clamp(pos, max=self._max_length)).any():
+                problems.append(f"_current_size {size.tolist()} is not min(_current_pos "
+                                f"{pos.tolist()}, max_length={self._max_length})")
+        if problems:
+            raise ValueError(f"{self._name}.load_state_dict: " + "; ".join(problems)
+                             + "; the buffer was not changed")
+        with self._lock, torch.no_grad():
+            for k, v in own.items():
+                v.copy_(state_dict[k])
+            if self._tree is not None:
+                self._tree.rebuild()
+        return torch.nn.modules.module._IncompatibleKeys([], extra)
