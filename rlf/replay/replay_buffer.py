@@ -387,12 +387,17 @@ class ReplayBuffer(nn.Module):
 
     def _gather(self, env: np.ndarray, positions: np.ndarray) -> Any:
         """Reads absolute ``positions`` ``[N, T]`` of ``env`` ``[N]``; re-stacks frames."""
-        env_t = torch.from_numpy(env).to(self._device)[:, None]
-        slots_t = torch.from_numpy(positions % self._max_length).to(self._device)
+        # index_select on a flat [E * L, ...] view is several times faster than 2-D
+        # advanced indexing for large rows (frames).
+        rows = env[:, None] * self._max_length + positions % self._max_length
+        rows_t = torch.from_numpy(rows.reshape(-1)).to(self._device)
         out = []
         for buf, k in zip(self._storage, self._stack):
-            out.append(buf[env_t, slots_t] if not k else self._stack_frames(buf, k, env,
-                                                                            positions))
+            if k:
+                out.append(self._stack_frames(buf, k, env, positions))
+            else:
+                flat = buf.view((-1,) + buf.shape[2:])
+                out.append(flat.index_select(0, rows_t).view(rows.shape + buf.shape[2:]))
         return self._treespec.unflatten(out)
 
     def _stack_frames(self, frames: torch.Tensor, k: int, env: np.ndarray,
@@ -400,21 +405,24 @@ class ReplayBuffer(nn.Module):
         """``[N, T, k, ...]``: frames at positions ``p-k+1 .. p``, none from before the episode's
         FIRST step (nor before the oldest held step): those are padded."""
         window = positions[:, :, None] - (k - 1) + np.arange(k)  # [N, T, k]
-        slots = window % self._max_length
-        step_types = self._storage[self._step_type_index].numpy() if \
-            self._device.type == "cpu" else self._storage[self._step_type_index].cpu().numpy()
-        is_first = step_types[env[:, None, None], slots] == StepType.FIRST
+        rows = env[:, None, None] * self._max_length + window % self._max_length
+        step_types = self._storage[self._step_type_index].view(-1)
+        if self._device.type != "cpu":
+            step_types = step_types.cpu()
+        is_first = step_types.numpy()[rows] == StepType.FIRST
         # Latest episode start within the window (-1 if none), at or before the newest frame.
         start = np.max(np.where(is_first, window, -1), axis=2, keepdims=True)
         start = np.maximum(start, self._oldest()[env][:, None, None])
-        src = np.maximum(window, start) if self._frame_padding == "first" else window
-        env_t = torch.from_numpy(env).to(self._device)[:, None, None]
-        out = frames[env_t, torch.from_numpy(src % self._max_length).to(self._device)]
-        invalid = window < start
-        if self._frame_padding == "zeros" and invalid.any():
-            mask = torch.from_numpy(invalid).to(self._device)
-            out.masked_fill_(mask.view(mask.shape + (1,) * (out.ndim - 3)), 0)
-        return out
+        if self._frame_padding == "first":
+            rows = env[:, None, None] * self._max_length + np.maximum(
+                window, start) % self._max_length
+        flat = frames.view((-1,) + frames.shape[2:])
+        out = flat.index_select(0, torch.from_numpy(rows.reshape(-1)).to(self._device))
+        if self._frame_padding == "zeros":
+            invalid = np.flatnonzero(window < start)
+            if invalid.size:
+                out.index_fill_(0, torch.from_numpy(invalid).to(self._device), 0)
+        return out.view(window.shape + frames.shape[2:])
 
     def get_batch_by_indices(self, env_ids: torch.Tensor, positions: torch.Tensor,
                              batch_length: int = 1) -> Any:
