@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import torch
 
-from rlf.nest.nest import _flatten_same, _spec_paths, flatten_with_path, map_structure
+from rlf.nest.nest import _flatten_same, _spec_paths, map_structure
 
 __all__ = ["stack_nests", "get_outer_rank", "convert_device"]
 

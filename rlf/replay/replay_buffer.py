@@ -20,7 +20,7 @@ from torch import nn
 from rlf import nest
 from rlf.data_structures import StepType
 from rlf.replay.sum_tree import SumTree
-from rlf.tensor_specs import TensorSpec, validate_nest
+from rlf.tensor_specs import validate_nest
 
 __all__ = ["ReplayBuffer", "BatchInfo"]
 

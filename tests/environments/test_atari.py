@@ -1,7 +1,6 @@
 """Real ALE/Pong-v5 through AtariVectorEnv."""
 
 import numpy as np
-import pytest
 import torch
 
 from rlf.data_structures import StepType
@@ -89,3 +88,35 @@ def test_pong_truncation_and_termination_match_raw_env():
 
     assert check(env, raw, 1000) is False, "2,000 frames should truncate"
     assert check(long_env, raw_long, 6000) is True, "the game should terminate"
+
+
+def test_preprocessing_is_gin_configurable():
+    import gin
+    gin.parse_config("load_atari.frame_stack = 2\nload_atari.img_height = 42")
+    try:
+        env = load("ALE/Pong-v5", 1, seed=0)
+        assert env.observation_spec().shape == (2, 42, 84)
+        assert env.reset().observation.shape == (1, 2, 42, 84)
+        env.close()
+    finally:
+        gin.clear_config()
+
+
+def test_sticky_actions_and_limits_follow_the_id(monkeypatch):
+    from ale_py import vector_env
+    seen = {}
+    original = vector_env.AtariVectorEnv.__init__
+
+    def recording_init(self, game, num_envs, **kwargs):
+        seen[game, kwargs["repeat_action_probability"]] = kwargs
+        original(self, game, num_envs, **kwargs)
+
+    monkeypatch.setattr(vector_env.AtariVectorEnv, "__init__", recording_init)
+    load("ALE/Pong-v5", 1).close()
+    load("PongNoFrameskip-v4", 1).close()
+    load("ALE/Pong-v5", 1, repeat_action_probability=0.1).close()
+    assert set(seen) == {("pong", 0.25), ("pong", 0.0), ("pong", 0.1)}
+    v5 = seen["pong", 0.25]
+    assert v5["frameskip"] == 4 and v5["stack_num"] == 4 and v5["noop_max"] == 30
+    assert v5["max_num_frames_per_episode"] == 108000 and v5["reward_clipping"]
+    assert seen["pong", 0.0]["frameskip"] == 4  # NoFrameskip ids get the standard skip of 4
