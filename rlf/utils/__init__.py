@@ -1,0 +1,1 @@
+"""Utilities: checkpoints (and, with the trainer issue, summaries)."""

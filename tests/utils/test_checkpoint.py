@@ -1,0 +1,77 @@
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from rlf.utils import checkpoint
+from rlf.utils.checkpoint import Checkpointer, atomic_save, load_checkpoint_file
+
+
+def make_objects():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    return model, opt
+
+
+def test_round_trip_restores_model_optimizer_and_rng(tmp_path):
+    model, opt = make_objects()
+    ckpt = Checkpointer(tmp_path, model=model, opt=opt)
+    ckpt.save(10)
+    expected = (random.random(), np.random.rand(), torch.rand(1))
+    saved_weight = model.weight.detach().clone()
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    opt.state[model.weight]["step"] += 5
+    assert ckpt.load() == 10
+    assert torch.equal(model.weight, saved_weight)
+    assert opt.state_dict()["state"][0]["step"] == 1
+    assert (random.random(), np.random.rand(), torch.rand(1)) == expected
+
+
+def test_keeps_newest_and_loads_latest(tmp_path):
+    model, _ = make_objects()
+    ckpt = Checkpointer(tmp_path, num_checkpoints=2, model=model)
+    assert ckpt.load() is None  # nothing yet: a fresh run
+    for step in (1, 5, 12):
+        ckpt.save(step)
+    assert ckpt.steps() == [5, 12]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-12.pt", "ckpt-5.pt"]
+    assert ckpt.load() == 12
+    with pytest.raises(FileNotFoundError):
+        ckpt.load(1)
+
+
+def test_crash_while_writing_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    model, _ = make_objects()
+    ckpt = Checkpointer(tmp_path, num_checkpoints=1, model=model)
+    ckpt.save(1)
+    good = ckpt.path(1).read_bytes()
+
+    def interrupted_save(obj, f):
+        f.write(b"half a checkpoint")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint.torch, "save", interrupted_save)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save(2)
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt-1.pt"]  # no temp file, no ckpt-2
+    assert ckpt.path(1).read_bytes() == good
+    monkeypatch.undo()
+    assert ckpt.load() == 1
+
+
+def test_corrupt_or_incomplete_checkpoints_raise_naming_the_file(tmp_path):
+    path = tmp_path / "ckpt-3.pt"
+    atomic_save({"model": {"w": torch.zeros(1000)}}, path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="ckpt-3.pt is unreadable"):
+        load_checkpoint_file(path)
+    model, _ = make_objects()
+    atomic_save({"other": {}}, tmp_path / "ckpt-4.pt")
+    with pytest.raises(ValueError, match=r"ckpt-4.pt has no state for \['model'\]"):
+        Checkpointer(tmp_path, model=model).load(4)
