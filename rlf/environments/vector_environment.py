@@ -165,7 +165,7 @@ class VectorEnvironment:
                               reward).astype(np.float32)
             keep = torch.from_numpy(~first)
             prev_action = treespec.unflatten([
-                x * keep.view((-1,) + (1,) * (x.ndim - 1)).to(x.dtype) for x in leaves])
+                x.detach() * keep.view((-1,) + (1,) * (x.ndim - 1)).to(x.dtype) for x in leaves])
         else:
             prev_action = treespec.unflatten([x.detach().clone() for x in leaves])
         self._done = last
