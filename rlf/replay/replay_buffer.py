@@ -42,6 +42,13 @@ class BatchInfo(NamedTuple):
     importance_weights: torch.Tensor
 
 
+def _as_numpy(x: Any, dtype=np.int64) -> np.ndarray:
+    """A 1-D numpy array from a tensor (any device), array or sequence."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+    return np.asarray(x, dtype=dtype).reshape(-1)
+
+
 def _key(path: str) -> str:
     # register_buffer forbids '.', so checkpoint keys use '|' (ALF's convention).
     return path.replace(".", "|")
@@ -234,8 +241,7 @@ class ReplayBuffer(nn.Module):
                                  f"{self._num_envs} environments; pass env_ids for a subset")
             ids = None
         else:
-            ids = np.asarray(env_ids.cpu() if isinstance(env_ids, torch.Tensor) else env_ids,
-                             dtype=np.int64).reshape(-1)
+            ids = _as_numpy(env_ids)
             if ids.shape[0] != n:
                 raise ValueError(f"{self._name}.add_batch: {ids.shape[0]} env_ids for a batch "
                                  f"of {n} rows")
@@ -250,12 +256,11 @@ class ReplayBuffer(nn.Module):
             self._write(leaves, ids)
 
     def _write(self, leaves, ids):
-        pos = self._pos_np if ids is None else self._pos_np[ids]
-        slots = pos % self._max_length
+        envs = np.arange(self._num_envs) if ids is None else ids
+        slots = self._pos_np[envs] % self._max_length
         aligned_slot = int(slots[0]) if ids is None and (slots == slots[0]).all() else None
         if aligned_slot is None:
-            env_t = torch.from_numpy(np.arange(self._num_envs) if ids is None else ids).to(
-                self._device)
+            env_t = torch.from_numpy(envs).to(self._device)
             slot_t = torch.from_numpy(slots).to(self._device)
         for buf, x, k in zip(self._storage, leaves, self._stack):
             if k:
@@ -270,7 +275,6 @@ class ReplayBuffer(nn.Module):
             self._pos_np[ids] += 1
         np.minimum(self._pos_np, self._max_length, out=self._size_np)
         if self._tree is not None:
-            envs = np.arange(self._num_envs) if ids is None else ids
             flat = envs * self._max_length + slots
             initial = (float(self._max_priority) ** self._alpha if self._prioritized else 1.0)
             self._tree.update(flat, initial)
@@ -405,17 +409,16 @@ class ReplayBuffer(nn.Module):
         """``[N, T, k, ...]``: frames at positions ``p-k+1 .. p``, none from before the episode's
         FIRST step (nor before the oldest held step): those are padded."""
         window = positions[:, :, None] - (k - 1) + np.arange(k)  # [N, T, k]
-        rows = env[:, None, None] * self._max_length + window % self._max_length
+        env_rows = env[:, None, None] * self._max_length
         step_types = self._storage[self._step_type_index].view(-1)
         if self._device.type != "cpu":
             step_types = step_types.cpu()
-        is_first = step_types.numpy()[rows] == StepType.FIRST
+        is_first = step_types.numpy()[env_rows + window % self._max_length] == StepType.FIRST
         # Latest episode start within the window (-1 if none), at or before the newest frame.
         start = np.max(np.where(is_first, window, -1), axis=2, keepdims=True)
         start = np.maximum(start, self._oldest()[env][:, None, None])
-        if self._frame_padding == "first":
-            rows = env[:, None, None] * self._max_length + np.maximum(
-                window, start) % self._max_length
+        src = np.maximum(window, start) if self._frame_padding == "first" else window
+        rows = env_rows + src % self._max_length
         flat = frames.view((-1,) + frames.shape[2:])
         out = flat.index_select(0, torch.from_numpy(rows.reshape(-1)).to(self._device))
         if self._frame_padding == "zeros":
@@ -439,10 +442,7 @@ class ReplayBuffer(nn.Module):
         Raises:
             ValueError: if a sequence is not (entirely) held by the buffer.
         """
-        env = np.asarray(env_ids.cpu() if isinstance(env_ids, torch.Tensor) else env_ids,
-                         dtype=np.int64).reshape(-1)
-        start = np.asarray(positions.cpu() if isinstance(positions, torch.Tensor)
-                           else positions, dtype=np.int64).reshape(-1)
+        env, start = _as_numpy(env_ids), _as_numpy(positions)
         with self._lock:
             oldest, end = self._oldest()[env], self._pos_np[env]
             bad = (start < oldest) | (start + batch_length > end)
@@ -499,10 +499,8 @@ class ReplayBuffer(nn.Module):
         """
         if not self._prioritized:
             raise ValueError(f"{self._name}.update_priority needs prioritized_sampling=True")
-        env = np.asarray(torch.as_tensor(env_ids).cpu(), dtype=np.int64).reshape(-1)
-        pos = np.asarray(torch.as_tensor(positions).cpu(), dtype=np.int64).reshape(-1)
-        prio = np.asarray(torch.as_tensor(priorities).detach().cpu(),
-                          dtype=np.float64).reshape(-1)
+        env, pos = _as_numpy(env_ids), _as_numpy(positions)
+        prio = _as_numpy(priorities, np.float64)
         if not np.all(np.isfinite(prio)) or np.any(prio < 0):
             raise ValueError(f"{self._name}.update_priority: priorities must be finite and "
                              f">= 0, got {prio}")
