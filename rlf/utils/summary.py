@@ -1,0 +1,195 @@
+"""TensorBoard summaries over ``torch.utils.tensorboard.SummaryWriter``, ALF style.
+
+One process-wide default writer and one global counter (the training iteration). Code anywhere
+in rlf writes ``summary.scalar("loss", x)``; nothing is written unless a writer is set and
+summaries are enabled for the current iteration (``record_if``), so library code can call these
+functions unconditionally at almost no cost.
+
+Typical use (the ``Trainer`` does this)::
+
+    summary.set_default_writer(summary.create_summary_writer(root_dir + "/train"))
+    summary.set_summary_interval(100)   # record on iterations 0, 100, 200, ...
+    for _ in range(n):
+        summary.increment_global_counter()
+        algorithm.train_iter()          # calls summary.scalar(...)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import defaultdict
+from typing import Callable, Dict, Iterator, Optional
+
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+__all__ = [
+    "create_summary_writer", "set_default_writer", "get_default_writer", "get_global_counter",
+    "set_global_counter", "increment_global_counter", "set_summary_interval", "record_if",
+    "should_record_summaries", "enable_summary", "scalar", "histogram", "text",
+    "record_time", "flush", "close",
+]
+
+_writer: Optional[SummaryWriter] = None
+_global_counter = 0
+_summary_interval = 1
+_enabled = True
+_record_if_fn: Optional[Callable[[], bool]] = None
+_timers: Dict[str, float] = defaultdict(float)
+
+
+def create_summary_writer(logdir: str, flush_secs: int = 10, max_queue: int = 100
+                          ) -> SummaryWriter:
+    """A ``SummaryWriter`` writing event files under ``logdir`` (created if missing).
+
+    Args:
+        logdir: directory of the event files (e.g. ``root_dir/train``).
+        flush_secs: seconds between flushes to disk.
+        max_queue: events buffered before a forced flush.
+    """
+    return SummaryWriter(logdir, flush_secs=flush_secs, max_queue=max_queue)
+
+
+def set_default_writer(writer: Optional[SummaryWriter]) -> None:
+    """Sets the writer used by ``scalar``/``histogram``; None stops writing."""
+    global _writer
+    _writer = writer
+
+
+def get_default_writer() -> Optional[SummaryWriter]:
+    """The current default writer or None."""
+    return _writer
+
+
+def get_global_counter() -> int:
+    """The global step that summaries are written against (the training iteration)."""
+    return _global_counter
+
+
+def set_global_counter(value: int) -> None:
+    """Sets the global counter (e.g. after restoring a checkpoint)."""
+    global _global_counter
+    _global_counter = int(value)
+
+
+def increment_global_counter() -> int:
+    """Adds 1 to the global counter and returns the new value."""
+    global _global_counter
+    _global_counter += 1
+    return _global_counter
+
+
+def set_summary_interval(interval: int) -> None:
+    """Records summaries when ``global_counter % interval == 0``.
+
+    Raises:
+        ValueError: if ``interval < 1``.
+    """
+    global _summary_interval
+    if interval < 1:
+        raise ValueError(f"summary_interval must be >= 1, got {interval}")
+    _summary_interval = int(interval)
+
+
+def enable_summary(flag: bool) -> None:
+    """Turns all summaries on or off (e.g. off inside evaluation)."""
+    global _enabled
+    _enabled = bool(flag)
+
+
+@contextlib.contextmanager
+def record_if(fn: Callable[[], bool]) -> Iterator[None]:
+    """Within the block, record exactly when ``fn()`` is true (overrides the interval)."""
+    global _record_if_fn
+    old, _record_if_fn = _record_if_fn, fn
+    try:
+        yield
+    finally:
+        _record_if_fn = old
+
+
+def should_record_summaries() -> bool:
+    """Whether a summary written now would be recorded."""
+    if _writer is None or not _enabled:
+        return False
+    if _record_if_fn is not None:
+        return bool(_record_if_fn())
+    return _global_counter % _summary_interval == 0
+
+
+def _to_float(value) -> float:
+    if isinstance(value, torch.Tensor):
+        return float(value.detach().float().mean()) if value.numel() != 1 else float(value)
+    return float(value)
+
+
+def scalar(name: str, value, step: Optional[int] = None) -> None:
+    """Writes a scalar (a number or a tensor; a tensor of several elements is averaged).
+
+    Args:
+        name: the tag, e.g. ``"loss/pg_loss"``.
+        value: number or tensor.
+        step: x-axis value; the global counter if None.
+    """
+    if should_record_summaries():
+        _writer.add_scalar(name, _to_float(value),
+                           _global_counter if step is None else int(step))
+
+
+def histogram(name: str, values, step: Optional[int] = None) -> None:
+    """Writes a histogram of a tensor's values (ignored if empty)."""
+    if should_record_summaries():
+        values = torch.as_tensor(values).detach().float().cpu().reshape(-1)
+        if values.numel():
+            _writer.add_histogram(name, values, _global_counter if step is None else int(step))
+
+
+def text(name: str, value: str, step: Optional[int] = None) -> None:
+    """Writes a text summary (e.g. the operative gin config)."""
+    if _writer is not None and _enabled:
+        _writer.add_text(name, value, _global_counter if step is None else int(step))
+
+
+@contextlib.contextmanager
+def record_time(name: str) -> Iterator[None]:
+    """Measures the wall time of the block and writes it as scalar ``name`` (seconds).
+
+    The time is also added to ``accumulated_times()[name]`` whether or not summaries are
+    recorded, so the trainer can report where time goes.
+    """
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        dt = time.perf_counter() - t0
+        _timers[name] += dt
+        scalar(name, dt)
+
+
+def add_time(name: str, seconds: float) -> None:
+    """Adds ``seconds`` to the accumulated time of ``name`` and writes it as a scalar."""
+    _timers[name] += seconds
+    scalar(name, seconds)
+
+
+def accumulated_times(reset: bool = False) -> Dict[str, float]:
+    """Seconds spent in each ``record_time`` block since the last reset."""
+    out = dict(_timers)
+    if reset:
+        _timers.clear()
+    return out
+
+
+def flush() -> None:
+    """Flushes the default writer."""
+    if _writer is not None:
+        _writer.flush()
+
+
+def close() -> None:
+    """Closes and unsets the default writer."""
+    global _writer
+    if _writer is not None:
+        _writer.close()
+    _writer = None

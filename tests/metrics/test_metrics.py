@@ -1,0 +1,129 @@
+"""Metrics against hand-computed episodes and an independent per-episode reference."""
+
+import numpy as np
+import pytest
+import torch
+
+from rlf import nest
+from rlf.data_structures import StepType, TimeStep
+from rlf.metrics import (AverageDiscountedReturnMetric, AverageEnvInfoMetric,
+                         AverageEpisodeLengthMetric, AverageReturnMetric, AverageRewardMetric,
+                         EnvironmentSteps, EpisodicStartAverageDiscountedReturnMetric,
+                         NumberOfEpisodes, make_default_metrics)
+from rlf.tensor_specs import TensorSpec
+
+F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
+
+
+def _steps(step_types, rewards, lives=None):
+    """[T, B] arrays -> list of [B] TimeSteps."""
+    out = []
+    for t in range(len(step_types)):
+        env_info = {} if lives is None else {"lives": torch.tensor(lives[t], dtype=torch.int32)}
+        out.append(TimeStep(step_type=torch.tensor(step_types[t], dtype=torch.int32),
+                            reward=torch.tensor(rewards[t], dtype=torch.float32),
+                            discount=torch.ones(len(step_types[t])),
+                            env_id=torch.arange(len(step_types[t]), dtype=torch.int32),
+                            env_info=env_info))
+    return out
+
+
+def test_hand_computed_single_episode():
+    # F r=0, M r=1, M r=2, L r=3  -> episode of length 3, rewards r1=1, r2=2, r3=3
+    steps = _steps([[F], [M], [M], [L]], [[0.], [1.], [2.], [3.]])
+    g = 0.5
+    ms = [NumberOfEpisodes(), EnvironmentSteps(), AverageReturnMetric(1),
+          AverageEpisodeLengthMetric(1), AverageRewardMetric(1),
+          AverageDiscountedReturnMetric(1, discount=g),
+          EpisodicStartAverageDiscountedReturnMetric(1, discount=g)]
+    for s in steps:
+        for m in ms:
+            m(s)
+    res = [float(m.result()) for m in ms]
+    # discounted return-to-go from each of the 3 states before a reward, averaged:
+    # (1 + .5*2 + .25*3) + (2 + .5*3) + 3 = 2.75 + 3.5 + 3
+    assert res == pytest.approx([1, 3, 6, 3, 2, (2.75 + 3.5 + 3) / 3, 2.75])
+
+
+def _reference(step_types, rewards, gamma):
+    """Independent per-episode computation straight from the definitions."""
+    episodes = []
+    for b in range(step_types.shape[1]):
+        cur = None
+        for t in range(step_types.shape[0]):
+            if step_types[t, b] == F:
+                cur = []
+            elif cur is not None:
+                cur.append(rewards[t, b])
+                if step_types[t, b] == L:
+                    episodes.append((t, b, cur))
+                    cur = None
+    episodes.sort(key=lambda e: (e[0], e[1]))  # the order they end in
+    out = []
+    for _, _, r in episodes:
+        n = len(r)
+        start = sum(gamma ** i * r[i] for i in range(n))
+        to_go = np.mean([sum(gamma ** (k - l) * r[k] for k in range(l, n)) for l in range(n)])
+        out.append((sum(r), n, sum(r) / n, to_go, start))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("block", [1, 7])
+def test_random_episodes_against_reference(block):
+    rng = np.random.default_rng(0)
+    t_len, batch, gamma, buffer_size = 300, 5, 0.9, 1000
+    step_types = np.full((t_len, batch), M)
+    step_types[0] = F
+    for b in range(batch):
+        t = 0
+        while True:
+            t += int(rng.integers(1, 12))
+            if t + 1 >= t_len:
+                break
+            step_types[t, b], step_types[t + 1, b] = L, F
+            t += 1
+    rewards = rng.normal(size=(t_len, batch))
+    rewards[step_types == F] = 0.0
+    steps = _steps(step_types, rewards)
+    ms = make_default_metrics(batch, buffer_size=buffer_size, discount=gamma)
+    for i in range(0, t_len, block):
+        s = nest.utils.stack_nests(steps[i:i + block]) if block > 1 else steps[i]
+        for m in ms:
+            m(s)
+    ref = _reference(step_types, rewards, gamma)
+    assert int(ms[0].result()) == len(ref)
+    assert int(ms[1].result()) == int((step_types != F).sum())
+    got = [float(ms[i].result()) for i in (2, 3, 6, 5, 7)]
+    np.testing.assert_allclose(got, ref.mean(axis=0), rtol=1e-6)
+
+
+def test_buffer_keeps_last_episodes_and_vector_reward():
+    m = AverageReturnMetric(2, buffer_size=2, reward_shape=(2,))
+    seq = _steps([[F, F], [L, M], [F, L], [L, F]],
+                 [[[0, 0], [0, 0]], [[1, 10], [5, 50]], [[0, 0], [2, 20]], [[4, 40], [0, 0]]])
+    for s in seq:
+        m(s)
+    # episodes end: env0 (1,10) at t1, env1 (7,70) at t2, env0 (4,40) at t3 -> last two
+    r = m.result()
+    assert float(r["0"]) == pytest.approx(5.5) and float(r["1"]) == pytest.approx(55)
+
+
+def test_env_info_metric_and_state_dict_roundtrip():
+    spec = {"lives": TensorSpec((), torch.int32)}
+    m = AverageEnvInfoMetric(spec, batch_size=1)
+    seq = _steps([[F], [M], [L]], [[0.], [0.], [0.]], lives=[[3], [3], [2]])
+    for s in seq[:2]:
+        m(s)
+    m2 = AverageEnvInfoMetric(spec, batch_size=1)
+    m2.load_state_dict(m.state_dict())  # the episode in progress survives a checkpoint
+    m2(seq[2])
+    assert float(m2.result()["lives"]) == 5.0
+
+
+def test_first_steps_are_not_counted():
+    s = _steps([[F, F]], [[7., 7.]])[0]
+    ms = make_default_metrics(2)
+    for m in ms:
+        m(s)
+    assert int(ms[1].result()) == 0 and int(ms[0].result()) == 0
+    assert float(ms[2].result()) == 0.0  # no finished episode yet
