@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
+import pickle
+
 import gymnasium as gym
 import numpy as np
 import optree
@@ -170,6 +172,39 @@ class VectorEnvironment:
             prev_action = treespec.unflatten([x.detach().clone() for x in leaves])
         self._done = last
         return self._time_step(step_type, reward, discount, obs, prev_action, info)
+
+    # ----------------------------------------------------------------- state
+    def get_state(self) -> Optional[bytes]:
+        """The complete state of the environments as bytes, or None if it cannot be captured.
+
+        Only in-process ``SyncVectorEnv``s of picklable environments (gymnasium's classic
+        control, Box2D, MuJoCo, ...) can be captured; async vector envs (subprocesses) and
+        ``AtariVectorEnv`` (native threads) return None. With the state, a resumed run steps
+        the same episodes as an uninterrupted one.
+        """
+        if type(self._env) is not gym.vector.SyncVectorEnv or self._done is None:
+            return None
+        try:
+            env_state = {k: v for k, v in vars(self._env).items() if k != "env_fns"}
+            return pickle.dumps((env_state, self._done, self._seed))
+        except Exception:  # an environment holding unpicklable resources
+            return None
+
+    def set_state(self, state: bytes) -> None:
+        """Restores a state returned by ``get_state`` (from the same environment id).
+
+        Raises:
+            ValueError: if the state does not fit this environment.
+        """
+        env_state, done, seed = pickle.loads(state)
+        if type(self._env) is not gym.vector.SyncVectorEnv or len(done) != self._num_envs:
+            raise ValueError(f"{self._name}.set_state: the saved state is of {len(done)} "
+                             f"environments in a SyncVectorEnv, this is {self._num_envs} in "
+                             f"a {type(self._env).__name__}")
+        for env in self._env.envs:
+            env.close()
+        vars(self._env).update(env_state)
+        self._done, self._seed = done, seed
 
     def close(self) -> None:
         """Closes the underlying environments (and their subprocesses)."""

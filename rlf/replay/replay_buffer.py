@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
+import gin
 import numpy as np
 import optree
 import torch
@@ -54,6 +55,7 @@ def _key(path: str) -> str:
     return path.replace(".", "|")
 
 
+@gin.configurable(denylist=["data_spec", "num_environments", "max_length", "name"])
 class ReplayBuffer(nn.Module):
     """A ring buffer of nested experience, one ring per environment.
 

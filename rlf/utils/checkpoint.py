@@ -18,10 +18,14 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import torch
 
-__all__ = ["atomic_save", "load_checkpoint_file", "Checkpointer", "get_rng_states",
-           "set_rng_states"]
+__all__ = ["atomic_save", "load_checkpoint_file", "Checkpointer", "CorruptCheckpointError",
+           "get_rng_states", "set_rng_states"]
 
 _CKPT_RE = re.compile(r"^ckpt-(\d+)\.pt$")
+
+
+class CorruptCheckpointError(ValueError):
+    """A checkpoint file is truncated, corrupt or not a checkpoint."""
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> Path:
@@ -63,7 +67,8 @@ def load_checkpoint_file(path: str | os.PathLike) -> Dict[str, Any]:
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: naming the file if it is truncated, corrupt or not a checkpoint.
+        CorruptCheckpointError: (a ValueError) naming the file if it is truncated, corrupt or
+            not a checkpoint.
     """
     path = Path(path)
     if not path.is_file():
@@ -71,8 +76,9 @@ def load_checkpoint_file(path: str | os.PathLike) -> Dict[str, Any]:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises RuntimeError, pickle errors, EOFError, ...
-        raise ValueError(f"checkpoint file {path} is unreadable (truncated or corrupt?): "
-                         f"{type(e).__name__}: {e}") from e
+        raise CorruptCheckpointError(
+            f"checkpoint file {path} is unreadable (truncated or corrupt?): "
+            f"{type(e).__name__}: {e}") from e
 
 
 class Checkpointer:

@@ -1,0 +1,199 @@
+"""TrainerConfig: every setting of the training loop, gin-configurable (ALF's field names)."""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Union
+
+import gin
+
+__all__ = ["TrainerConfig"]
+
+
+@gin.configurable
+class TrainerConfig:
+    """Settings of ``Trainer`` and of ``RLAlgorithm.train_iter``.
+
+    A gin file sets them as ``TrainerConfig.unroll_length = 20``. Fields may be changed after
+    construction (``RLAlgorithm`` raises ``initial_collect_steps`` when whole-buffer training
+    needs more).
+
+    Args:
+        root_dir: where ``config.gin``, ``train/`` (TensorBoard events) and ``ckpt/`` go.
+            The command line's ``--root_dir`` overrides it.
+        algorithm_ctor: called as ``algorithm_ctor(observation_spec=..., action_spec=...,
+            reward_spec=..., env=..., config=...)`` to build the root ``RLAlgorithm``.
+        random_seed: seeds Python, numpy, torch and the environments (environment ``i`` gets
+            ``random_seed + i``); None picks one and logs it.
+        torch_num_threads: ``torch.set_num_threads`` for the learner; None leaves torch's
+            default (one per core). On a 2-core machine running ALE's threads too, 1 or 2.
+        num_iterations: number of ``train_iter`` calls; 0 means no limit (then
+            ``num_env_steps`` must be set).
+        num_env_steps: stop unrolling when ``EnvironmentSteps`` reaches this; 0 for no limit.
+        unroll_length: steps per environment per iteration (``T``); may be fractional for
+            off-policy algorithms (e.g. 0.25 unrolls one step every 4 iterations).
+        unroll_with_grad: keep the autograd graph of ``rollout_step`` (on-policy algorithms
+            always do; off-policy ones may, e.g. to train on the rollout's own forward pass).
+        use_rollout_state: in ``train_from_replay_buffer``, start ``train_step``'s recurrent
+            state from the stored rollout state of the first step instead of the initial one.
+        temporally_independent_train_step: call ``train_step`` once on ``[T*B]`` instead of
+            ``T`` times on ``[B]``; only valid without recurrent train state.
+        mini_batch_size: sequences per gradient update in off-policy training.
+        mini_batch_length: steps per sequence.
+        num_updates_per_train_iter: passes over the sampled (or gathered) data per iteration.
+        whole_replay_buffer_training: train on everything in the buffer each iteration
+            (shuffled into mini-batches) instead of sampling.
+        clear_replay_buffer: with whole-buffer training, keep only the last unroll (plus its
+            preceding step) in the buffer (ALF's ``adjust_replay_buffer_length``); without it,
+            clear the buffer after each iteration.
+        replay_buffer_length: steps held per environment.
+        priority_replay: proportional prioritised replay.
+        priority_replay_alpha: priority exponent.
+        priority_replay_beta: importance-sampling exponent.
+        initial_collect_steps: environment steps (over all environments) in the buffer before
+            off-policy training starts.
+        update_counter_every_mini_batch: advance the global counter per mini-batch instead of
+            per iteration.
+        summary_interval: record summaries every this many iterations.
+        summaries_flush_secs: seconds between TensorBoard flushes.
+        summarize_grads_and_vars: histograms and norms of every gradient and parameter.
+        summarize_action_distributions: summaries of the rollout actions.
+        debug_summaries: extra summaries in algorithms.
+        metric_min_buffer_size: metrics average over at least this many episodes.
+        checkpoint_interval: write a checkpoint every this many iterations (and at the end).
+        num_checkpoints: newest checkpoints kept.
+        save_replay_buffer: checkpoints carry the replay buffer (in a separate file
+            ``ckpt/replay_buffer-<step>.pt``, ALF's layout) and resuming restores it.
+        evaluate: evaluate with ``predict_step`` on a separate environment.
+        eval_interval: evaluate every this many iterations.
+        num_eval_episodes: episodes per evaluation.
+        num_eval_environments: parallel environments of the evaluation environment.
+        device: where the algorithm's parameters live (``"cpu"``, ``"cuda"``).
+        enable_amp: ``torch.autocast`` in rollout and loss (bfloat16 on CPU, float16 on CUDA
+            with a ``GradScaler``).
+        empty_cache: ``torch.cuda.empty_cache()`` every iteration.
+        async_unroll: unroll in actor processes (``AsyncUnroller``); not implemented yet.
+        num_actors: actor processes for ``async_unroll``.
+        max_unroll_length: the most steps an async unroll returns per iteration.
+        unroll_queue_size: capacity of the async experience queue.
+        unroll_parameter_update_period: iterations between parameter broadcasts to actors.
+        ray_address: Ray cluster address for ``RayUnroller``; None for no Ray.
+        offline_buffer_dir: replay checkpoint(s) for offline/hybrid training (later issue).
+        offline_buffer_length: steps per environment taken from each offline checkpoint.
+        rl_train_after_update_steps: offline-only updates before online RL training starts.
+        rl_train_every_update_steps: RL update every this many offline updates.
+    """
+
+    def __init__(self,
+                 root_dir: Optional[str] = None,
+                 algorithm_ctor: Optional[Callable] = None,
+                 random_seed: Optional[int] = None,
+                 torch_num_threads: Optional[int] = None,
+                 num_iterations: int = 1000,
+                 num_env_steps: int = 0,
+                 unroll_length: float = 8,
+                 unroll_with_grad: bool = False,
+                 use_rollout_state: bool = False,
+                 temporally_independent_train_step: Optional[bool] = None,
+                 mini_batch_size: Optional[int] = None,
+                 mini_batch_length: Optional[int] = None,
+                 num_updates_per_train_iter: int = 1,
+                 whole_replay_buffer_training: bool = False,
+                 clear_replay_buffer: bool = False,
+                 replay_buffer_length: int = 1024,
+                 priority_replay: bool = False,
+                 priority_replay_alpha: float = 0.7,
+                 priority_replay_beta: float = 0.4,
+                 initial_collect_steps: int = 0,
+                 update_counter_every_mini_batch: bool = False,
+                 summary_interval: int = 50,
+                 summaries_flush_secs: int = 10,
+                 summarize_grads_and_vars: bool = False,
+                 summarize_action_distributions: bool = True,
+                 debug_summaries: bool = False,
+                 metric_min_buffer_size: int = 10,
+                 checkpoint_interval: int = 1000,
+                 num_checkpoints: int = 3,
+                 save_replay_buffer: bool = False,
+                 evaluate: bool = False,
+                 eval_interval: int = 100,
+                 num_eval_episodes: int = 10,
+                 num_eval_environments: int = 1,
+                 device: str = "cpu",
+                 enable_amp: bool = False,
+                 empty_cache: bool = False,
+                 async_unroll: bool = False,
+                 num_actors: int = 1,
+                 max_unroll_length: int = 0,
+                 unroll_queue_size: int = 200,
+                 unroll_parameter_update_period: int = 1,
+                 ray_address: Optional[str] = None,
+                 offline_buffer_dir: Optional[Union[str, List[str]]] = None,
+                 offline_buffer_length: Optional[int] = None,
+                 rl_train_after_update_steps: int = 0,
+                 rl_train_every_update_steps: int = 1):
+        if num_iterations < 0 or num_env_steps < 0:
+            raise ValueError(f"TrainerConfig: num_iterations ({num_iterations}) and "
+                             f"num_env_steps ({num_env_steps}) must be >= 0")
+        if num_iterations == 0 and num_env_steps == 0:
+            raise ValueError("TrainerConfig: set num_iterations or num_env_steps (both are 0, "
+                             "so training would never stop)")
+        if unroll_length < 0:
+            raise ValueError(f"TrainerConfig.unroll_length must be >= 0, got {unroll_length}")
+        for name, value in (("summary_interval", summary_interval),
+                            ("checkpoint_interval", checkpoint_interval),
+                            ("num_checkpoints", num_checkpoints),
+                            ("eval_interval", eval_interval),
+                            ("num_updates_per_train_iter", num_updates_per_train_iter)):
+            if value < 1:
+                raise ValueError(f"TrainerConfig.{name} must be >= 1, got {value}")
+        self.root_dir = root_dir
+        self.algorithm_ctor = algorithm_ctor
+        self.random_seed = random_seed
+        self.torch_num_threads = torch_num_threads
+        self.num_iterations = int(num_iterations)
+        self.num_env_steps = int(num_env_steps)
+        self.unroll_length = unroll_length
+        self.unroll_with_grad = unroll_with_grad
+        self.use_rollout_state = use_rollout_state
+        self.temporally_independent_train_step = temporally_independent_train_step
+        self.mini_batch_size = mini_batch_size
+        self.mini_batch_length = mini_batch_length
+        self.num_updates_per_train_iter = int(num_updates_per_train_iter)
+        self.whole_replay_buffer_training = whole_replay_buffer_training
+        self.clear_replay_buffer = clear_replay_buffer
+        self.replay_buffer_length = int(replay_buffer_length)
+        self.priority_replay = priority_replay
+        self.priority_replay_alpha = priority_replay_alpha
+        self.priority_replay_beta = priority_replay_beta
+        self.initial_collect_steps = int(initial_collect_steps)
+        self.update_counter_every_mini_batch = update_counter_every_mini_batch
+        self.summary_interval = int(summary_interval)
+        self.summaries_flush_secs = summaries_flush_secs
+        self.summarize_grads_and_vars = summarize_grads_and_vars
+        self.summarize_action_distributions = summarize_action_distributions
+        self.debug_summaries = debug_summaries
+        self.metric_min_buffer_size = int(metric_min_buffer_size)
+        self.checkpoint_interval = int(checkpoint_interval)
+        self.num_checkpoints = int(num_checkpoints)
+        self.save_replay_buffer = save_replay_buffer
+        self.evaluate = evaluate
+        self.eval_interval = int(eval_interval)
+        self.num_eval_episodes = int(num_eval_episodes)
+        self.num_eval_environments = int(num_eval_environments)
+        self.device = device
+        self.enable_amp = enable_amp
+        self.empty_cache = empty_cache
+        self.async_unroll = async_unroll
+        self.num_actors = int(num_actors)
+        self.max_unroll_length = int(max_unroll_length)
+        self.unroll_queue_size = int(unroll_queue_size)
+        self.unroll_parameter_update_period = int(unroll_parameter_update_period)
+        self.ray_address = ray_address
+        self.offline_buffer_dir = offline_buffer_dir
+        self.offline_buffer_length = offline_buffer_length
+        self.rl_train_after_update_steps = int(rl_train_after_update_steps)
+        self.rl_train_every_update_steps = int(rl_train_every_update_steps)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"TrainerConfig({fields})"

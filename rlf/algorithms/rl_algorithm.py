@@ -1,0 +1,396 @@
+"""RLAlgorithm: an ``Algorithm`` that acts in an environment (ALF's ``RLAlgorithm``).
+
+It adds the environment, the unroller, the metrics, the replay buffer and ``train_iter``:
+
+- on-policy (``is_on_policy=True``): ``unroll(unroll_length)`` with gradients enabled, then
+  ``train_from_unroll`` on the ``[T, B]`` experience and its ``rollout_info``;
+- off-policy: ``unroll`` into the replay buffer, then ``train_from_replay_buffer``.
+
+A research variant subclasses it and writes ``rollout_step``, ``calc_loss`` and (off-policy)
+``train_step``; see ``examples/a2c.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, List, Optional, Sequence
+
+import torch
+
+from rlf import nest
+from rlf.algorithms.algorithm import Algorithm
+from rlf.data_structures import Experience
+from rlf.metrics import StepMetric, make_default_metrics
+from rlf.replay import ReplayBuffer
+from rlf.tensor_specs import TensorSpec
+from rlf.unrollers import SyncUnroller
+from rlf.utils import summary
+from rlf.utils.common import detach
+
+__all__ = ["RLAlgorithm", "adjust_replay_buffer_length"]
+
+logger = logging.getLogger(__name__)
+
+
+def adjust_replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:
+    """The replay buffer length that whole-buffer training needs (ALF's rule).
+
+    With ``whole_replay_buffer_training`` and ``clear_replay_buffer`` the buffer holds
+    ``unroll_length + 1`` steps per environment: the ring then "clears" itself by overwriting,
+    and the extra step is the last step of the previous unroll, so the transition from it to
+    this unroll's first step is trained on and no step is wasted. Frames ignored at the start
+    of the ring (frame stacking) are added on top.
+
+    Args:
+        config: the ``TrainerConfig``.
+        num_earliest_frames_ignored: see ``ReplayBuffer``.
+
+    Returns:
+        Steps per environment.
+    """
+    if not config.whole_replay_buffer_training:
+        return config.replay_buffer_length
+    length = config.replay_buffer_length
+    if config.clear_replay_buffer:
+        length = int(config.unroll_length) + 1
+    return length + num_earliest_frames_ignored
+
+
+class RLAlgorithm(Algorithm):
+    """Base class of reinforcement-learning algorithms.
+
+    Args:
+        observation_spec: nest of ``TensorSpec`` of one observation.
+        action_spec: nest of ``BoundedTensorSpec`` of one action.
+        train_state_spec, rollout_state_spec, predict_state_spec, is_on_policy, optimizer,
+        checkpoint, debug_summaries, name, gradient_clipping, clip_by_global_norm:
+            see ``Algorithm``.
+        reward_spec: ``TensorSpec(())`` or ``TensorSpec((k,))`` for vector rewards.
+        reward_weights: ``k`` weights for vector rewards (``weighted_reward``); ones if None.
+        env: the batched training environment; only the root algorithm gets one.
+        config: the ``TrainerConfig``; only the root algorithm gets one.
+        metric_discount: ``gamma`` of the discounted-return metrics.
+        replay_buffer_ctor: builds the replay buffer, called with ``data_spec``,
+            ``num_environments``, ``max_length``, ``prioritized_sampling``, ``alpha``,
+            ``beta``, ``name`` (gin: ``ReplayBuffer.stacked_frames = {...}``).
+
+    Raises:
+        ValueError: for a reward spec of rank > 1, ``reward_weights`` that do not fit it, or
+            an on-policy algorithm with a fractional or zero ``unroll_length``.
+    """
+
+    def __init__(self,
+                 observation_spec: Any,
+                 action_spec: Any,
+                 train_state_spec: Any = (),
+                 reward_spec: TensorSpec = TensorSpec(()),
+                 predict_state_spec: Any = None,
+                 rollout_state_spec: Any = None,
+                 is_on_policy: Optional[bool] = None,
+                 reward_weights: Optional[Sequence[float]] = None,
+                 env=None,
+                 config=None,
+                 optimizer=None,
+                 checkpoint: Optional[str] = None,
+                 debug_summaries: bool = False,
+                 name: str = "RLAlgorithm",
+                 metric_discount: float = 0.99,
+                 replay_buffer_ctor=None,
+                 **kwargs):
+        super().__init__(train_state_spec=train_state_spec,
+                         rollout_state_spec=rollout_state_spec,
+                         predict_state_spec=predict_state_spec, is_on_policy=is_on_policy,
+                         optimizer=optimizer, config=config, checkpoint=checkpoint,
+                         debug_summaries=debug_summaries, name=name, **kwargs)
+        if reward_spec.ndim > 1:
+            raise ValueError(f"{name}: reward_spec must be rank 0 or 1, got {reward_spec}")
+        self._observation_spec = observation_spec
+        self._action_spec = action_spec
+        self._reward_spec = reward_spec
+        if reward_spec.numel > 1:
+            weights = [1.0] * reward_spec.numel if reward_weights is None else reward_weights
+            if len(weights) != reward_spec.numel:
+                raise ValueError(f"{name}: {len(weights)} reward_weights for a reward of "
+                                 f"{reward_spec.numel} dimensions")
+            self.register_buffer("_reward_weights", torch.tensor(weights, dtype=torch.float32))
+        elif reward_weights is not None:
+            raise ValueError(f"{name}: reward_weights need a vector reward_spec, got "
+                             f"{reward_spec}")
+        else:
+            self._reward_weights = None
+        self._env = env
+        self._rollout_info_spec = None
+        self._remaining_unroll_length_fraction = 0.0
+        self._replay_buffer_ctor = replay_buffer_ctor or ReplayBuffer
+        self.__dict__["_replay_buffer"] = None  # not a submodule: saved in its own file
+        self._pending_replay_state = None
+        self._metrics = None
+        self._unroller = None
+        if env is not None:
+            if config is None:
+                raise ValueError(f"{name}: an algorithm given an env needs config=TrainerConfig")
+            if self._is_on_policy and (config.unroll_length < 1
+                                       or config.unroll_length != int(config.unroll_length)):
+                raise ValueError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
+                                 f"positive integer, got {config.unroll_length}")
+            self._metrics = make_default_metrics(
+                batch_size=env.batch_size, reward_shape=tuple(reward_spec.shape),
+                env_info_spec=env.env_info_spec() if hasattr(env, "env_info_spec") else {},
+                buffer_size=max(config.metric_min_buffer_size, env.batch_size),
+                discount=metric_discount)
+            self._unroller = SyncUnroller(env, self, device=self._device)
+            if config.async_unroll:
+                raise NotImplementedError("TrainerConfig.async_unroll: the AsyncUnroller is "
+                                          "not implemented yet; set async_unroll=False")
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def observation_spec(self) -> Any:
+        """Nest of ``TensorSpec`` of one observation."""
+        return self._observation_spec
+
+    @property
+    def action_spec(self) -> Any:
+        """Nest of ``BoundedTensorSpec`` of one action."""
+        return self._action_spec
+
+    @property
+    def reward_spec(self) -> TensorSpec:
+        """``TensorSpec(())`` or ``TensorSpec((k,))``."""
+        return self._reward_spec
+
+    @property
+    def reward_weights(self) -> Optional[torch.Tensor]:
+        """``[k]`` weights of a vector reward, or None for a scalar reward."""
+        return self._reward_weights
+
+    @property
+    def env(self):
+        """The training environment (None for sub-algorithms)."""
+        return self._env
+
+    @property
+    def unroller(self):
+        """The unroller collecting experience (None without an environment)."""
+        return self._unroller
+
+    @property
+    def rollout_info_spec(self) -> Any:
+        """Spec of ``rollout_step``'s info, known after the first unroll.
+
+        Raises:
+            RuntimeError: before the first unroll.
+        """
+        if self._rollout_info_spec is None:
+            raise RuntimeError(f"{self._name}: rollout_info_spec is known only after the "
+                               f"first rollout_step")
+        return self._rollout_info_spec
+
+    def has_multidim_reward(self) -> bool:
+        """Whether the reward is a vector."""
+        return self._reward_spec.numel > 1
+
+    def weighted_reward(self, reward: torch.Tensor) -> torch.Tensor:
+        """The scalar training reward: ``reward`` ``[..., k]`` weighted by ``reward_weights``
+        and summed, or ``reward`` itself if it is a scalar reward ``[...]``."""
+        if self._reward_weights is None:
+            return reward
+        return (reward * self._reward_weights.to(reward.device)).sum(-1)
+
+    # ------------------------------------------------------------------ metrics
+    def get_metrics(self) -> List[StepMetric]:
+        """The eight metrics, in ALF's order (empty without an environment)."""
+        return [] if self._metrics is None else list(self._metrics)
+
+    def get_step_metrics(self) -> List[StepMetric]:
+        """``[NumberOfEpisodes, EnvironmentSteps]``."""
+        return self.get_metrics()[:2]
+
+    def get_env_steps(self) -> int:
+        """Environment steps taken so far (``EnvironmentSteps``)."""
+        return int(self._metrics[1].result()) if self._metrics is not None else 0
+
+    def observe_for_metrics(self, time_step) -> None:
+        """Feeds a ``[B]`` time step or a ``[T, B]`` unroll of them (CPU) to every metric."""
+        for m in self._metrics:
+            m(time_step)
+
+    def summarize_metrics(self) -> None:
+        """Writes every metric against the global counter and against EnvironmentSteps."""
+        if not summary.should_record_summaries():
+            return
+        env_steps = self.get_step_metrics()[1:]
+        for m in self.get_metrics():
+            m.gen_summaries(step_metrics=env_steps)
+
+    # ------------------------------------------------------------------ replay
+    def observe_for_replay(self, exp: Experience) -> None:
+        """Adds one ``[B]`` step of experience to the replay buffer (created on first use from
+        the experience's structure, ``adjust_replay_buffer_length`` and the config)."""
+        if self.replay_buffer is None:
+            config = self._config
+            spec = nest.map_structure(lambda t: TensorSpec.from_tensor(t, from_dim=1), exp)
+            self.__dict__["_replay_buffer"] = self._replay_buffer_ctor(
+                data_spec=spec, num_environments=self._env.batch_size,
+                max_length=adjust_replay_buffer_length(config),
+                prioritized_sampling=config.priority_replay,
+                alpha=config.priority_replay_alpha, beta=config.priority_replay_beta,
+                name=f"{self._name}_replay_buffer")
+            if config.whole_replay_buffer_training and config.clear_replay_buffer:
+                # The first iteration holds unroll_length steps only; train from the second
+                # on, when the buffer holds unroll_length + 1 (ALF).
+                minimum = self.replay_buffer.max_length * self._env.batch_size
+                if config.initial_collect_steps < minimum:
+                    config.initial_collect_steps = minimum
+            if self._pending_replay_state is not None:
+                self.replay_buffer.load_state_dict(self._pending_replay_state)
+                self._pending_replay_state = None
+        self.replay_buffer.add_batch(exp, exp.time_step.env_id)
+
+    def replay_buffer_state_dict(self) -> Optional[dict]:
+        """The replay buffer's state under ALF's keys (``_replay_buffer.time_step|reward``,
+        ...), or None if there is no buffer yet."""
+        if self.replay_buffer is None:
+            return None
+        return {f"_replay_buffer.{k}": v for k, v in self.replay_buffer.state_dict().items()}
+
+    def load_replay_buffer_state_dict(self, state_dict: dict) -> None:
+        """Restores ``replay_buffer_state_dict()`` output; if the buffer does not exist yet
+        (it is built from the first unroll's experience), it is restored right after it is
+        built.
+
+        Raises:
+            ValueError: from ``ReplayBuffer.load_state_dict`` (naming the keys that differ),
+                if the buffer exists.
+        """
+        prefix = "_replay_buffer."
+        state = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+        if self.replay_buffer is None:
+            self._pending_replay_state = state
+        else:
+            self.replay_buffer.load_state_dict(state)
+
+    # ------------------------------------------------------------------ unroll
+    def unroll(self, unroll_length: int) -> Optional[Experience]:
+        """Collects ``unroll_length`` steps of every environment with ``rollout_step``.
+
+        Every time step is fed to the metrics and, for off-policy algorithms, every step of
+        experience to the replay buffer.
+
+        Returns:
+            ``[T, B]`` ``Experience`` (``rollout_info`` keeps its graph when gradients are
+            enabled), or None if ``unroll_length`` is 0.
+        """
+        experience = self._unroller.unroll(unroll_length)
+        for name, seconds in self._unroller.times.items():
+            summary.add_time(f"time/{name}", seconds)
+        if experience is None:
+            return None
+        if self._rollout_info_spec is None:
+            self._rollout_info_spec = nest.map_structure(
+                lambda t: TensorSpec.from_tensor(t, from_dim=2), experience.rollout_info)
+        stored = detach(nest.utils.convert_device(experience, "cpu"))
+        t0 = time.perf_counter()
+        self.observe_for_metrics(stored.time_step)
+        t1 = time.perf_counter()
+        if not self.on_policy:
+            for t in range(stored.time_step.step_type.shape[0]):
+                self.observe_for_replay(nest.map_structure(lambda x: x[t], stored))
+        summary.add_time("time/metrics", t1 - t0)
+        summary.add_time("time/replay", time.perf_counter() - t1)
+        return experience
+
+    # ------------------------------------------------------------------ training
+    def train_iter(self) -> int:
+        """One training iteration (unroll, then train).
+
+        Returns:
+            Steps trained on (with repetitions).
+        """
+        self._train_iter_num += 1
+        if self._config.empty_cache and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        if self.on_policy:
+            return self._train_iter_on_policy()
+        return self._train_iter_off_policy()
+
+    def _train_iter_on_policy(self) -> int:
+        summary.increment_global_counter()
+        with summary.record_time("time/unroll"), torch.enable_grad(), self._autocast():
+            self.train()
+            experience = self.unroll(int(self._config.unroll_length))
+        self.summarize_rollout(experience)
+        self.summarize_metrics()
+        with summary.record_time("time/train"):
+            train_info = experience.rollout_info
+            experience = experience._replace(rollout_info=())
+            steps = self.train_from_unroll(experience, train_info)
+        with summary.record_time("time/after_train_iter"):
+            self.after_train_iter(experience, train_info)
+        return steps
+
+    def _train_iter_off_policy(self) -> int:
+        config = self._config
+        if not config.update_counter_every_mini_batch:
+            summary.increment_global_counter()
+        length = self._remaining_unroll_length_fraction + config.unroll_length
+        self._remaining_unroll_length_fraction = length - int(length)
+        length = int(length)
+        experience = None
+        if length > 0 and (config.num_env_steps == 0
+                           or self.get_env_steps() < config.num_env_steps):
+            with summary.record_time("time/unroll"), torch.set_grad_enabled(
+                    config.unroll_with_grad), self._autocast():
+                self.eval()
+                experience = self.unroll(length)
+            self.summarize_rollout(experience)
+            self.summarize_metrics()
+        if self.replay_buffer is None:
+            return 0
+        self.train()
+        with summary.record_time("time/train"):
+            steps = self.train_from_replay_buffer(update_global_counter=True)
+        if experience is not None:
+            with summary.record_time("time/after_train_iter"):
+                train_info = experience.rollout_info
+                self.after_train_iter(experience._replace(rollout_info=()), train_info)
+        return steps
+
+    # ------------------------------------------------------------------ summaries
+    def summarize_rollout(self, experience: Optional[Experience]) -> None:
+        """Summaries of an unroll: rewards and actions (when recorded). Override to add more.
+
+        Args:
+            experience: the ``[T, B]`` unroll, or None.
+        """
+        if experience is None or not summary.should_record_summaries():
+            return
+        reward = experience.time_step.reward
+        if reward.ndim == 2:
+            summary.scalar("rollout_reward/mean", reward.mean())
+        else:
+            for i in range(reward.shape[-1]):
+                summary.scalar(f"rollout_reward/{i}/mean", reward[..., i].mean())
+        if self._config.summarize_action_distributions:
+            for path, action in nest.flatten_with_path(experience.action):
+                tag = "rollout_action" + (f"/{path}" if path else "")
+                summary.histogram(tag, action)
+                summary.scalar(f"{tag}/mean", action.float().mean())
+                summary.scalar(f"{tag}/std", action.float().std())
+
+    # ------------------------------------------------------------------ lifecycle
+    def finish_train(self) -> None:
+        """Releases what training holds (actor processes of async unrollers)."""
+        if self._unroller is not None and hasattr(self._unroller, "close"):
+            self._unroller.close()
+
+    def get_extra_state(self):
+        state = super().get_extra_state()
+        state["remaining_unroll_length_fraction"] = self._remaining_unroll_length_fraction
+        return state
+
+    def set_extra_state(self, state):
+        super().set_extra_state(state)
+        self._remaining_unroll_length_fraction = float(
+            state.get("remaining_unroll_length_fraction", 0.0))

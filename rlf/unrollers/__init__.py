@@ -1,0 +1,5 @@
+"""Unrollers: collect ``[T, B]`` experience from a batched environment with an algorithm."""
+
+from rlf.unrollers.sync_unroller import SyncUnroller
+
+__all__ = ["SyncUnroller"]
