@@ -1,0 +1,142 @@
+r"""Plays episodes with a trained algorithm and prints their returns.
+
+    python -m rlf.bin.play --root_dir runs/a2c_cartpole [--num_episodes 5] \
+        [--record episode.gif|episode.mp4] [--checkpoint_step N]
+
+The configuration is ``root_dir/config.gin`` (as written by training); the parameters come
+from the newest (or the given) checkpoint. The policy acts with ``predict_step``. ``--record``
+saves the first episode: rendered frames for gymnasium environments that render
+``rgb_array``, the newest observation frame for Atari.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List
+
+import numpy as np
+from absl import app, flags
+
+from rlf.bin.gin_utils import ConfigError, parse_config
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("root_dir", None, "run directory holding config.gin and ckpt/")
+flags.DEFINE_integer("num_episodes", 5, "episodes to play")
+flags.DEFINE_integer("checkpoint_step", None, "iteration of the checkpoint (newest if unset)")
+flags.DEFINE_string("record", None, "save the first episode as an animated .gif or .mp4")
+flags.DEFINE_integer("fps", 30, "frames per second of the recording")
+flags.DEFINE_integer("seed", 0, "environment seed")
+flags.DEFINE_multi_string("conf_param", [], "extra gin bindings")
+
+
+def save_video(frames: List[np.ndarray], path: str, fps: int = 30) -> None:
+    """Writes ``[H, W]`` or ``[H, W, 3]`` uint8 frames as an animated GIF (Pillow) or an MP4
+    (OpenCV).
+
+    Raises:
+        ValueError: for another suffix or no frames.
+    """
+    if not frames:
+        raise ValueError(f"no frames to write to {path}")
+    suffix = Path(path).suffix.lower()
+    if suffix == ".gif":
+        from PIL import Image
+        images = [Image.fromarray(f) for f in frames]
+        images[0].save(path, save_all=True, append_images=images[1:],
+                       duration=int(1000 / fps), loop=0)
+    elif suffix == ".mp4":
+        import cv2
+        h, w = frames[0].shape[:2]
+        writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+        for f in frames:
+            writer.write(cv2.cvtColor(f, cv2.COLOR_GRAY2BGR if f.ndim == 2 else cv2.COLOR_RGB2BGR))
+        writer.release()
+    else:
+        raise ValueError(f"--record {path}: use a .gif or .mp4 file name")
+
+
+def main(argv) -> int:
+    del argv
+    root = Path(FLAGS.root_dir or "")
+    if not FLAGS.root_dir or not (root / "config.gin").is_file():
+        print(f"error: --root_dir '{FLAGS.root_dir}' holds no config.gin (a training run's "
+              f"directory is needed)", file=sys.stderr)
+        return 2
+    try:
+        parse_config(str(root / "config.gin"), FLAGS.conf_param)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    from rlf.algorithms import TrainerConfig
+    from rlf.environments import load
+    from rlf.trainers import evaluate_episodes
+    from rlf.utils.checkpoint import Checkpointer, load_checkpoint_file
+
+    config = TrainerConfig()
+    ckpt = Checkpointer(root / "ckpt")
+    step = FLAGS.checkpoint_step if FLAGS.checkpoint_step is not None else ckpt.latest_step()
+    if step is None:
+        print(f"error: no checkpoint in {root / 'ckpt'}", file=sys.stderr)
+        return 2
+    record = FLAGS.record is not None
+    kwargs = {}
+    env_name = None
+    try:
+        from gin import config as gin_config
+        env_name = gin_config.query_parameter("load.env_name")
+    except ValueError:
+        pass
+    if record and env_name and not env_name.startswith("ALE/") and "NoFrameskip" not in env_name:
+        kwargs["render_mode"] = "rgb_array"
+    env = load(num_envs=1, seed=FLAGS.seed, **kwargs)
+    algorithm = config.algorithm_ctor(observation_spec=env.observation_spec(),
+                                      action_spec=env.action_spec(),
+                                      reward_spec=env.reward_spec(), env=None, config=config)
+    algorithm.to(config.device)
+    state = load_checkpoint_file(ckpt.path(step))["algorithm"]
+    # The metrics' sizes depend on the training environment; only the model is needed here.
+    state = {k: v for k, v in state.items()
+             if not k.startswith("_metrics.") and k != "_optimizers"}
+    algorithm.load_state_dict(state, strict=False)
+
+    frames: List[np.ndarray] = []
+    done = [False]
+
+    def on_step(time_step):
+        if not record or done[0]:
+            return
+        if frames and bool(time_step.is_first()[0]):
+            done[0] = True  # the first episode has ended
+            return
+        if "render_mode" in kwargs:
+            frame = env.gym_env.render()
+            frame = frame[0] if isinstance(frame, (list, tuple)) else frame
+        else:
+            obs = time_step.observation[0].numpy()
+            frame = obs[-1] if obs.ndim == 3 else obs  # newest of the stacked frames
+        if frame is not None:
+            frames.append(np.ascontiguousarray(frame).astype(np.uint8))
+
+    import gymnasium as gym
+    try:
+        result = evaluate_episodes(algorithm, env, FLAGS.num_episodes, device=config.device,
+                                   on_step=on_step)
+    except gym.error.DependencyNotInstalled as e:
+        print(f"error: recording needs the environment's renderer: {e} (or pip install -e "
+              f"'.[play]')", file=sys.stderr)
+        return 2
+    env.close()
+    for i, (r, n) in enumerate(zip(result["returns"], result["lengths"])):
+        print(f"episode {i}: return {r:.2f}, length {n}")
+    print(f"average return {result['AverageReturn']:.2f} over {len(result['returns'])} "
+          f"episodes (checkpoint {ckpt.path(step)})")
+    if record:
+        save_video(frames, FLAGS.record, FLAGS.fps)
+        print(f"recorded {len(frames)} frames to {FLAGS.record}")
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(lambda argv: sys.exit(main(argv)))

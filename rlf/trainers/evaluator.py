@@ -1,0 +1,93 @@
+"""Evaluation: plays whole episodes with ``predict_step`` on a separate environment."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+import torch
+
+from rlf import nest
+from rlf.utils import summary
+from rlf.utils.common import reset_state_if_necessary
+
+__all__ = ["evaluate_episodes", "EvalResult"]
+
+
+class EvalResult(dict):
+    """``{"AverageReturn", "AverageEpisodeLength", "returns", "lengths"}`` of an evaluation."""
+
+
+@torch.no_grad()
+def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.device = "cpu",
+                      on_step: Optional[Callable[[Any], None]] = None,
+                      max_steps: Optional[int] = None) -> EvalResult:
+    """Plays ``num_episodes`` episodes with ``algorithm.predict_step`` (no gradients, eval mode).
+
+    Episodes are counted in the order they end over the batched ``env``; its environments
+    are reset first. The return of an episode is the sum of its (possibly vector) rewards
+    after FIRST; its length counts its non-FIRST steps (as ``AverageEpisodeLengthMetric``).
+
+    Args:
+        algorithm: has ``predict_step(time_step, state)`` and
+            ``get_initial_predict_state(batch_size)``.
+        env: a batched environment.
+        num_episodes: episodes to finish (>= 1).
+        device: where ``predict_step`` runs.
+        on_step: called with every ``[B]`` time step (e.g. to record frames).
+        max_steps: stop after this many batched steps even if fewer episodes ended.
+
+    Returns:
+        ``EvalResult`` with the mean return and length and the per-episode lists.
+
+    Raises:
+        ValueError: if ``num_episodes < 1``.
+    """
+    if num_episodes < 1:
+        raise ValueError(f"evaluate_episodes: num_episodes must be >= 1, got {num_episodes}")
+    was_training = algorithm.training
+    algorithm.eval()
+    batch_size = env.batch_size
+    time_step = env.reset()
+    state = algorithm.get_initial_predict_state(batch_size)
+    initial_state = algorithm.get_initial_predict_state(batch_size)
+    episode_return = np.zeros(batch_size)
+    episode_length = np.zeros(batch_size, dtype=np.int64)
+    returns: List[float] = []
+    lengths: List[int] = []
+    steps = 0
+    # Evaluation draws its own random numbers: training's stream (and so a resumed run's
+    # reproducibility) does not depend on whether or how long evaluation ran.
+    with torch.random.fork_rng(devices=[]):
+        try:
+            while len(returns) < num_episodes and (max_steps is None or steps < max_steps):
+                if on_step is not None:
+                    on_step(time_step)
+                first = time_step.is_first().numpy()
+                reward = time_step.reward.reshape(batch_size, -1).sum(-1).numpy()
+                episode_return = np.where(first, 0.0, episode_return + reward)
+                episode_length = np.where(first, 0, episode_length + 1)
+                for b in np.flatnonzero(time_step.is_last().numpy()):
+                    returns.append(float(episode_return[b]))
+                    lengths.append(int(episode_length[b]))
+                inputs = nest.utils.convert_device(time_step, device)
+                state = reset_state_if_necessary(state, initial_state, inputs.is_first())
+                step = algorithm.predict_step(inputs, state)
+                state = step.state
+                time_step = env.step(step.output)
+                steps += 1
+        finally:
+            algorithm.train(was_training)
+    returns, lengths = returns[:num_episodes], lengths[:num_episodes]
+    return EvalResult(AverageReturn=float(np.mean(returns)) if returns else float("nan"),
+                      AverageEpisodeLength=float(np.mean(lengths)) if lengths else float("nan"),
+                      returns=returns, lengths=lengths)
+
+
+def write_eval_summaries(result: Dict[str, Any], env_steps: int) -> None:
+    """Writes ``Eval/AverageReturn`` and ``Eval/AverageEpisodeLength`` against the global
+    counter and against ``env_steps`` (``Eval_vs_EnvironmentSteps/...``), always."""
+    with summary.record_if(lambda: True):
+        for key in ("AverageReturn", "AverageEpisodeLength"):
+            summary.scalar(f"Eval/{key}", result[key])
+            summary.scalar(f"Eval_vs_EnvironmentSteps/{key}", result[key], step=env_steps)

@@ -1,0 +1,253 @@
+"""Trainer: the loop around ``RLAlgorithm.train_iter``: seeding, summaries, checkpoints
+(save, resume, Ctrl-C/SIGTERM), evaluation and the progress bar."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import gin
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from rlf.environments import load
+from rlf.metrics import metric_results
+from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
+from rlf.utils import summary
+from rlf.utils.checkpoint import (Checkpointer, CorruptCheckpointError, atomic_save,
+                                  load_checkpoint_file)
+
+__all__ = ["Trainer", "CheckpointMismatchError"]
+
+logger = logging.getLogger(__name__)
+
+
+class CheckpointMismatchError(ValueError):
+    """The checkpoint in root_dir does not fit the configured algorithm."""
+
+
+class _TrainerState:
+    """The loop's own counters, checkpointed with the algorithm."""
+
+    def __init__(self):
+        self.iter_num = 0
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"iter_num": self.iter_num, "global_counter": summary.get_global_counter()}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.iter_num = int(state["iter_num"])
+        summary.set_global_counter(int(state["global_counter"]))
+
+
+class Trainer:
+    """Builds the environment and the algorithm from a ``TrainerConfig`` and trains it.
+
+    ``root_dir`` receives ``config.gin`` (the operative gin config), ``train/`` (TensorBoard
+    events) and ``ckpt/`` (``ckpt-<iteration>.pt``; with ``save_replay_buffer`` also
+    ``replay_buffer-<iteration>.pt``). An existing ``root_dir`` with checkpoints resumes
+    from the newest readable one; a truncated or corrupt one is skipped with a warning.
+
+    Args:
+        config: the ``TrainerConfig``.
+        root_dir: overrides ``config.root_dir``.
+        progress: show a tqdm progress bar (on stderr).
+
+    Raises:
+        ValueError: without a root_dir or ``algorithm_ctor``.
+    """
+
+    def __init__(self, config, root_dir: Optional[str] = None, progress: bool = True):
+        root_dir = root_dir or config.root_dir
+        if not root_dir:
+            raise ValueError("Trainer: no root_dir (pass --root_dir or set TrainerConfig.root_dir)")
+        if config.algorithm_ctor is None:
+            raise ValueError("Trainer: TrainerConfig.algorithm_ctor is not set (e.g. "
+                             "`TrainerConfig.algorithm_ctor = @ImpalaAlgorithm` in the gin file)")
+        self._config = config
+        self._root_dir = Path(root_dir)
+        self._progress = progress
+        self._stop_signal: Optional[int] = None
+        self._state = _TrainerState()
+        self._eval_env = None
+
+    @property
+    def root_dir(self) -> Path:
+        """The run's directory."""
+        return self._root_dir
+
+    # ------------------------------------------------------------------ setup
+    def _seed(self) -> int:
+        seed = self._config.random_seed
+        if seed is None:
+            seed = int.from_bytes(os.urandom(4), "little") % (2 ** 31)
+            logger.info("random_seed is None; using %d", seed)
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+        return seed
+
+    def _build(self) -> None:
+        config = self._config
+        if config.torch_num_threads is not None:
+            torch.set_num_threads(config.torch_num_threads)
+        self._seed_value = self._seed()
+        try:
+            self._env = load(seed=self._seed_value)
+        except TypeError as e:
+            raise ValueError(f"cannot create the environment ({e}); set `load.env_name` and "
+                             f"`load.num_envs` in the gin file") from None
+        self._algorithm = config.algorithm_ctor(
+            observation_spec=self._env.observation_spec(), action_spec=self._env.action_spec(),
+            reward_spec=self._env.reward_spec(), env=self._env, config=config)
+        self._algorithm.to(config.device)
+        self._algorithm.load_initial_checkpoint()
+        self._checkpointer = Checkpointer(self._root_dir / "ckpt", config.num_checkpoints,
+                                          algorithm=self._algorithm, trainer=self._state,
+                                          unroller=self._algorithm.unroller)
+
+    def _write_config(self) -> None:
+        self._root_dir.mkdir(parents=True, exist_ok=True)
+        text = gin.operative_config_str()
+        tmp = self._root_dir / ".config.gin.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self._root_dir / "config.gin")
+
+    # ------------------------------------------------------------------ checkpoints
+    def _replay_path(self, step: int) -> Path:
+        return self._root_dir / "ckpt" / f"replay_buffer-{step}.pt"
+
+    def _save(self) -> None:
+        step = self._state.iter_num
+        if self._config.save_replay_buffer:
+            state = self._algorithm.replay_buffer_state_dict()
+            if state is not None:
+                # written first: a model checkpoint on disk always has its buffer beside it
+                atomic_save({"algorithm": state}, self._replay_path(step))
+        path = self._checkpointer.save(step)
+        kept = set(self._checkpointer.steps())
+        for old in (self._root_dir / "ckpt").glob("replay_buffer-*.pt"):
+            if int(old.stem.split("-")[1]) not in kept:
+                old.unlink(missing_ok=True)
+        logger.debug("saved checkpoint %s", path)
+
+    def _restore(self) -> Optional[int]:
+        """Loads the newest readable checkpoint; returns its iteration or None."""
+        for step in reversed(self._checkpointer.steps()):
+            try:
+                self._checkpointer.load(step)
+            except CorruptCheckpointError as e:
+                logger.warning("skipping checkpoint: %s", e)
+                tqdm.write(f"WARNING: skipping checkpoint {self._checkpointer.path(step)}: it is "
+                           f"unreadable (truncated or corrupt); trying the previous one")
+                continue
+            except ValueError as e:
+                raise CheckpointMismatchError(
+                    f"{self._checkpointer.path(step)} does not fit the configured algorithm: "
+                    f"{e}. The checkpoint was left untouched; use another --root_dir or the "
+                    f"configuration it was written with ({self._root_dir / 'config.gin'})"
+                ) from None
+            if self._config.save_replay_buffer and self._replay_path(step).is_file():
+                state = load_checkpoint_file(self._replay_path(step))
+                self._algorithm.load_replay_buffer_state_dict(state["algorithm"])
+            return step
+        return None
+
+    # ------------------------------------------------------------------ signals
+    def _on_signal(self, signum, frame) -> None:
+        if self._stop_signal is not None:  # a second Ctrl-C: stop right away
+            raise KeyboardInterrupt
+        self._stop_signal = signum
+        tqdm.write(f"{signal.Signals(signum).name} received: finishing this iteration, "
+                   f"writing a checkpoint and exiting (again to abort)")
+
+    # ------------------------------------------------------------------ loop
+    def train(self) -> Dict[str, Any]:
+        """Runs training until ``num_iterations``/``num_env_steps`` or a stop signal.
+
+        Returns:
+            ``{"iterations", "env_steps", "metrics", "stopped_by_signal", "eval"}``.
+        """
+        config = self._config
+        self._build()
+        algorithm = self._algorithm
+        writer = summary.create_summary_writer(str(self._root_dir / "train"),
+                                               flush_secs=config.summaries_flush_secs)
+        summary.set_default_writer(writer)
+        summary.set_summary_interval(config.summary_interval)
+        summary.set_global_counter(0)
+        restored = self._restore()
+        if restored is None:
+            tqdm.write(f"Starting a new run in {self._root_dir}")
+        else:
+            tqdm.write(f"Resuming from iteration {restored} "
+                       f"({self._checkpointer.path(restored)})")
+        self._write_config()
+        handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT,
+                                                                    signal.SIGTERM)}
+        bar = tqdm(total=config.num_iterations or None, initial=self._state.iter_num,
+                   disable=not self._progress, dynamic_ncols=True,
+                   mininterval=1.0 if os.isatty(2) else 30.0)
+        last_eval: Dict[str, Any] = {}
+        saved_at = self._state.iter_num if restored is not None else None
+        t_start, steps_start = time.time(), algorithm.get_env_steps()
+        try:
+            while self._stop_signal is None:
+                if config.num_iterations and self._state.iter_num >= config.num_iterations:
+                    break
+                if config.num_env_steps and algorithm.get_env_steps() >= config.num_env_steps:
+                    break
+                algorithm.train_iter()
+                self._state.iter_num += 1
+                it = self._state.iter_num
+                if it == 1:
+                    self._write_config()  # now also holds what was configured lazily
+                if self._progress:
+                    env_steps = algorithm.get_env_steps()
+                    rate = (env_steps - steps_start) / max(time.time() - t_start, 1e-9)
+                    bar.update(1)
+                    bar.set_postfix(env_steps=env_steps, steps_per_s=f"{rate:.0f}",
+                                    AverageReturn=f"{float(algorithm.get_metrics()[2].result()):.2f}",
+                                    refresh=False)
+                if it % config.checkpoint_interval == 0:
+                    self._save()
+                    saved_at = it
+                if config.evaluate and it % config.eval_interval == 0:
+                    last_eval = self._evaluate()
+            if saved_at != self._state.iter_num:
+                self._save()
+        finally:
+            bar.close()
+            for s, h in handlers.items():
+                signal.signal(s, h)
+            algorithm.finish_train()
+            self._env.close()
+            if self._eval_env is not None:
+                self._eval_env.close()
+            summary.close()
+        return {"iterations": self._state.iter_num, "env_steps": algorithm.get_env_steps(),
+                "metrics": metric_results(algorithm.get_metrics()),
+                "stopped_by_signal": self._stop_signal is not None, "eval": last_eval}
+
+    def _evaluate(self) -> Dict[str, Any]:
+        config = self._config
+        if self._eval_env is None:
+            self._eval_env = load(num_envs=config.num_eval_environments,
+                                  seed=self._seed_value + 1_000_003)
+        result = evaluate_episodes(self._algorithm, self._eval_env, config.num_eval_episodes,
+                                   device=config.device)
+        write_eval_summaries(result, self._algorithm.get_env_steps())
+        tqdm.write(f"iteration {self._state.iter_num}: eval AverageReturn "
+                   f"{result['AverageReturn']:.2f} over {len(result['returns'])} episodes")
+        return result
+
+    @property
+    def algorithm(self):
+        """The algorithm (after ``train`` has built it)."""
+        return self._algorithm

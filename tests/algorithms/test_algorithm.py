@@ -1,0 +1,158 @@
+"""Algorithm/RLAlgorithm mechanics: masking, clipping, non-finite losses, checkpoints,
+recurrent-state resets, replay-buffer length and training from the buffer."""
+
+import functools
+
+import pytest
+import torch
+from torch import nn
+
+from rlf.algorithms import (Algorithm, NonFiniteLossError, RLAlgorithm, TrainerConfig,
+                            adjust_replay_buffer_length)
+from rlf.data_structures import AlgStep, LossInfo, StepType
+from rlf.environments import load
+from rlf.tensor_specs import TensorSpec
+
+SGD = functools.partial(torch.optim.SGD, lr=1.0)
+
+
+class Linear(Algorithm):
+    def __init__(self, **kw):
+        super().__init__(optimizer=SGD, **kw)
+        self.w = nn.Parameter(torch.zeros(()))
+
+
+def test_update_masks_invalid_steps_and_averages_over_all():
+    alg = Linear()
+    loss = alg.w * torch.ones(4, 2)  # d(mean(loss*mask))/dw = sum(mask) / 8
+    mask = torch.tensor([[1., 1.], [0., 1.], [1., 1.], [1., 0.]])
+    alg.update_with_gradient(LossInfo(loss=loss), mask)
+    assert float(alg.w.detach()) == pytest.approx(-6 / 8)
+
+
+def test_gradient_clipping_by_global_norm_and_value():
+    alg = Linear(gradient_clipping=0.5)
+    alg.update_with_gradient(LossInfo(loss=alg.w * 3.0))
+    assert float(alg.w.detach()) == pytest.approx(-0.5)
+    alg = Linear(gradient_clipping=0.25, clip_by_global_norm=False)
+    alg.update_with_gradient(LossInfo(loss=-alg.w * 3.0))
+    assert float(alg.w.detach()) == pytest.approx(0.25)
+
+
+def test_non_finite_loss_names_term_and_changes_nothing():
+    alg = Linear()
+    alg._train_iter_num = 7
+    bad = alg.w * torch.tensor([1.0, float("nan")])
+    with pytest.raises(NonFiniteLossError, match=r"iteration 7.*extra\.value_loss"):
+        alg.update_with_gradient(LossInfo(loss=bad, extra={"value_loss": bad,
+                                                           "pg_loss": alg.w * torch.ones(2)}))
+    assert float(alg.w.detach()) == 0.0
+
+
+def test_missing_optimizer_is_named():
+    class NoOpt(Algorithm):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Linear(2, 2)
+    with pytest.raises(ValueError, match=r"net\.weight.*optimizer"):
+        NoOpt().update_with_gradient(LossInfo(loss=torch.zeros(())))
+
+
+def test_state_dict_carries_optimizers_and_rejects_mismatch_untouched():
+    class Net(Algorithm):
+        def __init__(self, n):
+            super().__init__(optimizer=functools.partial(torch.optim.Adam, lr=0.1))
+            self.net = nn.Linear(n, 1)
+    a = Net(3)
+    a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    sd = a.state_dict()
+    assert len(sd["_optimizers"]) == 1 and sd["_optimizers"][0]["state"]
+    b = Net(3)
+    b.load_state_dict(sd)
+    assert torch.equal(b.net.weight, a.net.weight)
+    assert b.optimizers[0].state_dict()["state"][0]["step"] == 1
+    c = Net(4)
+    before = c.net.weight.clone()
+    with pytest.raises(ValueError, match=r"'net\.weight' expected \(1, 4\).*found \(1, 3\)"):
+        c.load_state_dict(sd)
+    assert torch.equal(c.net.weight, before)
+
+
+class Counter(RLAlgorithm):
+    """A recurrent 'policy' whose state counts steps since the episode start; its action is
+    always 0. train_step records the state it saw, to check the resets."""
+
+    def __init__(self, observation_spec, action_spec, **kw):
+        spec = TensorSpec((), torch.float32)
+        super().__init__(observation_spec, action_spec, train_state_spec=spec,
+                         optimizer=SGD, **kw)
+        self.w = nn.Parameter(torch.zeros(()))
+        self.seen = []
+
+    def rollout_step(self, time_step, state):
+        b = time_step.step_type.shape[0]
+        return AlgStep(output=torch.zeros(b, dtype=torch.int64), state=state + 1,
+                       info={"count": state})
+
+    def train_step(self, time_step, state, rollout_info):
+        return AlgStep(output=(), state=state + 1,
+                       info={"count": state, "rollout_count": rollout_info["count"],
+                             "step_type": time_step.step_type})
+
+    def calc_loss(self, info):
+        self.seen.append(info)
+        return LossInfo(loss=self.w * info["count"])
+
+
+def test_recurrent_state_resets_at_first_in_rollout_and_training():
+    env = load("CartPole-v1", 3, seed=0)
+    config = TrainerConfig(unroll_length=30, whole_replay_buffer_training=True,
+                           clear_replay_buffer=True, num_iterations=2)
+    alg = Counter(env.observation_spec(), env.action_spec(), env=env, config=config)
+    alg.train_iter()
+    assert alg.seen == []  # first iteration: buffer holds unroll_length < unroll_length + 1
+    alg.train_iter()
+    info = alg.seen[-1]
+    st, count = info["step_type"], info["rollout_count"]
+    assert st.shape == (31, 3)  # unroll_length + 1 steps: the previous unroll's last one too
+    for b in range(3):
+        n = None
+        for t in range(31):
+            if st[t, b] == StepType.FIRST:
+                n = 0
+            if n is not None:
+                assert count[t, b] == n and info["count"][t, b] == n
+                n += 1
+    assert (st == StepType.FIRST).any()  # CartPole with action 0 ends within ~10 steps
+    env.close()
+
+
+def test_adjust_replay_buffer_length_and_fractional_unroll():
+    c = TrainerConfig(unroll_length=20, whole_replay_buffer_training=True,
+                      clear_replay_buffer=True, replay_buffer_length=1000)
+    assert adjust_replay_buffer_length(c) == 21
+    assert adjust_replay_buffer_length(c, 3) == 24
+    c = TrainerConfig(unroll_length=20, replay_buffer_length=1000)
+    assert adjust_replay_buffer_length(c) == 1000
+
+    env = load("CartPole-v1", 2, seed=0)
+    config = TrainerConfig(unroll_length=0.25, mini_batch_size=4, mini_batch_length=2,
+                           initial_collect_steps=4, num_iterations=8)
+    alg = Counter(env.observation_spec(), env.action_spec(), env=env, config=config)
+    sizes = []
+    for _ in range(8):
+        alg.train_iter()
+        sizes.append(alg.replay_buffer.total_size if alg.replay_buffer else 0)
+    assert sizes == [0, 0, 0, 2, 2, 2, 2, 4]  # one step every 4 iterations
+    assert len(alg.seen) == 1 and alg.seen[0]["count"].shape == (2, 4)  # [T, B] time-major
+    env.close()
+
+
+def test_reward_weights_and_bad_specs():
+    obs, act = TensorSpec((4,)), TensorSpec((), torch.int64)
+    alg = RLAlgorithm(obs, act, reward_spec=TensorSpec((2,)), reward_weights=[1.0, -2.0])
+    assert torch.equal(alg.weighted_reward(torch.tensor([[1.0, 1.0]])), torch.tensor([-1.0]))
+    with pytest.raises(ValueError, match="3 reward_weights for a reward of 2"):
+        RLAlgorithm(obs, act, reward_spec=TensorSpec((2,)), reward_weights=[1, 2, 3])
+    with pytest.raises(ValueError, match="rank 0 or 1"):
+        RLAlgorithm(obs, act, reward_spec=TensorSpec((2, 2)))

@@ -1,0 +1,151 @@
+"""Trainer: exact resume, replay checkpoints, TensorBoard events, corrupt and mismatched
+checkpoints, and the command line (SIGINT, bad input)."""
+
+import functools
+import hashlib
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gin
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from examples.a2c import A2C
+from rlf.algorithms import TrainerConfig
+from rlf.trainers import CheckpointMismatchError, Trainer
+from rlf.utils.checkpoint import load_checkpoint_file
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def cartpole_gin():
+    gin.parse_config("load.env_name = 'CartPole-v1'\nload.num_envs = 4")
+    yield
+    gin.clear_config()
+
+
+def _config(num_iterations, on_policy=True, hidden=(16,), **kw):
+    ctor = functools.partial(A2C, hidden=hidden, is_on_policy=on_policy,
+                             optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
+    extra = {} if on_policy else dict(whole_replay_buffer_training=True,
+                                      clear_replay_buffer=True, save_replay_buffer=True)
+    extra = dict(checkpoint_interval=100, **extra)
+    extra.update(kw)
+    return TrainerConfig(algorithm_ctor=ctor, random_seed=3, unroll_length=8,
+                         num_iterations=num_iterations, summary_interval=1, **extra)
+
+
+def _scalars(root: Path, tag: str) -> dict:
+    out = {}
+    for f in sorted((root / "train").glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
+        acc.Reload()
+        if tag in acc.Tags()["scalars"]:
+            out.update({e.step: e.value for e in acc.Scalars(tag)})
+    return out
+
+
+@pytest.mark.parametrize("on_policy", [True, False], ids=["on_policy", "off_policy_replay"])
+def test_resume_reproduces_losses_exactly(tmp_path, on_policy):
+    Trainer(_config(12, on_policy), tmp_path / "a", progress=False).train()
+    Trainer(_config(6, on_policy), tmp_path / "b", progress=False).train()
+    if not on_policy:  # the replay buffer went to its own file, in ALF's layout
+        replay = load_checkpoint_file(tmp_path / "b" / "ckpt" / "replay_buffer-6.pt")
+        keys = replay["algorithm"].keys()
+        assert "_replay_buffer.time_step|reward" in keys
+        assert replay["algorithm"]["_replay_buffer.time_step|reward"].shape == (4, 9)
+        model = load_checkpoint_file(tmp_path / "b" / "ckpt" / "ckpt-6.pt")
+        assert not any("replay_buffer" in k for k in model["algorithm"])
+    result = Trainer(_config(12, on_policy), tmp_path / "b", progress=False).train()
+    assert result["iterations"] == 12
+    a, b = _scalars(tmp_path / "a", "loss/A2C"), _scalars(tmp_path / "b", "loss/A2C")
+    first_trained = 1 if on_policy else 2  # off-policy trains from the 2nd iteration on
+    assert sorted(a) == list(range(first_trained, 13))
+    assert [b[s] for s in range(7, 13)] == [a[s] for s in range(7, 13)]
+    assert a[7] != a[8]  # the losses do change: the comparison is not vacuous
+
+
+def test_tensorboard_events_hold_metric_tags(tmp_path):
+    Trainer(_config(30, evaluate=True, eval_interval=15, num_eval_episodes=2), tmp_path,
+            progress=False).train()
+    files = list((tmp_path / "train").glob("events.out.tfevents.*"))
+    acc = EventAccumulator(str(files[0]))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert "Metrics/EnvironmentSteps" in tags
+    for name in ("NumberOfEpisodes", "AverageReturn",
+                 "AverageEpisodeLength", "AverageDiscountedReturn", "AverageReward",
+                 "EpisodicStartAverageDiscountedReturn"):
+        assert f"Metrics/{name}" in tags and f"Metrics_vs_EnvironmentSteps/{name}" in tags
+    for tag in ("loss/A2C", "loss/A2C/pg_loss", "loss/A2C/value_loss", "loss/A2C/entropy",
+                "learning_rate/A2C/0", "global_grad_norm/A2C/0", "time/env_step",
+                "time/policy", "time/train", "rollout_reward/mean", "rollout_action/mean",
+                "Eval/AverageReturn", "Eval_vs_EnvironmentSteps/AverageReturn"):
+        assert tag in tags, tag
+    steps = [e.step for e in acc.Scalars("Metrics_vs_EnvironmentSteps/AverageReturn")]
+    # env steps: 4 envs x 8 steps x 30 iterations, less the FIRST steps (not counted)
+    assert steps == sorted(steps) and 800 < steps[-1] < 4 * 8 * 30
+    assert (tmp_path / "config.gin").read_text().count("A2C") > 0
+
+
+def test_truncated_checkpoint_is_skipped_and_mismatch_is_refused(tmp_path, capsys):
+    Trainer(_config(4, checkpoint_interval=2), tmp_path, progress=False).train()
+    newest = tmp_path / "ckpt" / "ckpt-4.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])  # a crash mid-copy, say
+    result = Trainer(_config(6, checkpoint_interval=2), tmp_path, progress=False).train()
+    out = capsys.readouterr().out
+    assert "skipping checkpoint" in out and "Resuming from iteration 2" in out
+    assert result["iterations"] == 6
+
+    ckpt = tmp_path / "ckpt" / "ckpt-6.pt"
+    digest = hashlib.sha256(ckpt.read_bytes()).hexdigest()
+    with pytest.raises(CheckpointMismatchError, match=r"_actor\.0\.weight' expected \(32, 4\)"):
+        Trainer(_config(8, hidden=(32,)), tmp_path, progress=False).train()
+    assert hashlib.sha256(ckpt.read_bytes()).hexdigest() == digest
+
+
+def _train_cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "rlf.bin.train", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, **kw)
+
+
+def test_cli_bad_input_exits_2_with_one_line(tmp_path):
+    conf = "examples/a2c_cartpole.gin"
+    cases = [(["--conf", "nope.gin"], "conf file 'nope.gin' does not exist"),
+             (["--conf", conf, "--conf_param", "TrainerConfig.num_iteration=1"],
+              "closest: num_iterations"),
+             (["--conf", conf, "--gin_param", "TrainerConfg.num_iterations=1"],
+              "closest: TrainerConfig"),
+             (["--conf", conf, "--conf_param", "TrainerConfig.num_iterations=1 2"],
+              "malformed")]
+    for args, expected in cases:
+        r = _train_cli(*args, "--root_dir", str(tmp_path))
+        assert r.returncode == 2, r.stderr
+        lines = [line for line in r.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and expected in lines[0], r.stderr
+
+
+def test_sigint_writes_checkpoint_and_exits_0(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlf.bin.train", "--conf", "examples/a2c_cartpole.gin",
+         "--root_dir", str(tmp_path), "--noprogress",
+         "--conf_param", "TrainerConfig.num_iterations=1000000",
+         "--conf_param", "TrainerConfig.evaluate=False"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 90
+    while not (tmp_path / "config.gin").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(2.0)  # some iterations
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert "stopped by signal" in out
+    ckpts = list((tmp_path / "ckpt").glob("ckpt-*.pt"))
+    assert len(ckpts) == 1
+    state = load_checkpoint_file(ckpts[0])
+    assert state["trainer"]["iter_num"] > 0 and "_actor.0.weight" in state["algorithm"]
