@@ -149,3 +149,21 @@ def test_sigint_writes_checkpoint_and_exits_0(tmp_path):
     assert len(ckpts) == 1
     state = load_checkpoint_file(ckpts[0])
     assert state["trainer"]["iter_num"] > 0 and "_actor.0.weight" in state["algorithm"]
+    play = subprocess.run(
+        [sys.executable, "-m", "rlf.bin.play", "--root_dir", str(tmp_path), "--num_episodes",
+         "2"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert play.returncode == 0, play.stderr
+    assert "episode 1: return" in play.stdout and "average return" in play.stdout
+
+
+def test_play_writes_gif_and_mp4(tmp_path):
+    pytest.importorskip("PIL")
+    import numpy as np
+    from rlf.bin.play import save_video
+    frames = [np.full((8, 10, 3), i * 20, np.uint8) for i in range(5)]
+    save_video(frames, str(tmp_path / "e.gif"))
+    save_video([f[..., 0] for f in frames], str(tmp_path / "e.mp4"))
+    from PIL import Image
+    with Image.open(tmp_path / "e.gif") as im:
+        assert im.n_frames == 5
+    assert (tmp_path / "e.mp4").stat().st_size > 0
