@@ -1,0 +1,68 @@
+"""Env steps and wall seconds until IMPALA reaches an average return >= 475 on CartPole-v1.
+
+    python bench/impala_cartpole.py [--seeds 0 1 2] [--conf confs/impala_cartpole.gin]
+        [--max_env_steps 300000] [--conf_param ...]
+
+For each seed it builds the environment and ``ImpalaAlgorithm`` from the gin file exactly as
+the trainer does and calls ``train_iter`` until ``Metrics/AverageReturn`` (the mean return of
+the last ``max(16, num_envs)`` training episodes) reaches the threshold. The wall time covers
+training only (not process start-up). Target (issue 5): median <= 150k env steps and <= 90 s
+on 2 cores.
+"""
+
+import argparse
+import statistics
+import time
+
+import gin
+import torch
+
+
+def run(seed: int, max_env_steps: int, threshold: float):
+    from rlf.algorithms import TrainerConfig
+    from rlf.environments import load
+    config = TrainerConfig(random_seed=seed)
+    if config.torch_num_threads:
+        torch.set_num_threads(config.torch_num_threads)
+    torch.manual_seed(seed)
+    env = load(seed=seed)
+    alg = config.algorithm_ctor(observation_spec=env.observation_spec(),
+                                action_spec=env.action_spec(), reward_spec=env.reward_spec(),
+                                env=env, config=config)
+    t0 = time.perf_counter()
+    ret = 0.0
+    while alg.get_env_steps() < max_env_steps:
+        alg.train_iter()
+        ret = float(alg.get_metrics()[2].result())
+        if int(alg.get_metrics()[0].result()) >= 16 and ret >= threshold:
+            break
+    env.close()
+    return alg.get_env_steps(), time.perf_counter() - t0, ret
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--conf", default="confs/impala_cartpole.gin")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--max_env_steps", type=int, default=300_000)
+    p.add_argument("--threshold", type=float, default=475.0)
+    p.add_argument("--conf_param", action="append", default=[])
+    args = p.parse_args()
+    from rlf.bin.gin_utils import parse_config
+    parse_config(args.conf, args.conf_param + ["TrainerConfig.metric_min_buffer_size = 16"])
+    rows = []
+    for seed in args.seeds:
+        steps, secs, ret = run(seed, args.max_env_steps, args.threshold)
+        reached = ret >= args.threshold
+        rows.append((steps if reached else float("inf"), secs if reached else float("inf")))
+        print(f"seed {seed}: {'reached' if reached else 'NOT reached'} AverageReturn {ret:.1f} "
+              f"after {steps} env steps, {secs:.1f} s ({steps / secs:.0f} env steps/s)",
+              flush=True)
+    print(f"median: {statistics.median(r[0] for r in rows)} env steps, "
+          f"{statistics.median(r[1] for r in rows):.1f} s to AverageReturn >= "
+          f"{args.threshold} (target: <= 150000 steps, <= 90 s)")
+    gin.clear_config()
+
+
+if __name__ == "__main__":
+    main()

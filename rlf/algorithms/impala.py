@@ -1,0 +1,204 @@
+"""ImpalaAlgorithm: actor-critic with V-trace off-policy correction (Espeholt et al. 2018).
+
+Experience layout (DESIGN.md §2): step ``t`` holds ``x_t``, the action ``a_t`` and the reward
+and discount of the transition *into* ``x_t``. So the transition ``x_t -> x_{t+1}`` has reward
+``reward[t+1]`` and discount ``gamma * discount[t+1]`` (0 after a termination, ``gamma`` after
+a truncation, whose final observation's value is bootstrapped). A step whose ``step_type`` is
+LAST starts no transition (the next step is another episode's FIRST): V-trace gives it
+importance weight 0, which both zeroes its TD error and cuts the trace there, so the value
+target of a truncated episode's last state is its own value. Its loss is masked too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+import gin
+import torch
+
+from rlf import nest
+from rlf.algorithms import vtrace
+from rlf.algorithms.rl_algorithm import RLAlgorithm
+from rlf.data_structures import AlgStep, LossInfo, StepType
+from rlf.networks import ActorCriticNetwork
+from rlf.tensor_specs import TensorSpec
+from rlf.utils import summary
+
+__all__ = ["ImpalaAlgorithm", "ImpalaRolloutInfo", "ImpalaInfo"]
+
+
+class ImpalaRolloutInfo(NamedTuple):
+    """Stored with each step: the action and the behaviour policy's parameters ``mu``
+    (logits ``[B, N]``, a tuple of logits, or ``(loc, scale)``)."""
+
+    action: Any = ()
+    behaviour_params: Any = ()
+
+
+class ImpalaInfo(NamedTuple):
+    """``[T, B]`` training information for ``calc_loss``."""
+
+    reward: Any = ()
+    step_type: Any = ()
+    discount: Any = ()
+    action: Any = ()
+    behaviour_params: Any = ()
+    target_params: Any = ()
+    value: Any = ()
+
+
+@gin.configurable
+class ImpalaAlgorithm(RLAlgorithm):
+    """IMPALA's learner: policy gradient with V-trace advantages, a V-trace value baseline and
+    an entropy bonus.
+
+    Off-policy by default: each unroll goes through the replay buffer and ``train_step``
+    recomputes the target policy and values over ``[T, B]`` (with the recurrent state when
+    the network has an LSTM). With ``is_on_policy=True`` it trains on the rollout's own
+    forward pass (ALF's ``unroll_with_grad``; then ``pi == mu`` and V-trace reduces to n-step
+    returns), which saves the second forward pass.
+
+    Args:
+        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``.
+        network_ctor: ``network_ctor(observation_spec, action_spec)`` ->
+            ``ActorCriticNetwork``-like module returning ``(params, value, state)`` and with
+            ``state_spec`` and ``policy_head``.
+        discount: ``gamma``.
+        entropy_regularization: weight of the entropy bonus.
+        value_weight: weight of the baseline loss ``0.5 * (vs - V)^2`` (the paper's
+            "baseline cost").
+        clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold, lambda_: V-trace's.
+        is_on_policy: see above.
+        optimizer, gradient_clipping, name, ...: see ``Algorithm``.
+
+    Raises:
+        ValueError: for an action spec the policy heads do not serve (naming it).
+    """
+
+    def __init__(self,
+                 observation_spec,
+                 action_spec,
+                 reward_spec: TensorSpec = TensorSpec(()),
+                 env=None,
+                 config=None,
+                 network_ctor=ActorCriticNetwork,
+                 discount: float = 0.99,
+                 entropy_regularization: float = 0.01,
+                 value_weight: float = 0.5,
+                 clip_rho_threshold: Optional[float] = 1.0,
+                 clip_c_threshold: Optional[float] = 1.0,
+                 clip_pg_rho_threshold: Optional[float] = 1.0,
+                 lambda_: float = 1.0,
+                 is_on_policy: bool = False,
+                 name: str = "ImpalaAlgorithm",
+                 **kwargs):
+        network = network_ctor(observation_spec, action_spec)
+        super().__init__(observation_spec, action_spec, reward_spec=reward_spec,
+                         train_state_spec=network.state_spec, env=env, config=config,
+                         is_on_policy=is_on_policy, name=name, metric_discount=discount,
+                         **kwargs)
+        self._network = network
+        self._gamma = discount
+        self._entropy_regularization = entropy_regularization
+        self._value_weight = value_weight
+        self._clips = (clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold)
+        self._lambda = lambda_
+
+    @property
+    def network(self):
+        """The actor-critic network."""
+        return self._network
+
+    def _step(self, time_step, state, action=None):
+        params, value, state = self._network(time_step.observation, state)
+        if action is None:
+            with torch.no_grad():
+                action = self._network.policy_head.sample(params)
+        return params, value, state, action
+
+    def predict_step(self, time_step, state) -> AlgStep:
+        """Greedy action (the mode of the policy)."""
+        params, _, state = self._network(time_step.observation, state)
+        return AlgStep(output=self._network.policy_head.sample(params, greedy=True),
+                       state=state)
+
+    def rollout_step(self, time_step, state) -> AlgStep:
+        """Samples ``a ~ mu(.|x)``; records ``mu``'s parameters (and, on-policy, the whole
+        ``ImpalaInfo`` with its graph)."""
+        params, value, new_state, action = self._step(time_step, state)
+        if self.on_policy:
+            info = self._info(time_step, action, nest.map_structure(torch.detach, params),
+                              params, value)
+        else:
+            info = ImpalaRolloutInfo(action=action, behaviour_params=params)
+        return AlgStep(output=action, state=new_state, info=info)
+
+    def train_step(self, time_step, state, rollout_info: ImpalaRolloutInfo) -> AlgStep:
+        """Recomputes the target policy ``pi`` and ``V`` for a replayed step."""
+        params, value, new_state, _ = self._step(time_step, state, rollout_info.action)
+        return AlgStep(output=rollout_info.action, state=new_state,
+                       info=self._info(time_step, rollout_info.action,
+                                       rollout_info.behaviour_params, params, value))
+
+    def _info(self, time_step, action, behaviour_params, target_params, value) -> ImpalaInfo:
+        return ImpalaInfo(reward=self.weighted_reward(time_step.reward),
+                          step_type=time_step.step_type, discount=time_step.discount,
+                          action=action, behaviour_params=behaviour_params,
+                          target_params=target_params, value=value)
+
+    def vtrace_returns(self, info: ImpalaInfo):
+        """V-trace over the ``T - 1`` transitions of a ``[T, B]`` sequence.
+
+        Returns:
+            ``(returns, log_rhos, valid, target_log_probs)``: ``VTraceReturns`` with
+            ``[T-1, B]`` ``vs`` and ``pg_advantages`` (detached); ``[T-1, B]`` log importance
+            weights (-inf where step ``t`` is LAST, i.e. starts no transition); ``[T-1, B]``
+            bool ``valid``; ``[T, B]`` ``log pi(a_t|x_t)`` with gradient.
+        """
+        head = self._network.policy_head
+        value = info.value.float()
+        target_log_probs = head.log_prob(info.target_params, info.action)
+        with torch.no_grad():
+            behaviour_log_probs = head.log_prob(info.behaviour_params, info.action)
+            valid = info.step_type[:-1] != StepType.LAST
+            log_rhos = torch.where(valid, (target_log_probs - behaviour_log_probs)[:-1],
+                                   torch.full_like(value[:-1], -float("inf")))
+            returns = vtrace.from_importance_weights(
+                log_rhos=log_rhos, discounts=self._gamma * info.discount[1:].float(),
+                rewards=info.reward[1:].float(), values=value[:-1].detach(),
+                bootstrap_value=value[-1].detach(), clip_rho_threshold=self._clips[0],
+                clip_c_threshold=self._clips[1], clip_pg_rho_threshold=self._clips[2],
+                lambda_=self._lambda)
+        return returns, log_rhos, valid, target_log_probs
+
+    def calc_loss(self, info: ImpalaInfo) -> LossInfo:
+        """Policy-gradient, baseline and entropy losses over ``[T, B]`` (the last step, which
+        has no successor in the sequence, carries no loss)."""
+        head = self._network.policy_head
+        value = info.value.float()
+        returns, log_rhos, valid, target_log_probs = self.vtrace_returns(info)
+        pad = torch.zeros_like(value[:1])
+        pg_loss = torch.cat([-returns.pg_advantages * target_log_probs[:-1], pad])
+        value_loss = torch.cat([0.5 * (returns.vs - value[:-1]) ** 2, pad])
+        entropy = head.entropy(info.target_params)
+        has_next = torch.ones_like(value)
+        has_next[-1] = 0
+        loss = (pg_loss + self._value_weight * value_loss
+                - self._entropy_regularization * entropy * has_next)
+        if summary.should_record_summaries():
+            self._summarize_vtrace(log_rhos, valid, returns.vs, value[:-1])
+        return LossInfo(loss=loss, extra={"pg_loss": pg_loss, "value_loss": value_loss,
+                                          "entropy": entropy})
+
+    def _summarize_vtrace(self, log_rhos, valid, vs, value) -> None:
+        with torch.no_grad():
+            rhos = log_rhos.exp()[valid]
+            if rhos.numel():
+                summary.scalar(f"{self._name}/mean_rho", rhos.mean())
+                if self._clips[0] is not None:
+                    summary.scalar(f"{self._name}/clipped_rho_fraction",
+                                   (rhos > self._clips[0]).float().mean())
+            vs, value = vs[valid], value[valid]
+            if vs.numel() > 1:
+                summary.scalar(f"{self._name}/explained_variance",
+                               1 - (vs - value).var() / vs.var().clamp(min=1e-8))

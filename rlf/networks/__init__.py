@@ -1,0 +1,9 @@
+"""Networks: encoders (MLP, NatureCNN, ImpalaCNN), policy heads, actor-critic network."""
+
+from rlf.networks.actor_critic import ActorCriticNetwork
+from rlf.networks.encoders import ImpalaCNN, MLPEncoder, NatureCNN
+from rlf.networks.heads import (CategoricalHead, MultiCategoricalHead, NormalHead,
+                                make_policy_head)
+
+__all__ = ["ActorCriticNetwork", "CategoricalHead", "ImpalaCNN", "MLPEncoder",
+           "MultiCategoricalHead", "NatureCNN", "NormalHead", "make_policy_head"]

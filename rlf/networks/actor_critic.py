@@ -1,0 +1,69 @@
+"""ActorCriticNetwork: encoder -> optional LSTM core -> policy head and value head."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Tuple
+
+import gin
+import torch
+from torch import nn
+
+from rlf.networks.encoders import MLPEncoder, NatureCNN
+from rlf.networks.heads import make_policy_head
+from rlf.tensor_specs import TensorSpec
+
+__all__ = ["ActorCriticNetwork"]
+
+
+@gin.configurable
+class ActorCriticNetwork(nn.Module):
+    """IMPALA's agent network (shallow or deep, feed-forward or recurrent).
+
+    Args:
+        observation_spec: ``TensorSpec`` of one observation: ``(C, H, W)`` images or flat.
+        action_spec: ``BoundedTensorSpec`` (Discrete, MultiDiscrete or Box).
+        encoder_ctor: ``encoder_ctor(observation_spec)`` with an ``output_size`` attribute;
+            None picks ``NatureCNN`` for rank-3 observations and ``MLPEncoder`` otherwise.
+        lstm_size: hidden units of an LSTM core between the encoder and the heads (IMPALA's
+            recurrent agent); None for a feed-forward network.
+        shared_encoder: one encoder for the policy and the value (IMPALA, images); False gives
+            the value its own encoder (often better for small MLPs, e.g. CartPole). Must be
+            True with an LSTM core.
+
+    Attributes:
+        state_spec: ``(h, c)`` specs ``[lstm_size]`` each, or ``()``. The caller resets the
+            state at FIRST steps (``reset_state_if_necessary``).
+
+    Raises:
+        ValueError: for an action spec no head serves (naming it).
+    """
+
+    def __init__(self, observation_spec: TensorSpec, action_spec,
+                 encoder_ctor: Optional[Callable[[TensorSpec], nn.Module]] = None,
+                 lstm_size: Optional[int] = None, shared_encoder: bool = True):
+        super().__init__()
+        if encoder_ctor is None:
+            encoder_ctor = NatureCNN if len(observation_spec.shape) == 3 else MLPEncoder
+        if lstm_size and not shared_encoder:
+            raise ValueError("ActorCriticNetwork: an LSTM core needs shared_encoder=True")
+        self.encoder = encoder_ctor(observation_spec)
+        self.value_encoder = None if shared_encoder else encoder_ctor(observation_spec)
+        n = self.encoder.output_size
+        self.lstm = None
+        self.state_spec: Any = ()
+        if lstm_size:
+            self.lstm = nn.LSTMCell(n, lstm_size)
+            n = lstm_size
+            self.state_spec = (TensorSpec((lstm_size,)), TensorSpec((lstm_size,)))
+        self.policy_head = make_policy_head(n, action_spec)
+        self.value_head = nn.Linear(n, 1)
+
+    def forward(self, observation: torch.Tensor, state: Any = ()
+                ) -> Tuple[Any, torch.Tensor, Any]:
+        """``[B, ...]`` observations -> ``(policy params, value [B], next state)``."""
+        x = self.encoder(observation)
+        if self.lstm is not None:
+            h, c = self.lstm(x, tuple(state))
+            state, x = (h, c), h
+        v = x if self.value_encoder is None else self.value_encoder(observation)
+        return self.policy_head(x), self.value_head(v).squeeze(-1), state

@@ -1,0 +1,124 @@
+"""Observation encoders: MLP, NatureCNN (Mnih et al. 2015) and the IMPALA ResNet (Espeholt et
+al. 2018, Fig. 3 right). Image encoders take ``uint8`` frames and divide by 255 inside, so
+frames stay ``uint8`` until the first layer (DESIGN.md §2)."""
+
+from __future__ import annotations
+
+from typing import Sequence, Type
+
+import gin
+import torch
+from torch import nn
+
+from rlf.tensor_specs import TensorSpec
+
+__all__ = ["MLPEncoder", "NatureCNN", "ImpalaCNN"]
+
+
+def _scale(x: torch.Tensor) -> torch.Tensor:
+    """uint8 frames -> float in [0, 1]; float inputs pass through."""
+    return x.float() / 255.0 if x.dtype == torch.uint8 else x.float()
+
+
+@gin.configurable
+class MLPEncoder(nn.Module):
+    """Flattens ``[B, ...]`` observations and applies fully connected layers.
+
+    Args:
+        input_spec: ``TensorSpec`` of one observation.
+        hidden: sizes of the hidden layers.
+        activation: activation class.
+
+    Attributes:
+        output_size: features per sample.
+    """
+
+    def __init__(self, input_spec: TensorSpec, hidden: Sequence[int] = (64, 64),
+                 activation: Type[nn.Module] = nn.Tanh):
+        super().__init__()
+        layers, n = [], int(input_spec.numel)
+        for h in hidden:
+            layers += [nn.Linear(n, h), activation()]
+            n = h
+        self.net = nn.Sequential(*layers)
+        self.output_size = n
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """``[B, ...]`` -> ``[B, output_size]`` float32."""
+        return self.net(_scale(obs).flatten(1))
+
+
+@gin.configurable
+class NatureCNN(nn.Module):
+    """DQN's encoder: conv 32x8x8/4, 64x4x4/2, 64x3x3/1, then a 512-unit linear layer (ReLU).
+
+    Args:
+        input_spec: ``TensorSpec((C, H, W))``, e.g. ``(4, 84, 84)`` uint8 stacked frames.
+        output_size: units of the final linear layer.
+        channels_last: run the convolutions in ``torch.channels_last`` memory format (faster
+            on many CPUs with oneDNN).
+    """
+
+    def __init__(self, input_spec: TensorSpec, output_size: int = 512,
+                 channels_last: bool = False):
+        super().__init__()
+        c, h, w = input_spec.shape
+        self.conv = nn.Sequential(
+            nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
+        with torch.no_grad():
+            n = self.conv(torch.zeros(1, c, h, w)).shape[1]
+        self.fc = nn.Sequential(nn.Linear(n, output_size), nn.ReLU())
+        self.output_size = output_size
+        self._channels_last = channels_last
+        if channels_last:
+            self.conv.to(memory_format=torch.channels_last)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """``[B, C, H, W]`` uint8 -> ``[B, output_size]``."""
+        x = _scale(obs)
+        if self._channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return self.fc(self.conv(x))
+
+
+class _ResidualBlock(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
+
+
+@gin.configurable
+class ImpalaCNN(nn.Module):
+    """IMPALA's "deep" encoder: per stage a 3x3 conv, 3x3 max-pool with stride 2 and two
+    residual blocks; then ReLU, a 256-unit linear layer and ReLU (Espeholt et al. 2018, Fig. 3).
+
+    Args:
+        input_spec: ``TensorSpec((C, H, W))``.
+        channels: output channels of the stages.
+        output_size: units of the final linear layer.
+    """
+
+    def __init__(self, input_spec: TensorSpec, channels: Sequence[int] = (16, 32, 32),
+                 output_size: int = 256):
+        super().__init__()
+        c, h, w = input_spec.shape
+        stages = []
+        for out in channels:
+            stages += [nn.Conv2d(c, out, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1),
+                       _ResidualBlock(out), _ResidualBlock(out)]
+            c = out
+        self.conv = nn.Sequential(*stages, nn.ReLU(), nn.Flatten())
+        with torch.no_grad():
+            n = self.conv(torch.zeros(1, *input_spec.shape)).shape[1]
+        self.fc = nn.Sequential(nn.Linear(n, output_size), nn.ReLU())
+        self.output_size = output_size
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """``[B, C, H, W]`` uint8 -> ``[B, output_size]``."""
+        return self.fc(self.conv(_scale(obs)))

@@ -1,0 +1,87 @@
+"""ImpalaAlgorithm: episode boundaries in V-trace targets, learning CartPole, one Pong
+iteration, bad action specs."""
+
+import functools
+
+import pytest
+import torch
+
+from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
+from rlf.algorithms.impala import ImpalaInfo
+from rlf.data_structures import StepType
+from rlf.environments import load
+from rlf.networks import ActorCriticNetwork
+from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+
+F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
+
+
+def test_vtrace_targets_at_termination_and_truncation():
+    g = 0.5
+    alg = ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                          discount=g)
+    # env 0: F M L(truncated: discount 1) F M;  env 1: M L(terminated: discount 0) F M M
+    step_type = torch.tensor([[F, M], [M, L], [L, F], [F, M], [M, M]], dtype=torch.int32)
+    discount = torch.tensor([[1., 1.], [1., 0.], [1., 1.], [1., 1.], [1., 1.]])
+    reward = torch.tensor([[0., 9.], [1., 2.], [3., 0.], [0., 5.], [6., 7.]])
+    value = torch.tensor([[10., 20.], [11., 21.], [12., 22.], [13., 23.], [14., 24.]])
+    logits = torch.zeros(5, 2, 2)
+    info = ImpalaInfo(reward=reward, step_type=step_type, discount=discount,
+                      action=torch.zeros(5, 2, dtype=torch.int64), behaviour_params=logits,
+                      target_params=logits, value=value)
+    returns, _, valid, _ = alg.vtrace_returns(info)
+    v = value
+    e0_3 = reward[4, 0] + g * v[4, 0]
+    e0_1 = reward[2, 0] + g * v[2, 0]        # truncated: bootstrap from the last state's value
+    e0 = [reward[1, 0] + g * e0_1, e0_1, v[2, 0], e0_3]  # LAST starts no transition
+    e1_3 = reward[4, 1] + g * v[4, 1]
+    e1 = [reward[1, 1], v[1, 1], reward[3, 1] + g * e1_3, e1_3]  # terminated: no bootstrap
+    torch.testing.assert_close(returns.vs, torch.tensor([e0, e1]).T)
+    assert valid.tolist() == [[True, True], [True, False], [False, True], [True, True]]
+    assert returns.pg_advantages[2, 0] == 0 and returns.pg_advantages[1, 1] == 0
+
+
+def test_learns_cartpole():
+    torch.manual_seed(0)
+    env = load("CartPole-v1", 16, seed=0)
+    config = TrainerConfig(unroll_length=16, whole_replay_buffer_training=True,
+                           clear_replay_buffer=True, num_iterations=1)
+    alg = ImpalaAlgorithm(
+        env.observation_spec(), env.action_spec(), env=env, config=config, lambda_=0.95,
+        network_ctor=functools.partial(ActorCriticNetwork, shared_encoder=False),
+        optimizer=functools.partial(torch.optim.Adam, lr=2e-3), gradient_clipping=0.5)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    best = 0.0
+    try:
+        while alg.get_env_steps() < 80_000 and best < 150:
+            for _ in range(20):
+                alg.train_iter()
+            best = max(best, float(alg.get_metrics()[2].result()))
+    finally:
+        torch.set_num_threads(threads)
+        env.close()
+    assert best >= 150
+
+
+@pytest.mark.parametrize("on_policy,lstm", [(False, None), (True, None), (False, 16)])
+def test_one_pong_iteration(on_policy, lstm):
+    env = load("ALE/Pong-v5", 2, seed=0)
+    config = TrainerConfig(unroll_length=3, whole_replay_buffer_training=not on_policy,
+                           clear_replay_buffer=not on_policy, num_iterations=2)
+    alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
+                          is_on_policy=on_policy,
+                          network_ctor=functools.partial(ActorCriticNetwork, lstm_size=lstm),
+                          optimizer=functools.partial(torch.optim.RMSprop, lr=1e-4))
+    before = [p.detach().clone() for p in alg.parameters()]
+    alg.train_iter()
+    alg.train_iter()
+    assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))
+    if not on_policy:
+        assert alg.replay_buffer.data_spec.time_step.observation.dtype == torch.uint8
+    env.close()
+
+
+def test_unsupported_action_spec_is_named():
+    with pytest.raises(ValueError, match="no policy head for action spec"):
+        ImpalaAlgorithm(TensorSpec((2,)), TensorSpec((3, 3), torch.int64))
