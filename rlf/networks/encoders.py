@@ -60,7 +60,7 @@ class NatureCNN(nn.Module):
     """
 
     def __init__(self, input_spec: TensorSpec, output_size: int = 512,
-                 channels_last: bool = False):
+                 channels_last: bool = True):
         super().__init__()
         c, h, w = input_spec.shape
         self.conv = nn.Sequential(
