@@ -30,6 +30,6 @@ setup(
         # rlf.bin.play --record: gymnasium's classic-control renderer and GIF writing.
         "play": ["pygame>=2.1", "pillow>=9.0"],
         # Peers measured by bench/replay_bench.py.
-        "bench": ["stable-baselines3>=2.3", "torchrl>=0.6", "psutil>=5.9"],
+        "bench": ["stable-baselines3>=2.3", "torchrl>=0.6", "psutil>=5.9", "matplotlib>=3.7"],
     },
 )

@@ -196,6 +196,13 @@ class Algorithm(nn.Module):
         ``(root_inputs, rollout_info)``. The default returns them unchanged."""
         return root_inputs, rollout_info
 
+    def mix_experience(self, experience: Experience, batch_info: Any) -> Tuple[Experience, Any]:
+        """Hook on the batch-major ``[N, T]`` data of one ``train_from_replay_buffer`` call,
+        before it is split into mini-batches: may add sequences from elsewhere (IMPALA's
+        experience replay, offline data). Returns ``(experience, batch_info)``; the default
+        returns them unchanged."""
+        return experience, batch_info
+
     def after_update(self, root_inputs: Any, info: Any) -> None:
         """Called after every gradient update (e.g. to update target networks)."""
 
@@ -413,6 +420,7 @@ class Algorithm(nn.Module):
                 config.mini_batch_size * config.num_updates_per_train_iter,
                 config.mini_batch_length)
             num_updates = 1
+        experience, batch_info = self.mix_experience(experience, batch_info)
         batch_size = nest.flatten(experience)[0].shape[0]
         mini_batch_size = config.mini_batch_size or batch_size
         steps = 0

@@ -69,6 +69,16 @@ class ImpalaAlgorithm(RLAlgorithm):
             "baseline cost").
         clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold, lambda_: V-trace's.
         is_on_policy: see above.
+        experience_replay_fraction: the fraction of each training batch sampled from an
+            experience-replay memory (Espeholt et al. 2018, §5.3.2, used 0.5); 0 for none.
+            Off-policy only. Each iteration's ``E`` online sequences get
+            ``round(E * f / (1 - f))`` replayed sequences of the same length; V-trace
+            corrects for their older behaviour policy.
+        experience_replay_length: steps per environment the memory holds.
+        max_use: how often a step may start a replayed sequence (DI-engine's ``max_use``).
+        experience_replay_stacked_frames: ``ReplayBuffer``'s ``stacked_frames`` for the
+            memory, e.g. ``{"time_step.observation": 4}`` for Atari (one frame stored per
+            step).
         optimizer, gradient_clipping, name, ...: see ``Algorithm``.
 
     Raises:
@@ -90,8 +100,17 @@ class ImpalaAlgorithm(RLAlgorithm):
                  clip_pg_rho_threshold: Optional[float] = 1.0,
                  lambda_: float = 1.0,
                  is_on_policy: bool = False,
+                 experience_replay_fraction: float = 0.0,
+                 experience_replay_length: int = 10000,
+                 max_use: Optional[int] = None,
+                 experience_replay_stacked_frames: Optional[dict] = None,
                  name: str = "ImpalaAlgorithm",
                  **kwargs):
+        if not 0.0 <= experience_replay_fraction < 1.0:
+            raise ValueError(f"{name}: experience_replay_fraction must be in [0, 1), got "
+                             f"{experience_replay_fraction}")
+        if experience_replay_fraction and is_on_policy:
+            raise ValueError(f"{name}: experience replay needs is_on_policy=False")
         network = network_ctor(observation_spec, action_spec)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec,
                          train_state_spec=network.state_spec, env=env, config=config,
@@ -103,6 +122,46 @@ class ImpalaAlgorithm(RLAlgorithm):
         self._value_weight = value_weight
         self._clips = (clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold)
         self._lambda = lambda_
+        self._replay_fraction = experience_replay_fraction
+        self._memory_args = dict(max_length=experience_replay_length, max_use=max_use,
+                                 stacked_frames=experience_replay_stacked_frames)
+        self.__dict__["_memory"] = None  # the experience-replay memory (not checkpointed)
+
+    @property
+    def experience_replay_memory(self):
+        """The experience-replay ``ReplayBuffer`` (None until the first step is stored, or
+        without ``experience_replay_fraction``)."""
+        return self.__dict__["_memory"]
+
+    def observe_for_replay(self, exp) -> None:
+        """Stores the step in the training buffer and, with experience replay, the memory."""
+        super().observe_for_replay(exp)
+        if not self._replay_fraction:
+            return
+        if self.experience_replay_memory is None:
+            spec = nest.map_structure(lambda t: TensorSpec.from_tensor(t, from_dim=1), exp)
+            self.__dict__["_memory"] = self._replay_buffer_ctor(
+                data_spec=spec, num_environments=self._env.batch_size,
+                name=f"{self._name}_experience_replay", **self._memory_args)
+        self.experience_replay_memory.add_batch(exp, exp.time_step.env_id)
+
+    def mix_experience(self, experience, batch_info):
+        """Appends ``round(N * f / (1 - f))`` sequences sampled from the memory to the ``N``
+        online ones (once the memory holds a sequence that is not exhausted by max_use)."""
+        memory = self.experience_replay_memory
+        if memory is None:
+            return experience, batch_info
+        n, length = nest.flatten(experience)[0].shape[:2]
+        k = int(round(n * self._replay_fraction / (1.0 - self._replay_fraction)))
+        if k == 0 or int(memory.current_size.min()) < length + 1:
+            return experience, batch_info  # not enough history yet beyond the online data
+        try:
+            replayed, _ = memory.get_batch(k, length)
+        except ValueError:  # every eligible step reached max_use
+            return experience, batch_info
+        mixed = nest.map_structure(lambda a, b: torch.cat([a, b.to(a.device)]), experience,
+                                   replayed)
+        return mixed, None
 
     @property
     def network(self):

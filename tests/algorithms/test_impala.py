@@ -85,3 +85,32 @@ def test_one_pong_iteration(on_policy, lstm):
 def test_unsupported_action_spec_is_named():
     with pytest.raises(ValueError, match="no policy head for action spec"):
         ImpalaAlgorithm(TensorSpec((2,)), TensorSpec((3, 3), torch.int64))
+
+
+def test_experience_replay_mixes_the_configured_fraction_with_max_use():
+    seen = []
+
+    class Probe(ImpalaAlgorithm):
+        def calc_loss(self, info):
+            returns, log_rhos, valid, _ = self.vtrace_returns(info)
+            seen.append((info.value.shape, log_rhos[valid]))
+            return super().calc_loss(info)
+
+    torch.manual_seed(0)
+    env = load("CartPole-v1", 4, seed=0)
+    config = TrainerConfig(unroll_length=8, whole_replay_buffer_training=True,
+                           clear_replay_buffer=True, num_iterations=1)
+    alg = Probe(env.observation_spec(), env.action_spec(), env=env, config=config,
+                experience_replay_fraction=0.5, experience_replay_length=50, max_use=2,
+                optimizer=functools.partial(torch.optim.Adam, lr=1e-2))
+    for _ in range(12):
+        alg.train_iter()
+    env.close()
+    # 4 online + round(4 * 0.5 / 0.5) = 4 replayed sequences of unroll_length + 1 steps
+    assert all(shape == (9, 8) for shape, _ in seen)
+    assert seen[-1][1].abs().max() > 1e-4  # replayed steps were acted by older policies
+    memory = alg.experience_replay_memory
+    assert int(memory._use_count.max()) <= 2 and int(memory._use_count.sum()) > 0
+    with pytest.raises(ValueError, match="experience_replay_fraction"):
+        ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                        experience_replay_fraction=1.0)
