@@ -71,12 +71,19 @@ class TrainerConfig:
         enable_amp: ``torch.autocast`` in rollout and loss (bfloat16 on CPU, float16 on CUDA
             with a ``GradScaler``).
         empty_cache: ``torch.cuda.empty_cache()`` every iteration.
-        async_unroll: unroll in actor processes (``AsyncUnroller``); not implemented yet.
-        num_actors: actor processes for ``async_unroll``.
-        max_unroll_length: the most steps an async unroll returns per iteration.
-        unroll_queue_size: capacity of the async experience queue.
+        async_unroll: unroll in ``num_actors`` actor processes (``AsyncUnroller``), each with
+            its own copy of the environment (so ``num_actors * load.num_envs`` in all), while
+            the learner trains; needs an off-policy algorithm.
+        num_actors: actors for ``async_unroll``.
+        max_unroll_length: reserved (ALF's ``gather_unroll_results``); each iteration takes
+            one ``unroll_length`` unroll from every actor.
+        unroll_queue_size: capacity of the async experience queue, in unrolls (small: every
+            queued unroll adds policy lag).
         unroll_parameter_update_period: iterations between parameter broadcasts to actors.
-        ray_address: Ray cluster address for ``RayUnroller``; None for no Ray.
+        restart_failed_actors: restart an actor that raised or died instead of stopping.
+        use_ray: run the actors as Ray actors (``RayUnroller``) instead of processes.
+        ray_address: the Ray cluster to join (``ray.init(address=...)``); None starts a local
+            one.
         offline_buffer_dir: replay checkpoint(s) for offline/hybrid training (later issue).
         offline_buffer_length: steps per environment taken from each offline checkpoint.
         rl_train_after_update_steps: offline-only updates before online RL training starts.
@@ -124,8 +131,10 @@ class TrainerConfig:
                  async_unroll: bool = False,
                  num_actors: int = 1,
                  max_unroll_length: int = 0,
-                 unroll_queue_size: int = 200,
+                 unroll_queue_size: int = 4,
                  unroll_parameter_update_period: int = 1,
+                 restart_failed_actors: bool = False,
+                 use_ray: bool = False,
                  ray_address: Optional[str] = None,
                  offline_buffer_dir: Optional[Union[str, List[str]]] = None,
                  offline_buffer_length: Optional[int] = None,
@@ -188,6 +197,8 @@ class TrainerConfig:
         self.max_unroll_length = int(max_unroll_length)
         self.unroll_queue_size = int(unroll_queue_size)
         self.unroll_parameter_update_period = int(unroll_parameter_update_period)
+        self.restart_failed_actors = restart_failed_actors
+        self.use_ray = use_ray
         self.ray_address = ray_address
         self.offline_buffer_dir = offline_buffer_dir
         self.offline_buffer_length = offline_buffer_length

@@ -141,7 +141,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         if self.experience_replay_memory is None:
             spec = nest.map_structure(lambda t: TensorSpec.from_tensor(t, from_dim=1), exp)
             self.__dict__["_memory"] = self._replay_buffer_ctor(
-                data_spec=spec, num_environments=self._env.batch_size,
+                data_spec=spec, num_environments=self._num_envs,
                 name=f"{self._name}_experience_replay", **self._memory_args)
         self.experience_replay_memory.add_batch(exp, exp.time_step.env_id)
 

@@ -134,15 +134,16 @@ class RLAlgorithm(Algorithm):
                                        or config.unroll_length != int(config.unroll_length)):
                 raise ValueError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
                                  f"positive integer, got {config.unroll_length}")
+            # With async actors each runs its own copy of env: num_actors * B environments.
+            self._num_envs = env.batch_size * (config.num_actors if config.async_unroll else 1)
             self._metrics = make_default_metrics(
-                batch_size=env.batch_size, reward_shape=tuple(reward_spec.shape),
+                batch_size=self._num_envs, reward_shape=tuple(reward_spec.shape),
                 env_info_spec=env.env_info_spec() if hasattr(env, "env_info_spec") else {},
-                buffer_size=max(config.metric_min_buffer_size, env.batch_size),
+                buffer_size=max(config.metric_min_buffer_size, self._num_envs),
                 discount=metric_discount)
+            # AsyncUnroller/RayUnroller need the algorithm's constructor: the trainer sets
+            # them with set_unroller.
             self._unroller = SyncUnroller(env, self, device=self._device)
-            if config.async_unroll:
-                raise NotImplementedError("TrainerConfig.async_unroll: the AsyncUnroller is "
-                                          "not implemented yet; set async_unroll=False")
 
     # ------------------------------------------------------------------ properties
     @property
@@ -174,6 +175,11 @@ class RLAlgorithm(Algorithm):
     def unroller(self):
         """The unroller collecting experience (None without an environment)."""
         return self._unroller
+
+    def set_unroller(self, unroller) -> None:
+        """Replaces the ``SyncUnroller`` (e.g. by an ``AsyncUnroller`` over
+        ``num_actors * B`` environments, as the metrics were sized for)."""
+        self._unroller = unroller
 
     @property
     def rollout_info_spec(self) -> Any:
@@ -232,7 +238,7 @@ class RLAlgorithm(Algorithm):
             config = self._config
             spec = nest.map_structure(lambda t: TensorSpec.from_tensor(t, from_dim=1), exp)
             self.__dict__["_replay_buffer"] = self._replay_buffer_ctor(
-                data_spec=spec, num_environments=self._env.batch_size,
+                data_spec=spec, num_environments=self._num_envs,
                 max_length=adjust_replay_buffer_length(config),
                 prioritized_sampling=config.priority_replay,
                 alpha=config.priority_replay_alpha, beta=config.priority_replay_beta,
@@ -240,7 +246,7 @@ class RLAlgorithm(Algorithm):
             if config.whole_replay_buffer_training and config.clear_replay_buffer:
                 # The first iteration holds unroll_length steps only; train from the second
                 # on, when the buffer holds unroll_length + 1 (ALF).
-                minimum = self.replay_buffer.max_length * self._env.batch_size
+                minimum = self.replay_buffer.max_length * self._num_envs
                 if config.initial_collect_steps < minimum:
                     config.initial_collect_steps = minimum
             if self._pending_replay_state is not None:
@@ -285,6 +291,8 @@ class RLAlgorithm(Algorithm):
         experience = self._unroller.unroll(unroll_length)
         for name, seconds in self._unroller.times.items():
             summary.add_time(f"time/{name}", seconds)
+        if hasattr(self._unroller, "policy_lag"):
+            summary.scalar("async_unroll/policy_lag", self._unroller.policy_lag)
         if experience is None:
             return None
         if self._rollout_info_spec is None:
@@ -312,8 +320,13 @@ class RLAlgorithm(Algorithm):
         if self._config.empty_cache and torch.cuda.is_available():
             torch.cuda.empty_cache()
         if self.on_policy:
-            return self._train_iter_on_policy()
-        return self._train_iter_off_policy()
+            steps = self._train_iter_on_policy()
+        else:
+            steps = self._train_iter_off_policy()
+        if (hasattr(self._unroller, "update_parameters") and self._train_iter_num
+                % self._config.unroll_parameter_update_period == 0):
+            self._unroller.update_parameters()
+        return steps
 
     def _train_iter_on_policy(self) -> int:
         summary.increment_global_counter()

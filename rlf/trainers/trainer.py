@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -108,9 +109,36 @@ class Trainer:
             reward_spec=self._env.reward_spec(), env=self._env, config=config)
         self._algorithm.to(config.device)
         self._algorithm.load_initial_checkpoint()
+        if config.async_unroll:
+            self._algorithm.set_unroller(self._make_async_unroller())
         self._checkpointer = Checkpointer(self._root_dir / "ckpt", config.num_checkpoints,
                                           algorithm=self._algorithm, trainer=self._state,
                                           unroller=self._algorithm.unroller)
+
+    def _make_async_unroller(self):
+        """Actor processes (``AsyncUnroller``) or Ray actors (``RayUnroller``, when
+        ``TrainerConfig.use_ray``) building the same algorithm and environment."""
+        config, env = self._config, self._env
+        if self._algorithm.on_policy:
+            raise ValueError("TrainerConfig.async_unroll needs an off-policy algorithm (actors "
+                             "cannot return the rollout's autograd graph); set "
+                             "is_on_policy=False")
+        if config.unroll_length != int(config.unroll_length) or config.unroll_length < 1:
+            raise ValueError(f"TrainerConfig.async_unroll needs an integer unroll_length >= 1, "
+                             f"got {config.unroll_length}")
+        algorithm_ctor = functools.partial(
+            config.algorithm_ctor, observation_spec=env.observation_spec(),
+            action_spec=env.action_spec(), reward_spec=env.reward_spec())
+        kwargs = dict(algorithm_ctor=algorithm_ctor, env_ctor=load,
+                      num_actors=config.num_actors, num_envs_per_actor=env.batch_size,
+                      unroll_length=int(config.unroll_length), seed=self._seed_value,
+                      queue_size=config.unroll_queue_size, gin_config=gin.config_str(),
+                      restart_failed_actors=config.restart_failed_actors)
+        if config.use_ray:
+            from rlf.unrollers.ray_unroller import RayUnroller
+            return RayUnroller(self._algorithm, address=config.ray_address, **kwargs)
+        from rlf.unrollers import AsyncUnroller
+        return AsyncUnroller(self._algorithm, **kwargs)
 
     def _write_config(self) -> None:
         self._root_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,290 @@
+"""AsyncUnroller: actor processes step their own environments while the learner trains.
+
+Each of ``num_actors`` processes (``torch.multiprocessing``, *spawn*) builds its own batched
+environment of ``B`` copies and a copy of the algorithm, and runs ``SyncUnroller`` continuously
+with ``rollout_step``. Every finished ``[T, B]`` unroll goes to the learner through the actor's
+bounded queue; torch's queue moves the tensors into shared memory, and a full queue blocks its
+actor (back-pressure: memory stays bounded and a fast actor cannot run away from a slow one). Parameters travel the other way through one set of
+shared-memory tensors that the learner overwrites (under a lock, with a version counter) every
+``unroll_parameter_update_period`` iterations; actors copy them in before each unroll.
+
+``unroll(T)`` returns one unroll from every actor, concatenated along the batch dimension
+(``[T, num_actors * B]``, environment ids offset by ``actor * B``), so everything downstream
+(metrics, replay buffer, training) is the same as with ``SyncUnroller``. Each unroll carries
+the parameter version it was acted with; ``policy_lag`` is the learner's version minus it.
+
+An actor that raises sends its traceback and the learner raises ``ActorError`` with it; an
+actor that dies without a word (killed, segfault) is noticed within ``poll_seconds``. With
+``restart_failed_actors`` a failed actor is restarted instead (its episodes restart).
+``close()`` stops and joins every actor (terminating stragglers), so ``finish_train``, Ctrl-C
+and SIGTERM of the learner leave no processes; actors ignore SIGINT (the terminal sends it to
+the whole process group) and exit when the learner's process disappears.
+"""
+
+from __future__ import annotations
+
+import os
+import queue as queue_lib
+import signal
+import time
+import traceback
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+import torch.multiprocessing as mp
+
+from rlf import nest
+from rlf.unrollers.sync_unroller import SyncUnroller
+from rlf.utils.common import detach
+
+__all__ = ["AsyncUnroller", "ActorError"]
+
+
+class ActorError(RuntimeError):
+    """An actor process failed (its traceback is in the message)."""
+
+
+def _shared_state(module: torch.nn.Module, exclude_prefix: str = "_metrics.") -> Dict[str, Any]:
+    # nn.Module's own state_dict: Algorithm's adds optimizer states, which actors lack.
+    return {k: v for k, v in torch.nn.Module.state_dict(module, keep_vars=True).items()
+            if isinstance(v, torch.Tensor) and not k.startswith(exclude_prefix)}
+
+
+def _actor_main(index: int, algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
+                seed: Optional[int], unroll_length: int, shared: Dict[str, torch.Tensor],
+                version, lock, out_queue, stop_event, num_threads: int, parent_pid: int):
+    """Body of an actor process (module-level so that *spawn* can import it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
+    torch.set_num_threads(num_threads)
+    env = None
+    try:
+        if gin_config:
+            import gin
+            import rlf.bin.gin_utils as gin_utils
+            gin_utils.register_all()
+            gin.parse_config(gin_config)
+        env = env_ctor(num_envs=num_envs, seed=seed)
+        algorithm = algorithm_ctor()
+        params = _shared_state(algorithm)
+        missing = sorted(set(params) - set(shared))
+        if missing:
+            raise ValueError(f"actor {index}: the learner shares no tensors for {missing}")
+        unroller = SyncUnroller(env, algorithm)
+        local_version = -1
+        while not stop_event.is_set() and os.getppid() == parent_pid:
+            with lock:
+                if version.value != local_version:
+                    with torch.no_grad():
+                        for k, p in params.items():
+                            p.copy_(shared[k])
+                    local_version = version.value
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                experience = detach(unroller.unroll(unroll_length))
+            item = ("ok", index, local_version, experience, dict(unroller.times),
+                    time.perf_counter() - t0)
+            while not stop_event.is_set():
+                try:
+                    out_queue.put(item, timeout=0.5)  # blocks while the queue is full
+                    break
+                except queue_lib.Full:
+                    if os.getppid() != parent_pid:
+                        return
+    except BaseException:  # report everything, also KeyboardInterrupt/SystemExit
+        try:
+            out_queue.put(("error", index, traceback.format_exc()), timeout=5)
+            # Stay alive until stopped: the learner can only receive the tensors of unrolls
+            # still queued (their file descriptors) while this process exists.
+            while not stop_event.wait(0.5) and os.getppid() == parent_pid:
+                pass
+        except Exception:
+            pass
+    finally:
+        if env is not None:
+            env.close()
+
+
+class AsyncUnroller:
+    """Collects experience from ``num_actors`` actor processes (see the module docstring).
+
+    Args:
+        algorithm: the learner's algorithm; its parameters and buffers (except metrics) are
+            shared with the actors.
+        algorithm_ctor: a picklable ``fn() -> algorithm`` building the actors' copy (same
+            structure, no environment).
+        env_ctor: a picklable ``fn(num_envs=..., seed=...) -> batched environment``.
+        num_actors: actor processes.
+        num_envs_per_actor: ``B`` of each actor's environment.
+        unroll_length: ``T`` of each actor's unrolls.
+        seed: actor ``a``'s environment ``i`` is seeded ``seed + a * B + i`` (as one
+            synchronous environment of ``num_actors * B`` copies would be); None for unseeded.
+        queue_size: capacity of each actor's queue, in unrolls. An unroll is acted with
+            parameters at most ``queue_size + 2`` versions old.
+        gin_config: gin bindings the actors parse first (``gin.config_str()``), so gin-built
+            algorithms and environments match the learner's.
+        num_threads: torch threads per actor.
+        restart_failed_actors: restart an actor that failed instead of raising.
+        poll_seconds: how often a waiting learner checks that the actors are alive.
+
+    Raises:
+        ValueError: for ``num_actors < 1`` or ``unroll_length < 1``.
+    """
+
+    def __init__(self, algorithm, algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
+                 num_actors: int, num_envs_per_actor: int, unroll_length: int,
+                 seed: Optional[int] = None, queue_size: int = 8, gin_config: str = "",
+                 num_threads: int = 1, restart_failed_actors: bool = False,
+                 poll_seconds: float = 1.0):
+        if num_actors < 1 or unroll_length < 1:
+            raise ValueError(f"AsyncUnroller: num_actors ({num_actors}) and unroll_length "
+                             f"({unroll_length}) must be >= 1")
+        self._algorithm = algorithm
+        self._ctx = mp.get_context("spawn")  # fork is unsafe with OpenMP and ALE threads
+        self._algorithm_ctor, self._env_ctor = algorithm_ctor, env_ctor
+        self._num_actors, self._num_envs = num_actors, num_envs_per_actor
+        self._unroll_length, self._seed = unroll_length, seed
+        self._gin_config, self._num_threads = gin_config, num_threads
+        self._restart, self._poll = restart_failed_actors, poll_seconds
+        self._shared = {k: v.detach().cpu().clone().share_memory_()
+                        for k, v in _shared_state(algorithm).items()}
+        self._version = self._ctx.Value("l", 0)
+        self._lock = self._ctx.Lock()
+        self._queues = [self._ctx.Queue(maxsize=queue_size) for _ in range(num_actors)]
+        self._stop = self._ctx.Event()
+        self._procs: List[Optional[mp.Process]] = [None] * num_actors
+        self._learner_version = 0
+        self.times: Dict[str, float] = {"env_step": 0.0, "policy": 0.0, "wait": 0.0}
+        self.policy_lag: float = 0.0
+        self.restarts = 0
+        for a in range(num_actors):
+            self._start(a)
+
+    # ------------------------------------------------------------------ processes
+    def _start(self, index: int) -> None:
+        seed = None if self._seed is None else self._seed + index * self._num_envs
+        p = self._ctx.Process(
+            target=_actor_main, name=f"rlf-actor-{index}", daemon=True,
+            args=(index, self._algorithm_ctor, self._env_ctor, self._gin_config,
+                  self._num_envs, seed, self._unroll_length, self._shared, self._version,
+                  self._lock, self._queues[index], self._stop, self._num_threads,
+                  os.getpid()))
+        p.start()
+        self._procs[index] = p
+
+    @property
+    def batch_size(self) -> int:
+        """Environments over all actors, ``num_actors * B``."""
+        return self._num_actors * self._num_envs
+
+    @property
+    def processes(self) -> List[mp.Process]:
+        """The actor processes."""
+        return [p for p in self._procs if p is not None]
+
+    def _fail(self, index: int, message: str) -> None:
+        if self._restart:
+            self.restarts += 1
+            proc = self._procs[index]
+            if proc is not None and proc.is_alive():
+                proc.terminate()
+                proc.join(5)
+            self._start(index)
+            return
+        self.close()
+        raise ActorError(f"actor {index} failed: {message}")
+
+    def _check_alive(self) -> None:
+        for i, p in enumerate(self._procs):
+            if p is not None and not p.is_alive():
+                self._fail(i, f"the process exited with code {p.exitcode} without reporting "
+                              f"an error (killed or crashed)")
+
+    # ------------------------------------------------------------------ interface
+    def unroll(self, unroll_length: int) -> Optional[Any]:
+        """One ``[T, num_actors * B]`` unroll: the next unroll of every actor.
+
+        Args:
+            unroll_length: must equal the actors' ``unroll_length`` (0 returns None).
+
+        Raises:
+            ActorError: if an actor failed (with its traceback) and restarts are off.
+            ValueError: for another ``unroll_length``.
+        """
+        if unroll_length == 0:
+            return None
+        if unroll_length != self._unroll_length:
+            raise ValueError(f"AsyncUnroller: actors unroll {self._unroll_length} steps, "
+                             f"asked for {unroll_length}")
+        t0 = time.perf_counter()
+        results = [self._next(a) for a in range(self._num_actors)]
+        wait = time.perf_counter() - t0
+        parts, env_t, pol_t, lags = [], 0.0, 0.0, []
+        for a, (version, experience, times, _) in enumerate(results):
+            ts = experience.time_step
+            experience = experience._replace(time_step=ts._replace(
+                env_id=ts.env_id + a * self._num_envs))
+            parts.append(experience)
+            env_t, pol_t = env_t + times["env_step"], pol_t + times["policy"]
+            lags.append(self._learner_version - version)
+        self.policy_lag = sum(lags) / len(lags)
+        self.times = {"env_step": env_t, "policy": pol_t, "wait": wait}
+        return nest.map_structure(lambda *xs: torch.cat(xs, dim=1), *parts)
+
+    def _next(self, index: int):
+        """The next unroll of actor ``index`` (waiting for it, watching for failures)."""
+        while True:
+            try:
+                item = self._queues[index].get(timeout=self._poll)
+            except queue_lib.Empty:
+                self._check_alive()
+                continue
+            except (OSError, EOFError):  # an unroll whose sender died: its tensors are gone
+                self._check_alive()
+                continue
+            if item[0] == "error":
+                self._fail(item[1], "\n" + item[2])  # raises, or restarted the actor
+                continue
+            return item[2:]
+
+    def update_parameters(self) -> None:
+        """Copies the learner's current parameters to the actors (a new version)."""
+        with self._lock, torch.no_grad():
+            for k, v in _shared_state(self._algorithm).items():
+                self._shared[k].copy_(v.detach())
+            self._version.value += 1
+            self._learner_version = self._version.value
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Nothing to restore: actors restart their episodes after a resume."""
+        return {}
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> bool:
+        return False
+
+    def close(self) -> None:
+        """Stops the actors and waits for them (terminating those that do not stop)."""
+        self._stop.set()
+        deadline = time.time() + 10
+        while any(p is not None and p.is_alive() for p in self._procs) and \
+                time.time() < deadline:
+            for q in self._queues:  # drain, so that actors blocked on a full queue stop
+                try:
+                    q.get(timeout=0.05)
+                except (queue_lib.Empty, OSError, ValueError):
+                    pass
+        for p in self._procs:
+            if p is not None:
+                if p.is_alive():
+                    p.terminate()
+                p.join(5)
+                if p.is_alive():
+                    p.kill()
+                    p.join(1)
+        self._procs = [None] * self._num_actors
+
+    def __del__(self):
+        try:
+            if any(p is not None for p in self._procs):
+                self.close()
+        except Exception:
+            pass

@@ -1,0 +1,171 @@
+"""AsyncUnroller: same experience as SyncUnroller, parameter updates, failures, clean exit."""
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from rlf.algorithms import RLAlgorithm, TrainerConfig
+from rlf.data_structures import AlgStep
+from rlf.environments import load
+from rlf.unrollers import ActorError, AsyncUnroller, SyncUnroller
+
+REPO = Path(__file__).resolve().parents[2]
+OBS = load("CartPole-v1", 1).observation_spec()
+ACT = load("CartPole-v1", 1).action_spec()
+
+
+class Deterministic(RLAlgorithm):
+    """Pushes right iff ``w * pole_angle > 0`` (deterministic, so experience is comparable);
+    ``fail_after`` makes rollout_step raise."""
+
+    def __init__(self, fail_after=None, **kw):
+        super().__init__(OBS, ACT, is_on_policy=False, **kw)
+        self.w = nn.Parameter(torch.ones(()))
+        self._calls, self._fail_after = 0, fail_after
+
+    def rollout_step(self, time_step, state):
+        self._calls += 1
+        if self._fail_after is not None and self._calls > self._fail_after:
+            raise RuntimeError("boom in rollout_step")
+        action = (self.w * time_step.observation[:, 2] > 0).long()
+        return AlgStep(output=action, state=(), info={"w": self.w.detach().expand(
+            action.shape[0]).clone()})
+
+
+def _unroller(alg, **kw):
+    args = dict(algorithm_ctor=functools.partial(Deterministic, **kw.pop("actor_kw", {})),
+                env_ctor=functools.partial(load, "CartPole-v1"), num_actors=2,
+                num_envs_per_actor=2, unroll_length=6, seed=5, poll_seconds=0.2)
+    args.update(kw)
+    return AsyncUnroller(alg, **args)
+
+
+def _alive(procs):
+    return [p for p in procs if p.is_alive()]
+
+
+def test_async_experience_equals_sync_up_to_batch_order():
+    sync_env = load("CartPole-v1", 4, seed=5)
+    alg = Deterministic()
+    sync = SyncUnroller(sync_env, alg)
+    expected = [sync.unroll(6) for _ in range(3)]
+    unroller = _unroller(alg)
+    try:
+        got = [unroller.unroll(6) for _ in range(3)]
+    finally:
+        procs = unroller.processes
+        unroller.close()
+    assert not _alive(procs)
+    for e, g in zip(expected, got):
+        for name in ("step_type", "reward", "discount", "observation", "env_id"):
+            torch.testing.assert_close(getattr(g.time_step, name), getattr(e.time_step, name))
+        torch.testing.assert_close(g.action, e.action)
+    sync_env.close()
+
+
+def test_parameter_updates_reach_the_actors():
+    alg = Deterministic()
+    unroller = _unroller(alg, queue_size=2)
+    try:
+        assert unroller.unroll(6).rollout_info["w"].eq(1).all()
+        with torch.no_grad():
+            alg.w.fill_(-3.0)
+        unroller.update_parameters()
+        seen = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            seen.append(unroller.unroll(6).rollout_info["w"])
+            if seen[-1].eq(-3).all():
+                break
+        assert seen[-1].eq(-3).all()
+        assert unroller.policy_lag == 0
+        # stale: queue_size queued + one blocked in put + one being acted, then fresh ones
+        assert len(seen) <= 2 + 2 + 1
+    finally:
+        unroller.close()
+
+
+def test_actor_exception_surfaces_with_traceback():
+    unroller = _unroller(Deterministic(), actor_kw={"fail_after": 10})
+    procs = unroller.processes
+    t0 = time.time()
+    with pytest.raises(ActorError, match=r"(?s)actor \d failed.*boom in rollout_step"):
+        for _ in range(10):
+            unroller.unroll(6)
+    assert time.time() - t0 < 30
+    assert not _alive(procs)  # the failure closed every actor
+
+
+def test_killed_actor_is_noticed_and_can_be_restarted():
+    unroller = _unroller(Deterministic())
+    unroller.unroll(6)
+    os.kill(unroller.processes[1].pid, signal.SIGKILL)
+    t0 = time.time()
+    with pytest.raises(ActorError, match="exited with code"):
+        for _ in range(20):
+            unroller.unroll(6)
+    assert time.time() - t0 < 15
+
+    unroller = _unroller(Deterministic(), restart_failed_actors=True)
+    try:
+        unroller.unroll(6)
+        os.kill(unroller.processes[0].pid, signal.SIGKILL)
+        for _ in range(4):
+            assert unroller.unroll(6).time_step.step_type.shape == (6, 4)
+        assert unroller.restarts == 1
+    finally:
+        unroller.close()
+
+
+def _spawned_pids():
+    pids = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if b"multiprocessing.spawn" in (d / "cmdline").read_bytes():
+                    pids.add(int(d.name))
+            except OSError:
+                pass
+    return pids
+
+
+def test_training_with_async_actors_learns_and_sigint_leaves_no_processes(tmp_path):
+    before = _spawned_pids()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlf.bin.train", "--conf", "confs/impala_cartpole.gin",
+         "--root_dir", str(tmp_path), "--noprogress",
+         "--conf_param", "TrainerConfig.async_unroll=True",
+         "--conf_param", "TrainerConfig.num_actors=2",
+         "--conf_param", "load.num_envs=8",
+         "--conf_param", "TrainerConfig.evaluate=False"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((tmp_path / "train").glob("events*")):
+        time.sleep(0.5)
+    time.sleep(8)
+    assert len(_spawned_pids() - before) == 2  # the two actors are running
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    time.sleep(1)
+    assert not (_spawned_pids() - before)
+    assert list((tmp_path / "ckpt").glob("ckpt-*.pt"))
+
+
+def test_async_config_errors():
+    env = load("CartPole-v1", 2)
+    config = TrainerConfig(async_unroll=True, num_actors=3)
+    alg = Deterministic(env=env, config=config)
+    assert alg.get_metrics()[2]._accumulator.shape == (1, 6)  # metrics sized 3 actors x 2
+    with pytest.raises(ValueError, match="num_actors"):
+        AsyncUnroller(alg, Deterministic, load, num_actors=0, num_envs_per_actor=2,
+                      unroll_length=4)
+    env.close()
