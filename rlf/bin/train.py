@@ -38,7 +38,7 @@ def main(argv) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from rlf.algorithms import TrainerConfig
+    from rlf.algorithms import NonFiniteLossError, TrainerConfig
     from rlf.trainers import CheckpointMismatchError, Trainer
     try:
         config = TrainerConfig()
@@ -48,7 +48,7 @@ def main(argv) -> int:
     root_dir = FLAGS.root_dir or config.root_dir or str(Path("runs") / Path(FLAGS.conf).stem)
     try:
         result = Trainer(config, root_dir=root_dir, progress=FLAGS.progress).train()
-    except CheckpointMismatchError as e:
+    except (CheckpointMismatchError, NonFiniteLossError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     metrics = result["metrics"]

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from rlf.algorithms.algorithm import NonFiniteLossError
 from rlf.environments import load
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
@@ -231,7 +232,14 @@ class Trainer:
                     break
                 if config.num_env_steps and algorithm.get_env_steps() >= config.num_env_steps:
                     break
-                algorithm.train_iter()
+                try:
+                    algorithm.train_iter()
+                except NonFiniteLossError as e:
+                    last = self._checkpointer.latest_step()
+                    where = (f"the last good checkpoint is {self._checkpointer.path(last)}"
+                             if last is not None else "no checkpoint was written yet")
+                    raise NonFiniteLossError(f"{e} ({where}; nothing was saved after the "
+                                             f"failure)") from None
                 self._state.iter_num += 1
                 it = self._state.iter_num
                 if it == 1:

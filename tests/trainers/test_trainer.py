@@ -167,3 +167,30 @@ def test_play_writes_gif_and_mp4(tmp_path):
     with Image.open(tmp_path / "e.gif") as im:
         assert im.n_frames == 5
     assert (tmp_path / "e.mp4").stat().st_size > 0
+
+
+def test_nan_loss_stops_naming_term_iteration_and_last_checkpoint(tmp_path):
+    from torch import nn
+
+    from rlf.algorithms import NonFiniteLossError, RLAlgorithm
+    from rlf.data_structures import AlgStep, LossInfo
+
+    class NaNAfter3(RLAlgorithm):
+        def __init__(self, observation_spec, action_spec, **kw):
+            super().__init__(observation_spec, action_spec, is_on_policy=True,
+                             optimizer=functools.partial(torch.optim.SGD, lr=0.1), **kw)
+            self.w = nn.Parameter(torch.ones(()))
+
+        def rollout_step(self, time_step, state):
+            b = time_step.step_type.shape[0]
+            return AlgStep(output=torch.zeros(b, dtype=torch.int64), info=self.w.expand(b))
+
+        def calc_loss(self, info):
+            value = info * (float("nan") if self._train_iter_num > 3 else 1.0)
+            return LossInfo(loss=value, extra={"value_loss": value})
+
+    config = TrainerConfig(algorithm_ctor=NaNAfter3, unroll_length=2, num_iterations=10,
+                           checkpoint_interval=2, random_seed=0)
+    with pytest.raises(NonFiniteLossError, match=r"(?s)iteration 4.*extra\.value_loss.*ckpt-2\.pt"):
+        Trainer(config, tmp_path, progress=False).train()
+    assert sorted(p.name for p in (tmp_path / "ckpt").glob("*.pt")) == ["ckpt-2.pt"]
