@@ -197,10 +197,9 @@ class Algorithm(nn.Module):
         return root_inputs, rollout_info
 
     def mix_experience(self, experience: Experience, batch_info: Any) -> Tuple[Experience, Any]:
-        """Hook on the batch-major ``[N, T]`` data of one ``train_from_replay_buffer`` call,
-        before it is split into mini-batches: may add sequences from elsewhere (IMPALA's
-        experience replay, offline data). Returns ``(experience, batch_info)``; the default
-        returns them unchanged."""
+        """Hook on each batch-major ``[N, T]`` mini-batch of ``train_from_replay_buffer``
+        before its update: may add sequences from elsewhere (IMPALA's experience replay).
+        Returns ``(experience, batch_info)``; the default returns them unchanged."""
         return experience, batch_info
 
     def after_update(self, root_inputs: Any, info: Any) -> None:
@@ -394,10 +393,22 @@ class Algorithm(nn.Module):
             than ``config.initial_collect_steps`` steps.
         """
         config = self._config
-        buffer = self.replay_buffer
-        if buffer is None or buffer.total_size < max(config.initial_collect_steps, 1):
+        buffer, offline = self.replay_buffer, self.offline_replay_buffer
+        online_ready = buffer is not None and buffer.total_size >= max(
+            config.initial_collect_steps, 1)
+        if not online_ready and offline is None:
             return 0
-        if config.whole_replay_buffer_training:
+        need_sampling = not online_ready or not config.whole_replay_buffer_training
+        if need_sampling and (config.mini_batch_size is None
+                              or config.mini_batch_length is None):
+            raise ValueError("TrainerConfig.mini_batch_size and mini_batch_length must be set "
+                             "for training from sampled (or offline) batches")
+        if not online_ready:  # offline only: no environment data (yet)
+            experience, _ = offline.get_batch(
+                config.mini_batch_size * config.num_updates_per_train_iter,
+                config.mini_batch_length)
+            batch_info, num_updates = None, 1
+        elif config.whole_replay_buffer_training:
             experience = buffer.gather_all(ignore_earliest_frames=True)  # [E, L]
             batch_info = None
             length = nest.flatten(experience)[0].shape[1]
@@ -413,14 +424,10 @@ class Algorithm(nn.Module):
             experience = nest.map_structure(_split, experience)
             num_updates = config.num_updates_per_train_iter
         else:
-            if config.mini_batch_size is None or config.mini_batch_length is None:
-                raise ValueError("TrainerConfig.mini_batch_size and mini_batch_length must be "
-                                 "set for off-policy training from sampled batches")
             experience, batch_info = buffer.get_batch(
                 config.mini_batch_size * config.num_updates_per_train_iter,
                 config.mini_batch_length)
             num_updates = 1
-        experience, batch_info = self.mix_experience(experience, batch_info)
         batch_size = nest.flatten(experience)[0].shape[0]
         mini_batch_size = config.mini_batch_size or batch_size
         steps = 0
@@ -433,6 +440,9 @@ class Algorithm(nn.Module):
                 mb = nest.map_structure(lambda x: x[idx], experience)
                 mb_info = (None if batch_info is None
                            else nest.map_structure(lambda x: x[idx], batch_info))
+                if online_ready and offline is not None:
+                    mb, mb_info = self._mix_offline(mb, offline)
+                mb, mb_info = self.mix_experience(mb, mb_info)
                 if update_global_counter and config.update_counter_every_mini_batch:
                     summary.increment_global_counter()
                 steps += self._update(mb, mb_info, weight=len(idx) / mini_batch_size)
@@ -489,6 +499,26 @@ class Algorithm(nn.Module):
             infos.append(step.info)
             state = step.state
         return nest.utils.stack_nests(infos)
+
+    def _mix_offline(self, experience: Experience, offline) -> Tuple[Experience, Any]:
+        """Hybrid training: appends ``round(N f / (1 - f))`` offline sequences (``f`` =
+        ``config.offline_fraction``) to a mini-batch of ``N`` online ones, keeping the fields
+        both have (the offline data spec's)."""
+        n, length = nest.flatten(experience)[0].shape[:2]
+        f = self._config.offline_fraction
+        k = int(round(n * f / (1.0 - f)))
+        if k == 0:
+            return experience, None
+        offline_batch, _ = offline.get_batch(k, length)
+        online = nest.pack_sequence_as(offline.data_spec, [
+            nest.get_field(experience, p) for p, _ in nest.flatten_with_path(offline.data_spec)])
+        return nest.map_structure(lambda a, b: torch.cat([a, b.to(a.device)]), online,
+                                  offline_batch), None
+
+    @property
+    def offline_replay_buffer(self):
+        """The buffer of offline data (``load_offline_replay_buffer``), or None."""
+        return self.__dict__.get("_offline_replay_buffer")
 
     @property
     def replay_buffer(self):

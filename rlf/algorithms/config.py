@@ -84,8 +84,13 @@ class TrainerConfig:
         use_ray: run the actors as Ray actors (``RayUnroller``) instead of processes.
         ray_address: the Ray cluster to join (``ray.init(address=...)``); None starts a local
             one.
-        offline_buffer_dir: replay checkpoint(s) for offline/hybrid training (later issue).
-        offline_buffer_length: steps per environment taken from each offline checkpoint.
+        offline_buffer_dir: replay checkpoint file(s) (rlf's or ALF's) for offline or hybrid
+            training of off-policy algorithms (``RLAlgorithm.load_offline_replay_buffer``).
+            With ``unroll_length = 0`` training is purely offline (no environment step).
+        offline_buffer_length: steps per environment taken from each offline checkpoint
+            (the oldest); all if None.
+        offline_fraction: in hybrid training, the fraction of each batch taken from the
+            offline data.
         rl_train_after_update_steps: offline-only updates before online RL training starts.
         rl_train_every_update_steps: RL update every this many offline updates.
     """
@@ -138,6 +143,7 @@ class TrainerConfig:
                  ray_address: Optional[str] = None,
                  offline_buffer_dir: Optional[Union[str, List[str]]] = None,
                  offline_buffer_length: Optional[int] = None,
+                 offline_fraction: float = 0.5,
                  rl_train_after_update_steps: int = 0,
                  rl_train_every_update_steps: int = 1):
         if num_iterations < 0 or num_env_steps < 0:
@@ -202,6 +208,10 @@ class TrainerConfig:
         self.ray_address = ray_address
         self.offline_buffer_dir = offline_buffer_dir
         self.offline_buffer_length = offline_buffer_length
+        if not 0.0 <= offline_fraction < 1.0:
+            raise ValueError(f"TrainerConfig.offline_fraction must be in [0, 1), got "
+                             f"{offline_fraction}")
+        self.offline_fraction = offline_fraction
         self.rl_train_after_update_steps = int(rl_train_after_update_steps)
         self.rl_train_every_update_steps = int(rl_train_every_update_steps)
 

@@ -71,8 +71,8 @@ class ImpalaAlgorithm(RLAlgorithm):
         is_on_policy: see above.
         experience_replay_fraction: the fraction of each training batch sampled from an
             experience-replay memory (Espeholt et al. 2018, §5.3.2, used 0.5); 0 for none.
-            Off-policy only. Each iteration's ``E`` online sequences get
-            ``round(E * f / (1 - f))`` replayed sequences of the same length; V-trace
+            Off-policy only. Each mini-batch of ``N`` online sequences gets
+            ``round(N * f / (1 - f))`` replayed sequences of the same length; V-trace
             corrects for their older behaviour policy.
         experience_replay_length: steps per environment the memory holds.
         max_use: how often a step may start a replayed sequence (DI-engine's ``max_use``).
@@ -167,6 +167,29 @@ class ImpalaAlgorithm(RLAlgorithm):
     def network(self):
         """The actor-critic network."""
         return self._network
+
+    def offline_experience_spec(self):
+        """Offline data for IMPALA carries the recorded action and behaviour policy
+        (``rollout_info|action``, ``rollout_info|behaviour_params...``), so V-trace corrects
+        for the policy that collected it."""
+        spec = super().offline_experience_spec()
+        with torch.no_grad():
+            obs = nest.map_structure(lambda s: s.zeros((1,)), self._observation_spec)
+            state = nest.map_structure(lambda s: s.zeros((1,)), self._network.state_spec)
+            params = self._network(obs, state)[0]
+        params_spec = nest.map_structure(lambda t: TensorSpec.from_tensor(t, from_dim=1),
+                                         params)
+        return spec._replace(rollout_info=ImpalaRolloutInfo(action=self._action_spec,
+                                                            behaviour_params=params_spec))
+
+    def offline_replay_aliases(self):
+        """ALF's names for a Normal behaviour policy (``rollout_info|rl|...``). ALF's SAC
+        records a tanh-squashed Normal; its importance weights against rlf's unsquashed
+        ``NormalHead`` are then only approximate."""
+        return {"rollout_info|action": "rollout_info|rl|action",
+                "rollout_info|behaviour_params|0": "rollout_info|rl|action_distribution|loc",
+                "rollout_info|behaviour_params|1":
+                    "rollout_info|rl|action_distribution|scale"}
 
     def _step(self, time_step, state, action=None):
         params, value, state = self._network(time_step.observation, state)

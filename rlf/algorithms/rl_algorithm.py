@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
 from rlf import nest
 from rlf.algorithms.algorithm import Algorithm
-from rlf.data_structures import Experience
+from rlf.data_structures import Experience, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.replay import ReplayBuffer
+from rlf.replay.offline import make_offline_replay_buffer
 from rlf.tensor_specs import TensorSpec
 from rlf.unrollers import SyncUnroller
 from rlf.utils import summary
@@ -277,6 +278,48 @@ class RLAlgorithm(Algorithm):
         else:
             self.replay_buffer.load_state_dict(state)
 
+    # ------------------------------------------------------------------ offline data
+    def offline_experience_spec(self) -> Experience:
+        """Spec of one step of offline data: what ``load_offline_replay_buffer`` reads from a
+        replay checkpoint (by key) and what ``train_step`` then receives.
+
+        The default is the time step (without ``env_info``) and the action, with no
+        ``rollout_info`` and no state. Override it to ask for more (IMPALA asks for the
+        behaviour policy's parameters).
+        """
+        ts = time_step_spec(self._observation_spec, self._action_spec, self._reward_spec)
+        return Experience(time_step=ts._replace(env_info={}), action=self._action_spec,
+                          rollout_info=(), state=())
+
+    def offline_replay_aliases(self) -> Dict[str, str]:
+        """``{key of offline_experience_spec: key in the file}`` for data stored under other
+        names (e.g. ALF's ``rollout_info|rl|action``); empty by default."""
+        return {}
+
+    def load_offline_replay_buffer(self) -> None:
+        """Builds the offline buffer from ``config.offline_buffer_dir`` (a replay checkpoint
+        file or a list of them; rlf's ``replay_buffer-<iteration>.pt`` or ALF's), taking
+        ``config.offline_buffer_length`` steps per environment (all if None). Tensors are
+        matched to ``offline_experience_spec()`` by key.
+
+        Training then samples from it: only from it while there is no online data
+        (``unroll_length = 0`` trains purely offline), and for ``config.offline_fraction`` of
+        each batch in hybrid training.
+
+        Raises:
+            ValueError: for a missing key or a shape that does not fit the spec (naming the
+                file, key, expected and found shapes), or an unreadable file.
+        """
+        files = self._config.offline_buffer_dir if self._config is not None else None
+        if not files:
+            return
+        self.__dict__["_offline_replay_buffer"] = make_offline_replay_buffer(
+            files, self.offline_experience_spec(), length=self._config.offline_buffer_length,
+            aliases=self.offline_replay_aliases(), name=f"{self._name}_offline_replay_buffer")
+        logger.info("loaded offline replay data: %d steps in %d environments",
+                    self.offline_replay_buffer.total_size,
+                    self.offline_replay_buffer.num_environments)
+
     # ------------------------------------------------------------------ unroll
     def unroll(self, unroll_length: int) -> Optional[Experience]:
         """Collects ``unroll_length`` steps of every environment with ``rollout_step``.
@@ -359,7 +402,7 @@ class RLAlgorithm(Algorithm):
                 experience = self.unroll(length)
             self.summarize_rollout(experience)
             self.summarize_metrics()
-        if self.replay_buffer is None:
+        if self.replay_buffer is None and self.offline_replay_buffer is None:
             return 0
         self.train()
         with summary.record_time("time/train"):

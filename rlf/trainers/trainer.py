@@ -110,6 +110,11 @@ class Trainer:
             reward_spec=self._env.reward_spec(), env=self._env, config=config)
         self._algorithm.to(config.device)
         self._algorithm.load_initial_checkpoint()
+        if config.offline_buffer_dir:
+            if self._algorithm.on_policy:
+                raise ValueError("TrainerConfig.offline_buffer_dir needs an off-policy "
+                                 "algorithm")
+            self._algorithm.load_offline_replay_buffer()
         if config.async_unroll:
             self._algorithm.set_unroller(self._make_async_unroller())
         self._checkpointer = Checkpointer(self._root_dir / "ckpt", config.num_checkpoints,

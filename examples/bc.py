@@ -1,0 +1,54 @@
+"""Behaviour cloning: an offline variant written as a subclass of ``RLAlgorithm``.
+
+Learns ``pi(a|x)`` by maximising the log-likelihood of recorded actions from an offline replay
+checkpoint (``TrainerConfig.offline_buffer_dir``), with ``TrainerConfig.unroll_length = 0``
+(no environment step). Discrete (CartPole) and Box (Pendulum) actions both work.
+See ``examples/bc_cartpole.gin`` and the README's "Offline replay" section.
+"""
+
+import gin
+from torch import nn
+
+from rlf.algorithms import RLAlgorithm
+from rlf.data_structures import AlgStep, LossInfo
+from rlf.networks import MLPEncoder, make_policy_head
+
+
+@gin.configurable
+class BehaviourCloning(RLAlgorithm):
+    """Maximum-likelihood imitation of the recorded actions.
+
+    Args:
+        hidden: hidden layer sizes of the policy MLP.
+        Others: see ``RLAlgorithm``.
+    """
+
+    def __init__(self, observation_spec, action_spec, hidden=(64, 64), name="BC", **kwargs):
+        super().__init__(observation_spec, action_spec, is_on_policy=False, name=name,
+                         **kwargs)
+        self._encoder = MLPEncoder(observation_spec, hidden, nn.ReLU)
+        self._head = make_policy_head(self._encoder.output_size, action_spec)
+
+    def offline_experience_spec(self):
+        # train_step needs the recorded action: read it from the file's top-level 'action'
+        spec = super().offline_experience_spec()
+        return spec._replace(rollout_info={"action": self._action_spec})
+
+    def offline_replay_aliases(self):
+        return {"rollout_info|action": "action"}
+
+    def rollout_step(self, time_step, state):
+        params = self._head(self._encoder(time_step.observation))
+        return AlgStep(output=self._head.sample(params))
+
+    def predict_step(self, time_step, state):
+        params = self._head(self._encoder(time_step.observation))
+        return AlgStep(output=self._head.sample(params, greedy=True))
+
+    def train_step(self, time_step, state, rollout_info):
+        params = self._head(self._encoder(time_step.observation))
+        log_prob = self._head.log_prob(params, rollout_info["action"])
+        return AlgStep(info={"log_prob": log_prob})
+
+    def calc_loss(self, info):
+        return LossInfo(loss=-info["log_prob"], extra={"neg_log_likelihood": -info["log_prob"]})

@@ -1,0 +1,176 @@
+"""Offline replay: ALF's real checkpoint, rlf's own saved buffers, bad files, offline-only and
+hybrid training."""
+
+import functools
+import hashlib
+import shutil
+from pathlib import Path
+
+import gin
+import pytest
+import torch
+
+from examples.bc import BehaviourCloning
+from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
+from rlf.bin.export_replay import export
+from rlf.data_structures import StepType
+from rlf.environments import load
+from rlf.environments.vector_environment import VectorEnvironment
+from rlf.replay.offline import load_replay_checkpoint, make_offline_replay_buffer
+from rlf.trainers import Trainer
+
+ALF_FILE = Path(__file__).resolve().parents[3] / "shared" / "data" / \
+    "alf_pendulum_sac_replay_buffer.pt"
+
+
+def _sha(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def pendulum():
+    env = load("Pendulum-v1", 1)
+    yield env
+    env.close()
+
+
+def test_alf_pendulum_file_loads_by_key_in_time_order(pendulum):
+    alg = BehaviourCloning(pendulum.observation_spec(), pendulum.action_spec())
+    buf = make_offline_replay_buffer(ALF_FILE, alg.offline_experience_spec(),
+                                     aliases=alg.offline_replay_aliases())
+    assert buf.num_environments == 1 and buf.total_size == 600
+    data = buf.gather_all()
+    ts = data.time_step
+    assert ts.step_type.dtype == torch.int32 and ts.observation.shape == (1, 600, 3)
+    assert data.action.shape == (1, 600, 1) and data.action.dtype == torch.float32
+    assert torch.equal(data.rollout_info["action"], data.action)  # the alias
+    assert set(ts.step_type.unique().tolist()) <= {StepType.FIRST, StepType.MID, StepType.LAST}
+    # the ring's oldest step (position 9400) sits in slot 9400 % 600 = 400
+    raw = torch.load(ALF_FILE, weights_only=True)["algorithm"]
+    ring = raw["_replay_buffer.time_step|observation"][0]
+    assert torch.equal(ts.observation[0], torch.cat([ring[400:], ring[:400]]))
+    # every LAST is followed by a FIRST in time order
+    st = ts.step_type[0]
+    assert (st[1:][st[:-1] == StepType.LAST] == StepType.FIRST).all()
+
+
+def test_bad_files_raise_naming_key_and_shapes_and_touch_nothing(tmp_path, pendulum):
+    alg = BehaviourCloning(pendulum.observation_spec(), pendulum.action_spec())
+    spec = alg.offline_experience_spec()
+    copy = tmp_path / "alf.pt"
+    shutil.copy(ALF_FILE, copy)
+    digest = _sha(copy)
+    with pytest.raises(ValueError, match=r"has no 'rollout_info\|action'"):
+        make_offline_replay_buffer(copy, spec)  # without the alias the field is missing
+    cartpole = load("CartPole-v1", 1)
+    wrong = BehaviourCloning(cartpole.observation_spec(), cartpole.action_spec())
+    with pytest.raises(ValueError, match=r"'time_step\|observation' has shape \(1, 600, 3\), "
+                                         r"expected \[num_envs, max_length, 4\]"):
+        make_offline_replay_buffer(copy, wrong.offline_experience_spec(),
+                                   aliases=wrong.offline_replay_aliases())
+    cartpole.close()
+    assert _sha(copy) == digest
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(copy.read_bytes()[:5000])
+    with pytest.raises(ValueError, match="truncated.pt"):
+        load_replay_checkpoint(truncated)
+
+
+@pytest.fixture
+def cartpole_gin():
+    gin.parse_config("load.env_name = 'CartPole-v1'\nload.num_envs = 4")
+    yield
+    gin.clear_config()
+
+
+def _impala(**kw):
+    return functools.partial(ImpalaAlgorithm, lambda_=0.95,
+                             optimizer=functools.partial(torch.optim.Adam, lr=1e-3), **kw)
+
+
+def _replay_config(**kw):
+    args = dict(algorithm_ctor=_impala(), random_seed=1, unroll_length=8,
+                replay_buffer_length=64, mini_batch_size=8, mini_batch_length=9,
+                initial_collect_steps=64, num_iterations=12, checkpoint_interval=100,
+                save_replay_buffer=True)
+    args.update(kw)
+    return TrainerConfig(**args)
+
+
+def test_save_export_load_round_trip_and_offline_impala(tmp_path, cartpole_gin):
+    trainer = Trainer(_replay_config(), tmp_path / "run", progress=False)
+    trainer.train()
+    online = trainer.algorithm.replay_buffer.gather_all(ignore_earliest_frames=False)
+    out = export(str(tmp_path / "run"), str(tmp_path / "cartpole.pt"))
+    alg = trainer.algorithm
+    buf = make_offline_replay_buffer(out, alg.offline_experience_spec())
+    offline = buf.gather_all()
+    assert buf.total_size == 4 * 64
+    for name in ("step_type", "reward", "discount", "observation", "prev_action", "env_id"):
+        assert torch.equal(getattr(offline.time_step, name), getattr(online.time_step, name))
+    assert torch.equal(offline.action, online.action)
+    assert torch.equal(offline.rollout_info.behaviour_params,
+                       online.rollout_info.behaviour_params)
+
+    # IMPALA trained purely on the recorded data, with the recorded behaviour policy
+    seen = []
+
+    class Probe(ImpalaAlgorithm):
+        def calc_loss(self, info):
+            _, log_rhos, valid, _ = self.vtrace_returns(info)
+            seen.append(log_rhos[valid])
+            return super().calc_loss(info)
+
+    steps = {"n": 0}
+    original = VectorEnvironment.step
+
+    def counting_step(self, action):
+        steps["n"] += 1
+        return original(self, action)
+
+    VectorEnvironment.step = counting_step
+    try:
+        result = Trainer(_replay_config(
+            algorithm_ctor=functools.partial(Probe, lambda_=0.95, optimizer=functools.partial(
+                torch.optim.Adam, lr=1e-3)),
+            unroll_length=0, offline_buffer_dir=str(out), num_iterations=5,
+            save_replay_buffer=False), tmp_path / "offline", progress=False).train()
+    finally:
+        VectorEnvironment.step = original
+    assert steps["n"] == 0 and result["env_steps"] == 0 and result["iterations"] == 5
+    assert len(seen) == 5 and seen[-1].abs().max() > 0  # a fresh network is not mu: rho != 1
+
+
+def test_hybrid_batches_have_the_configured_ratio(tmp_path, cartpole_gin):
+    trainer = Trainer(_replay_config(), tmp_path / "run", progress=False)
+    trainer.train()
+    out = export(str(tmp_path / "run"), str(tmp_path / "cartpole.pt"))
+    sizes = []
+
+    class Probe(ImpalaAlgorithm):
+        def calc_loss(self, info):
+            sizes.append(tuple(info.value.shape))
+            return super().calc_loss(info)
+
+    Trainer(_replay_config(
+        algorithm_ctor=functools.partial(Probe, optimizer=functools.partial(
+            torch.optim.Adam, lr=1e-3)), offline_buffer_dir=str(out), offline_fraction=0.75,
+        num_iterations=12, save_replay_buffer=False), tmp_path / "hybrid",
+        progress=False).train()
+    # before online data exists: offline only (8 sequences); then 8 online + 24 offline
+    assert sizes[0] == (9, 8)
+    assert sizes[-1] == (9, 32)
+
+
+def test_bc_trains_on_alf_pendulum_without_error(tmp_path):
+    gin.parse_config("load.env_name = 'Pendulum-v1'\nload.num_envs = 1")
+    try:
+        config = TrainerConfig(
+            algorithm_ctor=functools.partial(BehaviourCloning, optimizer=functools.partial(
+                torch.optim.Adam, lr=1e-3)),
+            unroll_length=0, offline_buffer_dir=str(ALF_FILE), mini_batch_size=32,
+            mini_batch_length=1, num_iterations=30, random_seed=0, summary_interval=1)
+        result = Trainer(config, tmp_path, progress=False).train()
+    finally:
+        gin.clear_config()
+    assert result["iterations"] == 30 and result["env_steps"] == 0
