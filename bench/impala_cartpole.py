@@ -3,8 +3,9 @@
     python bench/impala_cartpole.py [--seeds 0 1 2] [--conf confs/impala_cartpole.gin]
         [--max_env_steps 300000] [--conf_param ...]
 
-For each seed it builds the environment and ``ImpalaAlgorithm`` from the gin file exactly as
-the trainer does and calls ``train_iter`` until ``Metrics/AverageReturn`` (the mean return of
+For each seed it builds the environment and ``ImpalaAlgorithm`` (and, with
+``TrainerConfig.async_unroll=True``, the actor processes) from the gin file exactly as the
+trainer does and calls ``train_iter`` until ``Metrics/AverageReturn`` (the mean return of
 the last ``max(16, num_envs)`` training episodes) reaches the threshold. The wall time covers
 training only (not process start-up). Target (issue 5): median <= 150k env steps and <= 90 s
 on 2 cores.
@@ -15,28 +16,26 @@ import statistics
 import time
 
 import gin
-import torch
 
 
 def run(seed: int, max_env_steps: int, threshold: float):
     from rlf.algorithms import TrainerConfig
-    from rlf.environments import load
+    from rlf.trainers.trainer import Trainer
     config = TrainerConfig(random_seed=seed)
-    if config.torch_num_threads:
-        torch.set_num_threads(config.torch_num_threads)
-    torch.manual_seed(seed)
-    env = load(seed=seed)
-    alg = config.algorithm_ctor(observation_spec=env.observation_spec(),
-                                action_spec=env.action_spec(), reward_spec=env.reward_spec(),
-                                env=env, config=config)
+    trainer = Trainer(config, root_dir="/tmp/rlf_cartpole_bench", progress=False)
+    trainer._build()  # environment, algorithm and (with async_unroll) actors, as train() does
+    alg = trainer.algorithm
     t0 = time.perf_counter()
     ret = 0.0
-    while alg.get_env_steps() < max_env_steps:
-        alg.train_iter()
-        ret = float(alg.get_metrics()[2].result())
-        if int(alg.get_metrics()[0].result()) >= 16 and ret >= threshold:
-            break
-    env.close()
+    try:
+        while alg.get_env_steps() < max_env_steps:
+            alg.train_iter()
+            ret = float(alg.get_metrics()[2].result())
+            if int(alg.get_metrics()[0].result()) >= 16 and ret >= threshold:
+                break
+    finally:
+        alg.finish_train()
+        trainer._env.close()
     return alg.get_env_steps(), time.perf_counter() - t0, ret
 
 

@@ -136,7 +136,7 @@ class TrainerConfig:
                  async_unroll: bool = False,
                  num_actors: int = 1,
                  max_unroll_length: int = 0,
-                 unroll_queue_size: int = 4,
+                 unroll_queue_size: int = 1,
                  unroll_parameter_update_period: int = 1,
                  restart_failed_actors: bool = False,
                  use_ray: bool = False,

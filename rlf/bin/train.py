@@ -51,9 +51,11 @@ def main(argv) -> int:
     except (CheckpointMismatchError, NonFiniteLossError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    metrics = result["metrics"]
+    metrics, evaluation = result["metrics"], result["eval"]
     print(f"finished: {result['iterations']} iterations, {result['env_steps']} environment "
           f"steps, AverageReturn {metrics.get('AverageReturn', float('nan')):.2f}"
+          + (f", last eval AverageReturn {evaluation['AverageReturn']:.2f}" if evaluation
+             else "")
           + (" (stopped by signal; checkpoint written)" if result["stopped_by_signal"] else ""))
     return 0
 

@@ -125,6 +125,7 @@ class AsyncUnroller:
         num_threads: torch threads per actor.
         restart_failed_actors: restart an actor that failed instead of raising.
         poll_seconds: how often a waiting learner checks that the actors are alive.
+        timeout: seconds without an unroll from a live actor before it counts as failed.
 
     Raises:
         ValueError: for ``num_actors < 1`` or ``unroll_length < 1``.
@@ -134,7 +135,7 @@ class AsyncUnroller:
                  num_actors: int, num_envs_per_actor: int, unroll_length: int,
                  seed: Optional[int] = None, queue_size: int = 8, gin_config: str = "",
                  num_threads: int = 1, restart_failed_actors: bool = False,
-                 poll_seconds: float = 1.0):
+                 poll_seconds: float = 1.0, timeout: float = 300.0):
         if num_actors < 1 or unroll_length < 1:
             raise ValueError(f"AsyncUnroller: num_actors ({num_actors}) and unroll_length "
                              f"({unroll_length}) must be >= 1")
@@ -145,6 +146,7 @@ class AsyncUnroller:
         self._unroll_length, self._seed = unroll_length, seed
         self._gin_config, self._num_threads = gin_config, num_threads
         self._restart, self._poll = restart_failed_actors, poll_seconds
+        self._timeout = timeout
         self._shared = {k: v.detach().cpu().clone().share_memory_()
                         for k, v in _shared_state(algorithm).items()}
         self._version = self._ctx.Value("l", 0)
@@ -232,14 +234,27 @@ class AsyncUnroller:
 
     def _next(self, index: int):
         """The next unroll of actor ``index`` (waiting for it, watching for failures)."""
+        start = time.perf_counter()
         while True:
             try:
                 item = self._queues[index].get(timeout=self._poll)
             except queue_lib.Empty:
                 self._check_alive()
+                if time.perf_counter() - start > self._timeout:
+                    self._fail(index, f"no unroll for {self._timeout:.0f} s although the "
+                                      f"process is alive (stuck?)")
+                    start = time.perf_counter()
                 continue
-            except (OSError, EOFError):  # an unroll whose sender died: its tensors are gone
-                self._check_alive()
+            except (OSError, EOFError) as e:
+                # The tensors of an unroll whose sender died are gone; anything else is a
+                # real failure.
+                proc = self._procs[index]
+                if proc is not None:
+                    proc.join(1.0)
+                if proc is not None and proc.is_alive():
+                    self._fail(index, f"receiving its unroll failed: {e!r}")
+                else:
+                    self._check_alive()
                 continue
             if item[0] == "error":
                 self._fail(item[1], "\n" + item[2])  # raises, or restarted the actor
