@@ -576,7 +576,7 @@ class Algorithm(nn.Module):
                     v.shape != found.shape or v.dtype != found.dtype):
                 problems.append(f"'{k}' expected {tuple(v.shape)} {v.dtype}, found "
                                 f"{tuple(found.shape)} {found.dtype}")
-        optimizers = self.optimizers
+        optimizers = self.optimizers if opt_states is not None else []
         if opt_states is not None:
             if len(opt_states) != len(optimizers):
                 problems.append(f"{len(opt_states)} optimizer states for {len(optimizers)} "

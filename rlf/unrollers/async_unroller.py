@@ -133,7 +133,7 @@ class AsyncUnroller:
 
     def __init__(self, algorithm, algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
                  num_actors: int, num_envs_per_actor: int, unroll_length: int,
-                 seed: Optional[int] = None, queue_size: int = 8, gin_config: str = "",
+                 seed: Optional[int] = None, queue_size: int = 1, gin_config: str = "",
                  num_threads: int = 1, restart_failed_actors: bool = False,
                  poll_seconds: float = 1.0, timeout: float = 300.0):
         if num_actors < 1 or unroll_length < 1:

@@ -114,3 +114,20 @@ def test_experience_replay_mixes_the_configured_fraction_with_max_use():
     with pytest.raises(ValueError, match="experience_replay_fraction"):
         ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
                         experience_replay_fraction=1.0)
+
+
+@pytest.mark.parametrize("on_policy", [True, False])
+def test_amp_autocast_path_runs_on_cpu(on_policy):
+    # enable_amp: bfloat16 autocast on CPU (float16 + GradScaler on CUDA, not testable here)
+    env = load("CartPole-v1", 4, seed=0)
+    config = TrainerConfig(unroll_length=8, whole_replay_buffer_training=not on_policy,
+                           clear_replay_buffer=not on_policy, enable_amp=True, num_iterations=3)
+    alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
+                          is_on_policy=on_policy,
+                          optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
+    before = [p.detach().clone() for p in alg.parameters()]
+    for _ in range(3):
+        alg.train_iter()
+    assert all(p.dtype == torch.float32 for p in alg.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))
+    env.close()
