@@ -13,34 +13,15 @@ what ``TrainerConfig.offline_buffer_dir`` takes.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from absl import app, flags
+
+from rlf.replay.offline import export_replay_buffer
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("root_dir", None, "the run's directory")
 flags.DEFINE_string("out", None, "the file to write")
 flags.DEFINE_integer("checkpoint_step", None, "iteration of the replay file (newest if unset)")
-
-
-def export(root_dir: str, out: str, step=None) -> Path:
-    """Copies the run's replay buffer (newest or at ``step``) to ``out``.
-
-    Raises:
-        FileNotFoundError: if the run has no replay file (naming the setting that writes it).
-        ValueError: if the file is unreadable or holds no replay buffer.
-    """
-    from rlf.replay.offline import load_replay_checkpoint
-    from rlf.utils.checkpoint import atomic_save, load_checkpoint_file
-    ckpt = Path(root_dir) / "ckpt"
-    files = sorted(ckpt.glob("replay_buffer-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
-    if step is not None:
-        files = [p for p in files if p.stem == f"replay_buffer-{step}"]
-    if not files:
-        raise FileNotFoundError(f"no replay_buffer-*.pt in {ckpt}{f' for step {step}' if step else ''}"
-                                f": train with TrainerConfig.save_replay_buffer = True")
-    load_replay_checkpoint(files[-1])  # validates
-    return atomic_save(load_checkpoint_file(files[-1]), out)
 
 
 def main(argv) -> int:
@@ -49,7 +30,7 @@ def main(argv) -> int:
         print("error: --root_dir and --out are required", file=sys.stderr)
         return 2
     try:
-        path = export(FLAGS.root_dir, FLAGS.out, FLAGS.checkpoint_step)
+        path = export_replay_buffer(FLAGS.root_dir, FLAGS.out, FLAGS.checkpoint_step)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ import numpy as np
 from absl import app, flags
 
 from rlf.bin.gin_utils import ConfigError, parse_config
+from rlf.utils.video import save_video
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("root_dir", None, "run directory holding config.gin and ckpt/")
@@ -28,32 +29,6 @@ flags.DEFINE_string("record", None, "save the first episode as an animated .gif 
 flags.DEFINE_integer("fps", 30, "frames per second of the recording")
 flags.DEFINE_integer("seed", 0, "environment seed")
 flags.DEFINE_multi_string("conf_param", [], "extra gin bindings")
-
-
-def save_video(frames: List[np.ndarray], path: str, fps: int = 30) -> None:
-    """Writes ``[H, W]`` or ``[H, W, 3]`` uint8 frames as an animated GIF (Pillow) or an MP4
-    (OpenCV).
-
-    Raises:
-        ValueError: for another suffix or no frames.
-    """
-    if not frames:
-        raise ValueError(f"no frames to write to {path}")
-    suffix = Path(path).suffix.lower()
-    if suffix == ".gif":
-        from PIL import Image
-        images = [Image.fromarray(f) for f in frames]
-        images[0].save(path, save_all=True, append_images=images[1:],
-                       duration=int(1000 / fps), loop=0)
-    elif suffix == ".mp4":
-        import cv2
-        h, w = frames[0].shape[:2]
-        writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
-        for f in frames:
-            writer.write(cv2.cvtColor(f, cv2.COLOR_GRAY2BGR if f.ndim == 2 else cv2.COLOR_RGB2BGR))
-        writer.release()
-    else:
-        raise ValueError(f"--record {path}: use a .gif or .mp4 file name")
 
 
 def main(argv) -> int:

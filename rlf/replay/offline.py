@@ -11,6 +11,7 @@ never by position; keys the spec does not ask for are ignored.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import torch
@@ -19,7 +20,8 @@ from rlf import nest
 from rlf.replay.replay_buffer import ReplayBuffer
 from rlf.tensor_specs import TensorSpec
 
-__all__ = ["load_replay_checkpoint", "chronological", "make_offline_replay_buffer"]
+__all__ = ["load_replay_checkpoint", "chronological", "make_offline_replay_buffer",
+           "export_replay_buffer"]
 
 _MARK = "_replay_buffer."
 
@@ -156,3 +158,22 @@ def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
         state["_current_size"].copy_(steps)
     buffer.load_state_dict(state)  # validates, and rebuilds priorities if any
     return buffer
+
+
+def export_replay_buffer(root_dir, out, step=None) -> Path:
+    """Copies the run's replay buffer (newest or at ``step``) to ``out``.
+
+    Raises:
+        FileNotFoundError: if the run has no replay file (naming the setting that writes it).
+        ValueError: if the file is unreadable or holds no replay buffer.
+    """
+    from rlf.utils.checkpoint import atomic_save, load_checkpoint_file
+    ckpt = Path(root_dir) / "ckpt"
+    files = sorted(ckpt.glob("replay_buffer-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
+    if step is not None:
+        files = [p for p in files if p.stem == f"replay_buffer-{step}"]
+    if not files:
+        raise FileNotFoundError(f"no replay_buffer-*.pt in {ckpt}{f' for step {step}' if step else ''}"
+                                f": train with TrainerConfig.save_replay_buffer = True")
+    load_replay_checkpoint(files[-1])  # validates
+    return atomic_save(load_checkpoint_file(files[-1]), out)

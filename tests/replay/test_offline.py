@@ -12,11 +12,11 @@ import torch
 
 from examples.bc import BehaviourCloning
 from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
-from rlf.bin.export_replay import export
 from rlf.data_structures import StepType
 from rlf.environments import load
 from rlf.environments.vector_environment import VectorEnvironment
-from rlf.replay.offline import load_replay_checkpoint, make_offline_replay_buffer
+from rlf.replay.offline import (export_replay_buffer as export, load_replay_checkpoint,
+                                make_offline_replay_buffer)
 from rlf.trainers import Trainer
 
 ALF_FILE = Path(__file__).resolve().parents[3] / "shared" / "data" / \

@@ -159,7 +159,7 @@ def test_sigint_writes_checkpoint_and_exits_0(tmp_path):
 def test_play_writes_gif_and_mp4(tmp_path):
     pytest.importorskip("PIL")
     import numpy as np
-    from rlf.bin.play import save_video
+    from rlf.utils.video import save_video
     frames = [np.full((8, 10, 3), i * 20, np.uint8) for i in range(5)]
     save_video(frames, str(tmp_path / "e.gif"))
     save_video([f[..., 0] for f in frames], str(tmp_path / "e.mp4"))
