@@ -28,7 +28,9 @@ def read_scalars(root_dir: Path, tag: str):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--root_dir", required=True)
+    p.add_argument("--root_dir", action="append", required=True,
+                   help="a run directory (repeatable: one curve each)")
+    p.add_argument("--label", action="append", default=[], help="legend label per run")
     p.add_argument("--out", required=True)
     p.add_argument("--tag", default="Metrics_vs_EnvironmentSteps/AverageReturn")
     p.add_argument("--frameskip", type=int, default=4)
@@ -37,26 +39,27 @@ def main():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    steps, values, walls = read_scalars(Path(args.root_dir), args.tag)
-    if not steps:
-        raise SystemExit(f"no '{args.tag}' events under {args.root_dir}/train")
-    frames = [s * args.frameskip for s in steps]
-    minutes = [(w - walls[0]) / 60 for w in walls]
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([f / 1e6 for f in frames], values)
+    for i, root in enumerate(args.root_dir):
+        steps, values, walls = read_scalars(Path(root), args.tag)
+        if not steps:
+            raise SystemExit(f"no '{args.tag}' events under {root}/train")
+        frames = [s * args.frameskip for s in steps]
+        minutes = (walls[-1] - walls[0]) / 60
+        label = args.label[i] if i < len(args.label) else Path(root).name
+        ax.plot([f / 1e6 for f in frames], values,
+                label=f"{label} ({minutes:.0f} min, last {values[-1]:.1f})")
+        print(f"{root}: {len(steps)} points, last {values[-1]:.2f} at {frames[-1]} frames, "
+              f"{minutes:.1f} min, best {max(values):.2f}")
     ax.set_xlabel("frames (millions)")
     ax.set_ylabel("average return (last episodes)")
     ax.set_title(args.title)
     ax.grid(alpha=0.3)
-    top = ax.secondary_xaxis("top", functions=(
-        lambda x: x * (minutes[-1] / max(frames[-1] / 1e6, 1e-9)),
-        lambda m: m / (minutes[-1] / max(frames[-1] / 1e6, 1e-9))))
-    top.set_xlabel("wall-clock minutes (approx.)")
+    ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=100)
-    print(f"{args.out}: {len(steps)} points, last {values[-1]:.2f} at {frames[-1]} frames, "
-          f"{minutes[-1]:.1f} min, best {max(values):.2f}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
