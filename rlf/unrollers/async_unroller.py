@@ -50,22 +50,59 @@ def _shared_state(module: torch.nn.Module, exclude_prefix: str = "_metrics.") ->
             if isinstance(v, torch.Tensor) and not k.startswith(exclude_prefix)}
 
 
+def build_actor(algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
+                seed: Optional[int], num_threads: int):
+    """Builds an actor's environment and algorithm copy (in the actor's process).
+
+    Returns:
+        ``(env, algorithm, params)``: ``params`` maps names to the algorithm's parameter and
+        buffer tensors that the learner shares (``_shared_state``).
+    """
+    torch.set_num_threads(num_threads)
+    if gin_config:
+        import gin
+        import rlf.bin.gin_utils as gin_utils
+        gin_utils.register_all()
+        gin.parse_config(gin_config)
+    env = env_ctor(num_envs=num_envs, seed=seed)
+    algorithm = algorithm_ctor()
+    return env, algorithm, _shared_state(algorithm)
+
+
+@torch.no_grad()
+def copy_parameters(params: Dict[str, torch.Tensor], source: Dict[str, torch.Tensor]) -> None:
+    """Copies ``source[k]`` into every ``params[k]``."""
+    for k, p in params.items():
+        p.copy_(source[k])
+
+
+def combine_unrolls(results, num_envs_per_actor: int, learner_version: int):
+    """Concatenates one ``(version, [T, B] experience, times)`` per actor along the batch.
+
+    Returns:
+        ``(experience [T, num_actors * B], times, policy_lag)``: environment ids offset by
+        ``actor * B``; ``times`` summed over actors; the mean of ``learner_version - version``.
+    """
+    parts, env_t, pol_t, lags = [], 0.0, 0.0, []
+    for a, (version, experience, times) in enumerate(results):
+        ts = experience.time_step
+        parts.append(experience._replace(time_step=ts._replace(
+            env_id=ts.env_id + a * num_envs_per_actor)))
+        env_t, pol_t = env_t + times["env_step"], pol_t + times["policy"]
+        lags.append(learner_version - version)
+    experience = nest.map_structure(lambda *xs: torch.cat(xs, dim=1), *parts)
+    return experience, {"env_step": env_t, "policy": pol_t}, sum(lags) / len(lags)
+
+
 def _actor_main(index: int, algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
                 seed: Optional[int], unroll_length: int, shared: Dict[str, torch.Tensor],
                 version, lock, out_queue, stop_event, num_threads: int, parent_pid: int):
     """Body of an actor process (module-level so that *spawn* can import it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
-    torch.set_num_threads(num_threads)
     env = None
     try:
-        if gin_config:
-            import gin
-            import rlf.bin.gin_utils as gin_utils
-            gin_utils.register_all()
-            gin.parse_config(gin_config)
-        env = env_ctor(num_envs=num_envs, seed=seed)
-        algorithm = algorithm_ctor()
-        params = _shared_state(algorithm)
+        env, algorithm, params = build_actor(algorithm_ctor, env_ctor, gin_config, num_envs,
+                                             seed, num_threads)
         missing = sorted(set(params) - set(shared))
         if missing:
             raise ValueError(f"actor {index}: the learner shares no tensors for {missing}")
@@ -74,15 +111,11 @@ def _actor_main(index: int, algorithm_ctor, env_ctor, gin_config: str, num_envs:
         while not stop_event.is_set() and os.getppid() == parent_pid:
             with lock:
                 if version.value != local_version:
-                    with torch.no_grad():
-                        for k, p in params.items():
-                            p.copy_(shared[k])
+                    copy_parameters(params, shared)
                     local_version = version.value
-            t0 = time.perf_counter()
             with torch.no_grad():
                 experience = detach(unroller.unroll(unroll_length))
-            item = ("ok", index, local_version, experience, dict(unroller.times),
-                    time.perf_counter() - t0)
+            item = ("ok", index, local_version, experience, dict(unroller.times))
             while not stop_event.is_set():
                 try:
                     out_queue.put(item, timeout=0.5)  # blocks while the queue is full
@@ -220,17 +253,10 @@ class AsyncUnroller:
         t0 = time.perf_counter()
         results = [self._next(a) for a in range(self._num_actors)]
         wait = time.perf_counter() - t0
-        parts, env_t, pol_t, lags = [], 0.0, 0.0, []
-        for a, (version, experience, times, _) in enumerate(results):
-            ts = experience.time_step
-            experience = experience._replace(time_step=ts._replace(
-                env_id=ts.env_id + a * self._num_envs))
-            parts.append(experience)
-            env_t, pol_t = env_t + times["env_step"], pol_t + times["policy"]
-            lags.append(self._learner_version - version)
-        self.policy_lag = sum(lags) / len(lags)
-        self.times = {"env_step": env_t, "policy": pol_t, "wait": wait}
-        return nest.map_structure(lambda *xs: torch.cat(xs, dim=1), *parts)
+        experience, times, self.policy_lag = combine_unrolls(results, self._num_envs,
+                                                             self._learner_version)
+        self.times = dict(times, wait=wait)
+        return experience
 
     def _next(self, index: int):
         """The next unroll of actor ``index`` (waiting for it, watching for failures)."""

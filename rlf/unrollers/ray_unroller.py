@@ -17,8 +17,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
-from rlf import nest
-from rlf.unrollers.async_unroller import ActorError, _shared_state
+from rlf.unrollers.async_unroller import (ActorError, _shared_state, build_actor,
+                                          combine_unrolls, copy_parameters)
 from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
 
@@ -30,24 +30,15 @@ class _RayActor:
 
     def __init__(self, index, algorithm_ctor, env_ctor, gin_config, num_envs, seed,
                  unroll_length, num_threads):
-        torch.set_num_threads(num_threads)
-        if gin_config:
-            import gin
-            import rlf.bin.gin_utils as gin_utils
-            gin_utils.register_all()
-            gin.parse_config(gin_config)
-        self._env = env_ctor(num_envs=num_envs, seed=seed)
-        self._algorithm = algorithm_ctor()
-        self._params = _shared_state(self._algorithm)
+        self._env, self._algorithm, self._params = build_actor(
+            algorithm_ctor, env_ctor, gin_config, num_envs, seed, num_threads)
         self._unroller = SyncUnroller(self._env, self._algorithm)
         self._unroll_length = unroll_length
         self._version = -1
 
     def unroll(self, params: Dict[str, torch.Tensor], version: int):
         if version != self._version:
-            with torch.no_grad():
-                for k, p in self._params.items():
-                    p.copy_(params[k])
+            copy_parameters(self._params, params)
             self._version = version
         with torch.no_grad():
             experience = detach(self._unroller.unroll(self._unroll_length))
@@ -166,16 +157,10 @@ class RayUnroller:
         t0 = time.perf_counter()
         results = [self._result(a) for a in range(self._num_actors)]
         wait = time.perf_counter() - t0
-        parts, env_t, pol_t, lags = [], 0.0, 0.0, []
-        for a, (version, experience, times) in enumerate(results):
-            ts = experience.time_step
-            parts.append(experience._replace(time_step=ts._replace(
-                env_id=ts.env_id + a * self._num_envs)))
-            env_t, pol_t = env_t + times["env_step"], pol_t + times["policy"]
-            lags.append(self._version - version)
-        self.policy_lag = sum(lags) / len(lags)
-        self.times = {"env_step": env_t, "policy": pol_t, "wait": wait}
-        return nest.map_structure(lambda *xs: torch.cat(xs, dim=1), *parts)
+        experience, times, self.policy_lag = combine_unrolls(results, self._num_envs,
+                                                             self._version)
+        self.times = dict(times, wait=wait)
+        return experience
 
     def update_parameters(self) -> None:
         """Puts the learner's parameters into the object store; actors fetch them with their
