@@ -311,7 +311,8 @@ class AsyncUnroller:
             for q in self._queues:  # drain, so that actors blocked on a full queue stop
                 try:
                     q.get(timeout=0.05)
-                except (queue_lib.Empty, OSError, ValueError):
+                except (queue_lib.Empty, OSError, EOFError, ValueError):
+                    # Empty, or an unroll of a killed actor whose tensors are gone
                     pass
         for p in self._procs:
             if p is not None:
