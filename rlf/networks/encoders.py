@@ -12,7 +12,30 @@ from torch import nn
 
 from rlf.tensor_specs import TensorSpec
 
-__all__ = ["MLPEncoder", "NatureCNN", "ImpalaCNN"]
+__all__ = ["MLPEncoder", "NatureCNN", "ImpalaCNN", "orthogonal_init_"]
+
+
+def orthogonal_init_(module: nn.Module, gain: float = 2 ** 0.5) -> nn.Module:
+    """Orthogonal weights with ``gain`` and zero biases for every conv and linear layer of
+    ``module`` (Saxe et al. 2014; the init of OpenAI baselines' and CleanRL's Atari agents).
+
+    Why: PyTorch's default init shrinks the signal at every layer. On Pong frames (a constant
+    background with a few moving pixels) NatureCNN's default-initialised 512 features vary
+    across states by ~7e-4, so the value head cannot tell states apart and the critic's
+    explained variance stayed at ~0.001 for 1M agent steps; with this init they vary by ~3e-2.
+
+    Args:
+        module: initialised in place.
+        gain: the orthogonal matrices' scale; ``sqrt(2)`` suits ReLU layers.
+
+    Returns:
+        ``module``.
+    """
+    for m in module.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            nn.init.orthogonal_(m.weight, gain)
+            nn.init.zeros_(m.bias)
+    return module
 
 
 def _scale(x: torch.Tensor) -> torch.Tensor:
@@ -57,10 +80,12 @@ class NatureCNN(nn.Module):
         output_size: units of the final linear layer.
         channels_last: run the convolutions in ``torch.channels_last`` memory format (faster
             on many CPUs with oneDNN).
+        orthogonal_init: initialise with ``orthogonal_init_`` (gain ``sqrt(2)``) instead of
+            PyTorch's default; without it Pong did not learn in 4M frames.
     """
 
     def __init__(self, input_spec: TensorSpec, output_size: int = 512,
-                 channels_last: bool = True):
+                 channels_last: bool = True, orthogonal_init: bool = True):
         super().__init__()
         c, h, w = input_spec.shape
         self.conv = nn.Sequential(
@@ -71,6 +96,8 @@ class NatureCNN(nn.Module):
             n = self.conv(torch.zeros(1, c, h, w)).shape[1]
         self.fc = nn.Sequential(nn.Linear(n, output_size), nn.ReLU())
         self.output_size = output_size
+        if orthogonal_init:
+            orthogonal_init_(self)  # before channels_last: orthogonal_ needs contiguous weights
         self._channels_last = channels_last
         if channels_last:
             self.conv.to(memory_format=torch.channels_last)
