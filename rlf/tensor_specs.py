@@ -13,7 +13,7 @@ import torch
 
 from rlf import nest
 
-__all__ = ["TensorSpec", "BoundedTensorSpec", "torch_dtype", "validate_nest"]
+__all__ = ["TensorSpec", "BoundedTensorSpec", "torch_dtype", "spec_from_tensors", "validate_nest"]
 
 _NUMPY_TO_TORCH = {
     np.dtype(np.bool_): torch.bool, np.dtype(np.uint8): torch.uint8,
@@ -257,6 +257,22 @@ class BoundedTensorSpec(TensorSpec):
 
     def __setstate__(self, state):
         self._shape, self._dtype, self._minimum, self._maximum = state
+
+
+def spec_from_tensors(tensors: Any, outer_rank: int = 1) -> Any:
+    """The nest of ``TensorSpec`` describing one sample of a batched nest of tensors.
+
+    Args:
+        tensors: nest of tensors with ``outer_rank`` leading batch dims (``[B, ...]`` for 1,
+            ``[T, B, ...]`` for 2).
+        outer_rank: how many leading dims to drop.
+
+    Returns:
+        A nest of the same structure whose leaves are ``TensorSpec(shape[outer_rank:],
+        dtype)``.
+    """
+    return nest.map_structure(lambda t: TensorSpec.from_tensor(t, from_dim=outer_rank),
+                              tensors)
 
 
 def validate_nest(tensors: Any, specs: Any, outer_shape: Sequence[int], what: str) -> None:

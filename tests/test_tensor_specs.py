@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlf.tensor_specs import BoundedTensorSpec, TensorSpec, validate_nest
+from rlf.tensor_specs import BoundedTensorSpec, TensorSpec, spec_from_tensors, validate_nest
 
 
 def test_tensor_spec_basics():
@@ -28,6 +28,14 @@ def test_from_tensor_and_array():
     assert TensorSpec.from_tensor(t) == TensorSpec((5, 2, 3), torch.int16)
     assert TensorSpec.from_tensor(t, from_dim=1) == TensorSpec((2, 3), torch.int16)
     assert TensorSpec.from_array(np.zeros((4, 2), np.float64), 1) == TensorSpec((2,), torch.float64)
+
+
+def test_spec_from_tensors_drops_outer_dims():
+    batch = {"o": torch.zeros(5, 2, 3, dtype=torch.uint8), "r": torch.zeros(5, 2)}
+    assert spec_from_tensors(batch) == {"o": TensorSpec((2, 3), torch.uint8),
+                                        "r": TensorSpec((2,))}
+    assert spec_from_tensors(batch, outer_rank=2) == {"o": TensorSpec((3,), torch.uint8),
+                                                      "r": TensorSpec(())}
 
 
 def test_equality_hash_pickle():

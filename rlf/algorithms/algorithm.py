@@ -512,8 +512,7 @@ class Algorithm(nn.Module):
         offline_batch, _ = offline.get_batch(k, length)
         online = nest.pack_sequence_as(offline.data_spec, [
             nest.get_field(experience, p) for p, _ in nest.flatten_with_path(offline.data_spec)])
-        return nest.map_structure(lambda a, b: torch.cat([a, b.to(a.device)]), online,
-                                  offline_batch), None
+        return nest.utils.cat_nests([online, offline_batch]), None
 
     @property
     def offline_replay_buffer(self):

@@ -21,7 +21,7 @@ from rlf.algorithms import vtrace
 from rlf.algorithms.rl_algorithm import RLAlgorithm
 from rlf.data_structures import AlgStep, LossInfo, StepType
 from rlf.networks import ActorCriticNetwork
-from rlf.tensor_specs import TensorSpec
+from rlf.tensor_specs import TensorSpec, spec_from_tensors
 from rlf.utils import summary
 
 __all__ = ["ImpalaAlgorithm", "ImpalaRolloutInfo", "ImpalaInfo"]
@@ -139,7 +139,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         if not self._replay_fraction:
             return
         if self.experience_replay_memory is None:
-            spec = nest.map_structure(lambda t: TensorSpec.from_tensor(t, from_dim=1), exp)
+            spec = spec_from_tensors(exp)
             self.__dict__["_memory"] = self._replay_buffer_ctor(
                 data_spec=spec, num_environments=self._num_envs,
                 name=f"{self._name}_experience_replay", **self._memory_args)
@@ -159,9 +159,7 @@ class ImpalaAlgorithm(RLAlgorithm):
             replayed, _ = memory.get_batch(k, length)
         except ValueError:  # every eligible step reached max_use
             return experience, batch_info
-        mixed = nest.map_structure(lambda a, b: torch.cat([a, b.to(a.device)]), experience,
-                                   replayed)
-        return mixed, None
+        return nest.utils.cat_nests([experience, replayed]), None
 
     @property
     def network(self):
@@ -177,8 +175,7 @@ class ImpalaAlgorithm(RLAlgorithm):
             obs = nest.map_structure(lambda s: s.zeros((1,)), self._observation_spec)
             state = nest.map_structure(lambda s: s.zeros((1,)), self._network.state_spec)
             params = self._network(obs, state)[0]
-        params_spec = nest.map_structure(lambda t: TensorSpec.from_tensor(t, from_dim=1),
-                                         params)
+        params_spec = spec_from_tensors(params)
         return spec._replace(rollout_info=ImpalaRolloutInfo(action=self._action_spec,
                                                             behaviour_params=params_spec))
 

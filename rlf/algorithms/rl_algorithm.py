@@ -24,7 +24,7 @@ from rlf.data_structures import Experience, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import make_offline_replay_buffer
-from rlf.tensor_specs import TensorSpec
+from rlf.tensor_specs import TensorSpec, spec_from_tensors
 from rlf.unrollers import SyncUnroller
 from rlf.utils import summary
 from rlf.utils.common import detach
@@ -237,7 +237,7 @@ class RLAlgorithm(Algorithm):
         the experience's structure, ``adjust_replay_buffer_length`` and the config)."""
         if self.replay_buffer is None:
             config = self._config
-            spec = nest.map_structure(lambda t: TensorSpec.from_tensor(t, from_dim=1), exp)
+            spec = spec_from_tensors(exp)
             self.__dict__["_replay_buffer"] = self._replay_buffer_ctor(
                 data_spec=spec, num_environments=self._num_envs,
                 max_length=adjust_replay_buffer_length(config),
@@ -339,8 +339,7 @@ class RLAlgorithm(Algorithm):
         if experience is None:
             return None
         if self._rollout_info_spec is None:
-            self._rollout_info_spec = nest.map_structure(
-                lambda t: TensorSpec.from_tensor(t, from_dim=2), experience.rollout_info)
+            self._rollout_info_spec = spec_from_tensors(experience.rollout_info, outer_rank=2)
         stored = detach(nest.utils.convert_device(experience, "cpu"))
         t0 = time.perf_counter()
         self.observe_for_metrics(stored.time_step)

@@ -1,4 +1,4 @@
-"""Tensor-aware helpers over nests: stacking, outer rank, device transfer."""
+"""Tensor-aware helpers over nests: stacking, concatenation, outer rank, device transfer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 from rlf.nest.nest import _flatten_same, _spec_paths, map_structure
 
-__all__ = ["stack_nests", "get_outer_rank", "convert_device"]
+__all__ = ["stack_nests", "cat_nests", "get_outer_rank", "convert_device"]
 
 
 def stack_nests(nests: Sequence[Any], dim: int = 0) -> Any:
@@ -29,6 +29,29 @@ def stack_nests(nests: Sequence[Any], dim: int = 0) -> Any:
         raise ValueError("stack_nests needs at least one nest")
     spec, all_leaves = _flatten_same(nests, "stack_nests")
     return spec.unflatten([torch.stack(xs, dim=dim) for xs in zip(*all_leaves)])
+
+
+def cat_nests(nests: Sequence[Any], dim: int = 0) -> Any:
+    """Concatenates nests of tensors leaf by leaf with ``torch.cat``, on the first nest's
+    devices (e.g. online ``[N, L, ...]`` and replayed ``[K, L, ...]`` sequences into
+    ``[N + K, L, ...]``).
+
+    Args:
+        nests: nests of identical structure whose leaves agree except in ``dim``.
+        dim: the dimension to concatenate.
+
+    Returns:
+        One nest of the concatenated leaves.
+
+    Raises:
+        ValueError: if ``nests`` is empty or the structures differ (naming the path).
+    """
+    nests = list(nests)
+    if not nests:
+        raise ValueError("cat_nests needs at least one nest")
+    spec, all_leaves = _flatten_same(nests, "cat_nests")
+    return spec.unflatten([torch.cat([x.to(xs[0].device) for x in xs], dim=dim)
+                           for xs in zip(*all_leaves)])
 
 
 def get_outer_rank(tensors: Any, specs: Any) -> int:

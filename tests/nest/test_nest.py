@@ -131,6 +131,19 @@ def test_stack_nests_and_outer_rank():
         nest.utils.stack_nests([])
 
 
+def test_cat_nests():
+    a = {"o": torch.zeros(2, 3, 4), "r": torch.zeros(2, 3)}
+    b = {"o": torch.ones(1, 3, 4), "r": torch.ones(1, 3)}
+    out = nest.utils.cat_nests([a, b])
+    assert out["o"].shape == (3, 3, 4) and out["r"].shape == (3, 3)
+    assert torch.equal(out["r"][:, 0], torch.tensor([0.0, 0.0, 1.0]))
+    assert nest.utils.cat_nests([a, a], dim=1)["o"].shape == (2, 6, 4)
+    with pytest.raises(ValueError):
+        nest.utils.cat_nests([a, {"o": torch.zeros(1, 3, 4)}])
+    with pytest.raises(ValueError):
+        nest.utils.cat_nests([])
+
+
 def test_convert_device():
     n = {"t": torch.zeros(2), "s": "keep"}
     out = nest.utils.convert_device(n, "meta")
