@@ -441,11 +441,13 @@ class RLAlgorithm(Algorithm):
             self._unroller.close()
 
     def get_extra_state(self):
+        """``Algorithm``'s extra state plus the carried fraction of ``unroll_length``."""
         state = super().get_extra_state()
         state["remaining_unroll_length_fraction"] = self._remaining_unroll_length_fraction
         return state
 
     def set_extra_state(self, state):
+        """Restores ``get_extra_state()`` output."""
         super().set_extra_state(state)
         self._remaining_unroll_length_fraction = float(
             state.get("remaining_unroll_length_fraction", 0.0))

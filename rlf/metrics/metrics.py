@@ -87,6 +87,7 @@ class EnvironmentSteps(StepMetric):
         self.register_buffer("_environment_steps", torch.zeros((), dtype=torch.int64))
 
     def forward(self, time_step: TimeStep) -> TimeStep:
+        """Counts the non-FIRST steps of a ``[B]`` or ``[T, B]`` time step; returns it."""
         self._environment_steps += int(np.count_nonzero(_np(time_step.step_type)
                                                         != StepType.FIRST))
         return time_step
@@ -96,6 +97,7 @@ class EnvironmentSteps(StepMetric):
         return self._environment_steps
 
     def reset(self) -> None:
+        """Sets the count to 0."""
         self._environment_steps.zero_()
 
 
@@ -107,6 +109,7 @@ class NumberOfEpisodes(StepMetric):
         self.register_buffer("_number_episodes", torch.zeros((), dtype=torch.int64))
 
     def forward(self, time_step: TimeStep) -> TimeStep:
+        """Counts the LAST steps of a ``[B]`` or ``[T, B]`` time step; returns it."""
         self._number_episodes += int(np.count_nonzero(_np(time_step.step_type)
                                                       == StepType.LAST))
         return time_step
@@ -116,6 +119,7 @@ class NumberOfEpisodes(StepMetric):
         return self._number_episodes
 
     def reset(self) -> None:
+        """Sets the count to 0."""
         self._number_episodes.zero_()
 
 
@@ -174,6 +178,8 @@ class AverageEpisodicAggregationMetric(StepMetric):
         return sums
 
     def forward(self, time_step: TimeStep) -> TimeStep:
+        """Accumulates a ``[B]`` step or a ``[T, B]`` unroll (in time order) and buffers the
+        episodes that end in it; returns ``time_step``."""
         step_type = _np(time_step.step_type)
         if step_type.ndim == 1:  # one [B] step -> a [1, B] unroll
             time_step = nest.map_structure(lambda x: x[None], time_step)
@@ -215,6 +221,7 @@ class AverageEpisodicAggregationMetric(StepMetric):
         return {k: means[i] for i, k in enumerate(self._keys)}
 
     def reset(self) -> None:
+        """Forgets the episodes in progress and the buffered ones."""
         for b in (self._accumulator, self._current_step, self._buffer, self._num_episodes):
             b.zero_()
 
@@ -299,6 +306,7 @@ class AverageEnvInfoMetric(AverageEpisodicAggregationMetric):
         super().__init__(self._paths or ["none"], batch_size, buffer_size, name, prefix)
 
     def forward(self, time_step):
+        """As ``AverageEpisodicAggregationMetric.forward``; a no-op without scalar entries."""
         return super().forward(time_step) if self._paths else time_step
 
     def _extract_metric_values(self, time_step, length):
@@ -306,6 +314,7 @@ class AverageEnvInfoMetric(AverageEpisodicAggregationMetric):
                          for p in self._paths])
 
     def result(self):
+        """``{path: float32 scalar}`` per scalar ``env_info`` entry (``{}`` without any)."""
         return super().result() if self._paths else {}
 
 

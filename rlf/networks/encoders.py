@@ -117,6 +117,7 @@ class _ResidualBlock(nn.Module):
         self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
 
     def forward(self, x):
+        """``[B, C, H, W]`` -> same shape: ``x + conv(relu(conv(relu(x))))``."""
         return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
 
 

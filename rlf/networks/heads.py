@@ -27,19 +27,24 @@ class CategoricalHead(nn.Module):
         nn.init.zeros_(self.fc.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Features ``[..., input_size]`` -> logits ``[..., N]``."""
         return self.fc(x)
 
     def sample(self, logits, greedy: bool = False) -> torch.Tensor:
+        """Actions ``[...]`` int64 drawn from ``softmax(logits)`` (``[..., N]``), or its mode
+        when ``greedy``."""
         a = logits.argmax(-1) if greedy else torch.multinomial(
             torch.softmax(logits.reshape(-1, logits.shape[-1]).float(), -1), 1).reshape(
             logits.shape[:-1])
         return a + self._min
 
     def log_prob(self, logits, action) -> torch.Tensor:
+        """``log pi(a|x)`` ``[...]`` float32 of actions ``[...]`` under logits ``[..., N]``."""
         return torch.log_softmax(logits.float(), -1).gather(
             -1, (action.long() - self._min).unsqueeze(-1)).squeeze(-1)
 
     def entropy(self, logits) -> torch.Tensor:
+        """Entropy ``[...]`` float32 (nats) of the policy with logits ``[..., N]``."""
         logp = torch.log_softmax(logits.float(), -1)
         return -(logp.exp() * logp).sum(-1)
 
@@ -56,16 +61,20 @@ class MultiCategoricalHead(nn.Module):
             for a, b in zip(lo, hi))
 
     def forward(self, x) -> Tuple[torch.Tensor, ...]:
+        """Features ``[..., input_size]`` -> ``K`` logits ``[..., N_i]``."""
         return tuple(h(x) for h in self.heads)
 
     def sample(self, logits, greedy: bool = False) -> torch.Tensor:
+        """Actions ``[..., K]`` int64, one independent draw (or mode) per entry."""
         return torch.stack([h.sample(lg, greedy) for h, lg in zip(self.heads, logits)], -1)
 
     def log_prob(self, logits, action) -> torch.Tensor:
+        """``log pi(a|x)`` ``[...]``: the sum over the ``K`` entries of ``action [..., K]``."""
         return sum(h.log_prob(lg, action[..., i])
                    for i, (h, lg) in enumerate(zip(self.heads, logits)))
 
     def entropy(self, logits) -> torch.Tensor:
+        """Entropy ``[...]`` (nats): the sum of the ``K`` entries' entropies."""
         return sum(h.entropy(lg) for h, lg in zip(self.heads, logits))
 
 
@@ -84,20 +93,26 @@ class NormalHead(nn.Module):
         self.log_std = nn.Parameter(torch.full((d,), float(initial_log_std)))
 
     def forward(self, x) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Features ``[..., input_size]`` -> ``(loc, scale)``, each ``[..., d]`` (``d`` = the
+        action's number of elements)."""
         loc = self.fc(x)
         return loc, self.log_std.exp().expand_as(loc)
 
     def sample(self, params, greedy: bool = False) -> torch.Tensor:
+        """Actions ``[..., *action_shape]`` drawn from ``N(loc, scale)``, or ``loc`` when
+        ``greedy``."""
         loc, scale = params
         a = loc if greedy else loc + scale * torch.randn_like(loc)
         return a.reshape(a.shape[:-1] + self._shape)
 
     def log_prob(self, params, action) -> torch.Tensor:
+        """``log pi(a|x)`` ``[...]`` float32: the density summed over the ``d`` elements."""
         loc, scale = params
         a = action.reshape(loc.shape)
         return torch.distributions.Normal(loc.float(), scale.float()).log_prob(a).sum(-1)
 
     def entropy(self, params) -> torch.Tensor:
+        """Entropy ``[...]`` (nats) of the diagonal Normal."""
         loc, scale = params
         return torch.distributions.Normal(loc.float(), scale.float()).entropy().sum(-1)
 

@@ -300,6 +300,7 @@ class AsyncUnroller:
         return {}
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> bool:
+        """Returns False: the environments cannot be restored (see ``state_dict``)."""
         return False
 
     def close(self) -> None:

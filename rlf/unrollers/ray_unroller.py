@@ -37,6 +37,11 @@ class _RayActor:
         self._version = -1
 
     def unroll(self, params: Dict[str, torch.Tensor], version: int):
+        """Copies ``params`` in if ``version`` is new, then unrolls ``unroll_length`` steps.
+
+        Returns:
+            ``(version, [T, B] Experience, {"env_step", "policy"} seconds)``.
+        """
         if version != self._version:
             copy_parameters(self._params, params)
             self._version = version
@@ -45,9 +50,11 @@ class _RayActor:
         return version, experience, dict(self._unroller.times)
 
     def pid(self) -> int:
+        """The actor's process id (tests kill it)."""
         return os.getpid()
 
     def close(self) -> None:
+        """Closes the actor's environments."""
         self._env.close()
 
 
@@ -174,6 +181,7 @@ class RayUnroller:
         return {}
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> bool:
+        """Returns False: the environments cannot be restored (see ``state_dict``)."""
         return False
 
     def close(self) -> None:
