@@ -29,8 +29,7 @@ def measure(conf, params, seconds):
     from rlf.utils import summary
     config = TrainerConfig()
     trainer = Trainer(config, root_dir="/tmp/rlf_async_bench", progress=False)
-    trainer._build()  # environment, algorithm and (async) unroller, as train() builds them
-    alg = trainer.algorithm
+    alg = trainer.build()  # environment, algorithm and (async) unroller
     try:
         for _ in range(3):
             alg.train_iter()
@@ -42,8 +41,7 @@ def measure(conf, params, seconds):
         sps = (alg.get_env_steps() - s0) / wall
         times = summary.accumulated_times()
     finally:
-        alg.finish_train()
-        trainer._env.close()
+        trainer.close()
     return sps, times.get("time/wait", 0.0) / wall, times.get("time/train", 0.0) / wall
 
 

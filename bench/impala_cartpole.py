@@ -23,8 +23,7 @@ def run(seed: int, max_env_steps: int, threshold: float):
     from rlf.trainers.trainer import Trainer
     config = TrainerConfig(random_seed=seed)
     trainer = Trainer(config, root_dir="/tmp/rlf_cartpole_bench", progress=False)
-    trainer._build()  # environment, algorithm and (with async_unroll) actors, as train() does
-    alg = trainer.algorithm
+    alg = trainer.build()  # environment, algorithm and (with async_unroll) actors
     t0 = time.perf_counter()
     ret = 0.0
     try:
@@ -34,8 +33,7 @@ def run(seed: int, max_env_steps: int, threshold: float):
             if int(alg.get_metrics()[0].result()) >= 16 and ret >= threshold:
                 break
     finally:
-        alg.finish_train()
-        trainer._env.close()
+        trainer.close()
     return alg.get_env_steps(), time.perf_counter() - t0, ret
 
 

@@ -41,9 +41,11 @@ class _TrainerState:
         self.iter_num = 0
 
     def state_dict(self) -> Dict[str, Any]:
+        """``{"iter_num", "global_counter"}`` (the summary step)."""
         return {"iter_num": self.iter_num, "global_counter": summary.get_global_counter()}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Restores ``state_dict()`` output, including the global summary counter."""
         self.iter_num = int(state["iter_num"])
         summary.set_global_counter(int(state["global_counter"]))
 
@@ -77,6 +79,8 @@ class Trainer:
         self._progress = progress
         self._stop_signal: Optional[int] = None
         self._state = _TrainerState()
+        self._env = None
+        self._algorithm = None
         self._eval_env = None
 
     @property
@@ -94,6 +98,33 @@ class Trainer:
         np.random.seed(seed)
         torch.manual_seed(seed)
         return seed
+
+    def build(self):
+        """Creates the environment, the algorithm (with its initial checkpoint and offline
+        replay buffer) and, with ``async_unroll``, the actors, as ``train`` does; a second
+        call does nothing. Benchmarks call it to drive ``algorithm.train_iter()`` themselves,
+        then ``close()``.
+
+        Returns:
+            The algorithm.
+
+        Raises:
+            ValueError: if the environment cannot be created from the gin config, or the
+                config combines options that do not fit (e.g. ``offline_buffer_dir`` with an
+                on-policy algorithm).
+        """
+        if self._algorithm is None:
+            self._build()
+        return self._algorithm
+
+    def close(self) -> None:
+        """Stops the actors and closes the environments (``train`` does it when it ends)."""
+        if self._algorithm is not None:
+            self._algorithm.finish_train()
+        if self._env is not None:
+            self._env.close()
+        if self._eval_env is not None:
+            self._eval_env.close()
 
     def _build(self) -> None:
         config = self._config
@@ -209,8 +240,7 @@ class Trainer:
             ``{"iterations", "env_steps", "metrics", "stopped_by_signal", "eval"}``.
         """
         config = self._config
-        self._build()
-        algorithm = self._algorithm
+        algorithm = self.build()
         writer = summary.create_summary_writer(str(self._root_dir / "train"),
                                                flush_secs=config.summaries_flush_secs)
         summary.set_default_writer(writer)
@@ -267,10 +297,7 @@ class Trainer:
             bar.close()
             for s, h in handlers.items():
                 signal.signal(s, h)
-            algorithm.finish_train()
-            self._env.close()
-            if self._eval_env is not None:
-                self._eval_env.close()
+            self.close()
             summary.close()
         return {"iterations": self._state.iter_num, "env_steps": algorithm.get_env_steps(),
                 "metrics": metric_results(algorithm.get_metrics()),
@@ -290,5 +317,5 @@ class Trainer:
 
     @property
     def algorithm(self):
-        """The algorithm (after ``train`` has built it)."""
+        """The algorithm (None until ``build`` or ``train`` has created it)."""
         return self._algorithm
