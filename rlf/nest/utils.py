@@ -24,11 +24,7 @@ def stack_nests(nests: Sequence[Any], dim: int = 0) -> Any:
     Raises:
         ValueError: if ``nests`` is empty or the structures differ (naming the path).
     """
-    nests = list(nests)
-    if not nests:
-        raise ValueError("stack_nests needs at least one nest")
-    spec, all_leaves = _flatten_same(nests, "stack_nests")
-    return spec.unflatten([torch.stack(xs, dim=dim) for xs in zip(*all_leaves)])
+    return _combine_leaves(nests, "stack_nests", lambda xs: torch.stack(xs, dim=dim))
 
 
 def cat_nests(nests: Sequence[Any], dim: int = 0) -> Any:
@@ -46,12 +42,22 @@ def cat_nests(nests: Sequence[Any], dim: int = 0) -> Any:
     Raises:
         ValueError: if ``nests`` is empty or the structures differ (naming the path).
     """
+    return _combine_leaves(nests, "cat_nests", lambda xs: torch.cat(
+        [x.to(xs[0].device) for x in xs], dim=dim))
+
+
+def _combine_leaves(nests: Sequence[Any], what: str, combine) -> Any:
+    """``combine(leaves)`` for each leaf position of nests of one structure, as one nest.
+
+    Raises:
+        ValueError: if ``nests`` is empty or the structures differ (naming ``what`` and the
+            path).
+    """
     nests = list(nests)
     if not nests:
-        raise ValueError("cat_nests needs at least one nest")
-    spec, all_leaves = _flatten_same(nests, "cat_nests")
-    return spec.unflatten([torch.cat([x.to(xs[0].device) for x in xs], dim=dim)
-                           for xs in zip(*all_leaves)])
+        raise ValueError(f"{what} needs at least one nest")
+    spec, all_leaves = _flatten_same(nests, what)
+    return spec.unflatten([combine(xs) for xs in zip(*all_leaves)])
 
 
 def get_outer_rank(tensors: Any, specs: Any) -> int:

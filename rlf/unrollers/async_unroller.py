@@ -90,7 +90,7 @@ def combine_unrolls(results, num_envs_per_actor: int, learner_version: int):
             env_id=ts.env_id + a * num_envs_per_actor)))
         env_t, pol_t = env_t + times["env_step"], pol_t + times["policy"]
         lags.append(learner_version - version)
-    experience = nest.map_structure(lambda *xs: torch.cat(xs, dim=1), *parts)
+    experience = nest.utils.cat_nests(parts, dim=1)
     return experience, {"env_step": env_t, "policy": pol_t}, sum(lags) / len(lags)
 
 
