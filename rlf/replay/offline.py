@@ -21,7 +21,7 @@ from rlf.replay.replay_buffer import ReplayBuffer
 from rlf.tensor_specs import TensorSpec
 
 __all__ = ["load_replay_checkpoint", "chronological", "make_offline_replay_buffer",
-           "export_replay_buffer"]
+           "replay_buffer_path", "replay_buffer_steps", "export_replay_buffer"]
 
 _MARK = "_replay_buffer."
 
@@ -160,8 +160,31 @@ def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
     return buffer
 
 
-def export_replay_buffer(root_dir, out, step=None) -> Path:
-    """Copies the run's replay buffer (newest or at ``step``) to ``out``.
+def replay_buffer_path(ckpt_dir: Union[str, os.PathLike], step: int) -> Path:
+    """The file the trainer writes the replay buffer of iteration ``step`` to
+    (``<ckpt_dir>/replay_buffer-<step>.pt``, beside ``ckpt-<step>.pt``)."""
+    return Path(ckpt_dir) / f"replay_buffer-{int(step)}.pt"
+
+
+def replay_buffer_steps(ckpt_dir: Union[str, os.PathLike]) -> List[int]:
+    """The iterations of the ``replay_buffer-<step>.pt`` files in ``ckpt_dir``, ascending."""
+    return sorted(int(p.stem.split("-")[1])
+                  for p in Path(ckpt_dir).glob("replay_buffer-*.pt"))
+
+
+def export_replay_buffer(root_dir: Union[str, os.PathLike], out: Union[str, os.PathLike],
+                         step: Optional[int] = None) -> Path:
+    """Copies the run's replay buffer (newest or at ``step``) to ``out``, atomically.
+
+    Args:
+        root_dir: the run's directory (its ``ckpt/`` holds ``replay_buffer-<step>.pt``, written
+            with ``TrainerConfig.save_replay_buffer``).
+        out: the file to write; ``TrainerConfig.offline_buffer_dir`` and
+            ``make_offline_replay_buffer`` take it.
+        step: the iteration to export; None for the newest.
+
+    Returns:
+        The path written.
 
     Raises:
         FileNotFoundError: if the run has no replay file (naming the setting that writes it).
@@ -169,11 +192,12 @@ def export_replay_buffer(root_dir, out, step=None) -> Path:
     """
     from rlf.utils.checkpoint import atomic_save, load_checkpoint_file
     ckpt = Path(root_dir) / "ckpt"
-    files = sorted(ckpt.glob("replay_buffer-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
+    steps = replay_buffer_steps(ckpt)
     if step is not None:
-        files = [p for p in files if p.stem == f"replay_buffer-{step}"]
-    if not files:
+        steps = [s for s in steps if s == step]
+    if not steps:
         raise FileNotFoundError(f"no replay_buffer-*.pt in {ckpt}{f' for step {step}' if step else ''}"
                                 f": train with TrainerConfig.save_replay_buffer = True")
-    load_replay_checkpoint(files[-1])  # validates
-    return atomic_save(load_checkpoint_file(files[-1]), out)
+    path = replay_buffer_path(ckpt, steps[-1])
+    load_replay_checkpoint(path)  # validates
+    return atomic_save(load_checkpoint_file(path), out)

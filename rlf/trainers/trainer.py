@@ -20,6 +20,7 @@ from tqdm import tqdm
 from rlf.algorithms.algorithm import NonFiniteLossError
 from rlf.environments import load
 from rlf.metrics import metric_results
+from rlf.replay.offline import replay_buffer_path, replay_buffer_steps
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
 from rlf.utils import summary
 from rlf.utils.checkpoint import (Checkpointer, CorruptCheckpointError, atomic_save,
@@ -185,21 +186,19 @@ class Trainer:
         os.replace(tmp, self._root_dir / "config.gin")
 
     # ------------------------------------------------------------------ checkpoints
-    def _replay_path(self, step: int) -> Path:
-        return self._root_dir / "ckpt" / f"replay_buffer-{step}.pt"
-
     def _save(self) -> None:
         step = self._state.iter_num
         if self._config.save_replay_buffer:
             state = self._algorithm.replay_buffer_state_dict()
             if state is not None:
                 # written first: a model checkpoint on disk always has its buffer beside it
-                atomic_save({"algorithm": state}, self._replay_path(step))
+                atomic_save({"algorithm": state},
+                            replay_buffer_path(self._checkpointer.ckpt_dir, step))
         path = self._checkpointer.save(step)
         kept = set(self._checkpointer.steps())
-        for old in (self._root_dir / "ckpt").glob("replay_buffer-*.pt"):
-            if int(old.stem.split("-")[1]) not in kept:
-                old.unlink(missing_ok=True)
+        for old in replay_buffer_steps(self._checkpointer.ckpt_dir):
+            if old not in kept:
+                replay_buffer_path(self._checkpointer.ckpt_dir, old).unlink(missing_ok=True)
         logger.debug("saved checkpoint %s", path)
 
     def _restore(self) -> Optional[int]:
@@ -218,8 +217,9 @@ class Trainer:
                     f"{e}. The checkpoint was left untouched; use another --root_dir or the "
                     f"configuration it was written with ({self._root_dir / 'config.gin'})"
                 ) from None
-            if self._config.save_replay_buffer and self._replay_path(step).is_file():
-                state = load_checkpoint_file(self._replay_path(step))
+            replay_file = replay_buffer_path(self._checkpointer.ckpt_dir, step)
+            if self._config.save_replay_buffer and replay_file.is_file():
+                state = load_checkpoint_file(replay_file)
                 self._algorithm.load_replay_buffer_state_dict(state["algorithm"])
             return step
         return None
