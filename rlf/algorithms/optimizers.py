@@ -1,4 +1,4 @@
-"""Registers ``torch.optim`` optimizers and LR schedulers with gin.
+"""Registers ``torch.optim`` optimizers with gin (rlf has no learning-rate schedules yet).
 
 A gin file then writes ``MyAlgorithm.optimizer = @torch.optim.Adam`` (the class, which the
 algorithm calls with its parameters) and ``torch.optim.Adam.lr = 1e-3``.
