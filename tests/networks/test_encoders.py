@@ -54,3 +54,15 @@ def test_channels_last_does_not_change_the_output(pong_frames):
     with torch.no_grad():
         assert torch.allclose(a(pong_frames[:8]), b(pong_frames[:8]), atol=1e-5)
     assert ImpalaCNN(TensorSpec((4, 84, 84), torch.uint8))(pong_frames[:2]).shape == (2, 256)
+
+
+def test_scale_gives_frames_in_unit_range_in_the_requested_memory_format(pong_frames):
+    from rlf.networks.encoders import _scale
+    x = pong_frames[:4]
+    y = _scale(x, torch.channels_last)
+    assert y.dtype == torch.float32 and y.is_contiguous(memory_format=torch.channels_last)
+    assert torch.allclose(y, x.double().div(255.0).float(), rtol=0, atol=1e-7)
+    assert float(y.max()) <= 1.0 and float(y.min()) >= 0.0
+    f = torch.rand(2, 3, requires_grad=True)  # float inputs are cast only, keeping the graph
+    _scale(f).sum().backward()
+    assert torch.equal(f.grad, torch.ones(2, 3))
