@@ -196,7 +196,7 @@ def export_replay_buffer(root_dir: Union[str, os.PathLike], out: Union[str, os.P
     if step is not None:
         steps = [s for s in steps if s == step]
     if not steps:
-        raise FileNotFoundError(f"no replay_buffer-*.pt in {ckpt}{f' for step {step}' if step else ''}"
+        raise FileNotFoundError(f"no replay_buffer-*.pt in {ckpt}{f' for step {step}' if step is not None else ''}"
                                 f": train with TrainerConfig.save_replay_buffer = True")
     path = replay_buffer_path(ckpt, steps[-1])
     load_replay_checkpoint(path)  # validates
