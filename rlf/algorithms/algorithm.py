@@ -60,6 +60,12 @@ class Algorithm(nn.Module):
         gradient_clipping: clip gradients to this global L2 norm (per optimizer), or by
             value if ``clip_by_global_norm`` is False; None for no clipping.
         clip_by_global_norm: see ``gradient_clipping``.
+        lr_scheduler: a ``torch.optim.lr_scheduler.LRScheduler`` class or factory called as
+            ``lr_scheduler(optimizer)`` for this algorithm's optimizer (e.g. in gin
+            ``@torch.optim.lr_scheduler.LinearLR`` with ``...LinearLR.start_factor = 0.1`` and
+            ``...LinearLR.total_iters = 1000`` for a warm-up), or None for a constant rate.
+            It is stepped once per gradient update (not per epoch, as torch's examples do),
+            and its state is checkpointed with the optimizer's.
     """
 
     def __init__(self,
@@ -73,7 +79,8 @@ class Algorithm(nn.Module):
                  debug_summaries: bool = False,
                  name: str = "Algorithm",
                  gradient_clipping: Optional[float] = None,
-                 clip_by_global_norm: bool = True):
+                 clip_by_global_norm: bool = True,
+                 lr_scheduler: Any = None):
         super().__init__()
         self._name = name
         self._train_state_spec = train_state_spec
@@ -84,6 +91,9 @@ class Algorithm(nn.Module):
         self._is_on_policy = is_on_policy
         self._optimizer_arg = optimizer
         self._optimizers: Optional[List[torch.optim.Optimizer]] = None
+        self._lr_scheduler_arg = lr_scheduler
+        # one entry per optimizer (None: constant rate), built with ``optimizers``
+        self._lr_schedulers: List[Any] = []
         self._config = config
         self._checkpoint = checkpoint
         self._debug_summaries = debug_summaries
@@ -219,7 +229,7 @@ class Algorithm(nn.Module):
         return [p for p in self.parameters() if id(p) not in excluded and p.requires_grad]
 
     def _create_optimizers(self) -> List[torch.optim.Optimizer]:
-        optimizers = []
+        optimizers, schedulers = [], []
         for module in self.modules():
             if not isinstance(module, Algorithm) or module._optimizer_arg is None:
                 continue
@@ -230,6 +240,14 @@ class Algorithm(nn.Module):
                     continue
                 opt = opt(params)
             optimizers.append(opt)
+            ctor = module._lr_scheduler_arg
+            schedulers.append(None if ctor is None else ctor(opt))
+        for module in self.modules():
+            if (isinstance(module, Algorithm) and module._lr_scheduler_arg is not None
+                    and module._optimizer_arg is None):
+                raise ValueError(f"{module._name}: lr_scheduler needs an optimizer of its own "
+                                 f"(set {type(module).__name__}.optimizer)")
+        self._lr_schedulers = schedulers
         covered = {id(p) for o in optimizers for g in o.param_groups for p in g["params"]}
         uncovered = [n for n, p in self.named_parameters()
                      if p.requires_grad and id(p) not in covered]
@@ -298,8 +316,10 @@ class Algorithm(nn.Module):
                 scaler.step(opt)
             else:
                 opt.step()
-            if summary.should_record_summaries():
+            if summary.should_record_summaries():  # the rate this update used
                 summary.scalar(f"learning_rate/{self._name}/{i}", opt.param_groups[0]["lr"])
+            if self._lr_schedulers[i] is not None:
+                self._lr_schedulers[i].step()
         if scaler is not None:
             scaler.update()
         if summary.should_record_summaries():
@@ -543,11 +563,15 @@ class Algorithm(nn.Module):
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
         """The module's state plus, at the root, ``"_optimizers"``: the list of optimizer
-        states (in ``optimizers`` order)."""
+        states (in ``optimizers`` order), and ``"_lr_schedulers"`` when any optimizer has
+        one (None for those without)."""
         state = super().state_dict(*args, destination=destination, prefix=prefix,
                                    keep_vars=keep_vars)
         if prefix == "" and not args:
             state["_optimizers"] = [opt.state_dict() for opt in self.optimizers]
+            if any(s is not None for s in self._lr_schedulers):
+                state["_lr_schedulers"] = [None if s is None else s.state_dict()
+                                           for s in self._lr_schedulers]
         return state
 
     def load_state_dict(self, state_dict: Dict[str, Any], strict: bool = True, assign=False):
@@ -560,6 +584,7 @@ class Algorithm(nn.Module):
         """
         state_dict = dict(state_dict)
         opt_states = state_dict.pop("_optimizers", None)
+        sched_states = state_dict.pop("_lr_schedulers", None)
         own = super().state_dict()
         own.pop("_optimizers", None)
         problems = []
@@ -587,6 +612,12 @@ class Algorithm(nn.Module):
                     if sizes != found:
                         problems.append(f"optimizer {i} has parameter groups of sizes {sizes}, "
                                         f"the checkpoint {found}")
+        if sched_states is not None and opt_states is not None:
+            mine = [s is not None for s in self._lr_schedulers]
+            theirs = [s is not None for s in sched_states]
+            if mine != theirs:
+                problems.append(f"learning-rate schedulers per optimizer: this algorithm "
+                                f"{mine}, the checkpoint {theirs}")
         if problems:
             raise ValueError(f"{self._name}: the checkpoint does not fit this algorithm: "
                              + "; ".join(problems) + " (nothing was loaded)")
@@ -594,6 +625,10 @@ class Algorithm(nn.Module):
         if opt_states is not None:
             for opt, st in zip(optimizers, opt_states):
                 opt.load_state_dict(st)
+            # a checkpoint without schedules leaves this algorithm's schedules at their start
+            for sched, st in zip(self._lr_schedulers, sched_states or []):
+                if sched is not None:
+                    sched.load_state_dict(st)
         return result
 
     def load_initial_checkpoint(self) -> None:
@@ -613,6 +648,7 @@ class Algorithm(nn.Module):
             state = {k[len(prefix) + 1:]: v for k, v in state.items()
                      if k.startswith(prefix + ".")}
         state.pop("_optimizers", None)
+        state.pop("_lr_schedulers", None)
         if not state:
             raise ValueError(f"{self._name}: checkpoint {path} has no parameters under "
                              f"prefix '{prefix}'")

@@ -65,7 +65,7 @@ class RLAlgorithm(Algorithm):
         observation_spec: nest of ``TensorSpec`` of one observation.
         action_spec: nest of ``BoundedTensorSpec`` of one action.
         train_state_spec, rollout_state_spec, predict_state_spec, is_on_policy, optimizer,
-        checkpoint, debug_summaries, name, gradient_clipping, clip_by_global_norm:
+        checkpoint, debug_summaries, name, gradient_clipping, clip_by_global_norm, lr_scheduler:
             see ``Algorithm``.
         reward_spec: ``TensorSpec(())`` or ``TensorSpec((k,))`` for vector rewards.
         reward_weights: ``k`` weights for vector rewards (``weighted_reward``); ones if None.

@@ -73,7 +73,7 @@ def main(argv) -> int:
     state = load_checkpoint_file(ckpt.path(step))["algorithm"]
     # The metrics' sizes depend on the training environment; only the model is needed here.
     state = {k: v for k, v in state.items()
-             if not k.startswith("_metrics.") and k != "_optimizers"}
+             if not k.startswith("_metrics.") and k not in ("_optimizers", "_lr_schedulers")}
     algorithm.load_state_dict(state, strict=False)
 
     frames: List[np.ndarray] = []

@@ -78,6 +78,36 @@ def test_state_dict_carries_optimizers_and_rejects_mismatch_untouched():
     assert torch.equal(c.net.weight, before)
 
 
+def test_lr_scheduler_steps_per_update_and_resumes_from_state_dict():
+    # SGD at lr 1 on loss w: each update moves w by -lr. LinearLR from 1.0 to 0.5 over 2
+    # updates gives rates 1.0, 0.75, 0.5, 0.5, ... (hand-computed).
+    sched = functools.partial(torch.optim.lr_scheduler.LinearLR, start_factor=1.0,
+                              end_factor=0.5, total_iters=2)
+    a = Linear(lr_scheduler=sched)
+    a.update_with_gradient(LossInfo(loss=a.w * 1.0))
+    a.update_with_gradient(LossInfo(loss=a.w * 1.0))
+    assert float(a.w.detach()) == pytest.approx(-1.75)
+    assert a.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.5)
+    sd = a.state_dict()
+    assert sd["_lr_schedulers"][0]["last_epoch"] == 2
+    b = Linear(lr_scheduler=sched)
+    b.load_state_dict(sd)  # resumes at the schedule's end, not its start
+    b.update_with_gradient(LossInfo(loss=b.w * 1.0))
+    assert float(b.w.detach()) == pytest.approx(-2.25)
+    with pytest.raises(ValueError, match=r"learning-rate schedulers.*\[False\].*\[True\]"):
+        Linear().load_state_dict(sd)
+    assert "_lr_schedulers" not in Linear().state_dict()
+
+
+def test_lr_scheduler_without_optimizer_is_named():
+    class NoOpt(Algorithm):
+        def __init__(self):
+            super().__init__(lr_scheduler=torch.optim.lr_scheduler.LinearLR, name="sched")
+            self.w = nn.Parameter(torch.zeros(()))
+    with pytest.raises(ValueError, match=r"sched: lr_scheduler needs an optimizer"):
+        NoOpt().update_with_gradient(LossInfo(loss=torch.zeros(())))
+
+
 class Counter(RLAlgorithm):
     """A recurrent 'policy' whose state counts steps since the episode start; its action is
     always 0. train_step records the state it saw, to check the resets."""

@@ -29,9 +29,10 @@ def cartpole_gin():
     gin.clear_config()
 
 
-def _config(num_iterations, on_policy=True, hidden=(16,), **kw):
+def _config(num_iterations, on_policy=True, hidden=(16,), lr_scheduler=None, **kw):
     ctor = functools.partial(A2C, hidden=hidden, is_on_policy=on_policy,
-                             optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
+                             optimizer=functools.partial(torch.optim.Adam, lr=1e-3),
+                             lr_scheduler=lr_scheduler)
     extra = {} if on_policy else dict(whole_replay_buffer_training=True,
                                       clear_replay_buffer=True, save_replay_buffer=True)
     extra = dict(checkpoint_interval=100, **extra)
@@ -68,6 +69,23 @@ def test_resume_reproduces_losses_exactly(tmp_path, on_policy):
     assert sorted(a) == list(range(first_trained, 13))
     assert [b[s] for s in range(7, 13)] == [a[s] for s in range(7, 13)]
     assert a[7] != a[8]  # the losses do change: the comparison is not vacuous
+
+
+def test_resume_continues_the_lr_schedule(tmp_path):
+    # linear decay from 1e-3 to 0 over 12 updates (one per on-policy iteration)
+    decay = functools.partial(torch.optim.lr_scheduler.LinearLR, start_factor=1.0,
+                              end_factor=0.0, total_iters=12)
+    Trainer(_config(12, lr_scheduler=decay), tmp_path / "a", progress=False).train()
+    Trainer(_config(6, lr_scheduler=decay), tmp_path / "b", progress=False).train()
+    Trainer(_config(12, lr_scheduler=decay), tmp_path / "b", progress=False).train()
+    lr_a = _scalars(tmp_path / "a", "learning_rate/A2C/0")
+    lr_b = _scalars(tmp_path / "b", "learning_rate/A2C/0")
+    # iteration i's update used 1e-3 * (1 - (i - 1) / 12)
+    assert [lr_a[i] for i in (1, 7, 12)] == pytest.approx([1e-3 * (1 - (i - 1) / 12)
+                                                          for i in (1, 7, 12)], rel=1e-5)
+    assert lr_b == lr_a
+    a, b = _scalars(tmp_path / "a", "loss/A2C"), _scalars(tmp_path / "b", "loss/A2C")
+    assert [b[s] for s in range(7, 13)] == [a[s] for s in range(7, 13)]
 
 
 def test_tensorboard_events_hold_metric_tags(tmp_path):
