@@ -83,6 +83,7 @@ class Trainer:
         self._env = None
         self._algorithm = None
         self._eval_env = None
+        self._closed = False
 
     @property
     def root_dir(self) -> Path:
@@ -113,13 +114,21 @@ class Trainer:
             ValueError: if the environment cannot be created from the gin config, or the
                 config combines options that do not fit (e.g. ``offline_buffer_dir`` with an
                 on-policy algorithm).
+            RuntimeError: after ``close()`` (its environments are closed; make a new
+                ``Trainer``).
         """
+        if self._closed:
+            raise RuntimeError(f"Trainer({self._root_dir}) is closed; make a new Trainer")
         if self._algorithm is None:
             self._build()
         return self._algorithm
 
     def close(self) -> None:
-        """Stops the actors and closes the environments (``train`` does it when it ends)."""
+        """Stops the actors and closes the environments (``train`` does it when it ends); a
+        second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self._algorithm is not None:
             self._algorithm.finish_train()
         if self._env is not None:

@@ -88,6 +88,15 @@ def test_resume_continues_the_lr_schedule(tmp_path):
     assert [b[s] for s in range(7, 13)] == [a[s] for s in range(7, 13)]
 
 
+def test_close_twice_is_harmless_and_build_after_close_raises(tmp_path):
+    trainer = Trainer(_config(1), tmp_path, progress=False)
+    assert trainer.build() is trainer.build()
+    trainer.close()
+    trainer.close()
+    with pytest.raises(RuntimeError, match="is closed"):
+        trainer.build()
+
+
 def test_tensorboard_events_hold_metric_tags(tmp_path):
     Trainer(_config(30, evaluate=True, eval_interval=15, num_eval_episodes=2), tmp_path,
             progress=False).train()
