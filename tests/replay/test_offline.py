@@ -16,7 +16,7 @@ from rlf.data_structures import StepType
 from rlf.environments import load
 from rlf.environments.vector_environment import VectorEnvironment
 from rlf.replay.offline import (export_replay_buffer as export, load_replay_checkpoint,
-                                make_offline_replay_buffer)
+                                make_offline_replay_buffer, replay_buffer_steps)
 from rlf.trainers import Trainer
 
 ALF_FILE = Path(__file__).resolve().parents[3] / "shared" / "data" / \
@@ -174,3 +174,10 @@ def test_bc_trains_on_alf_pendulum_without_error(tmp_path):
     finally:
         gin.clear_config()
     assert result["iterations"] == 30 and result["env_steps"] == 0
+
+
+def test_replay_buffer_steps_ignores_other_names(tmp_path):
+    for name in ("replay_buffer-20.pt", "replay_buffer-3.pt", "replay_buffer-old.pt",
+                 "replay_buffer-5.pt.tmp", "ckpt-7.pt"):
+        (tmp_path / name).write_bytes(b"")
+    assert replay_buffer_steps(tmp_path) == [3, 20]
