@@ -140,6 +140,7 @@ class Trainer:
         config = self._config
         if config.torch_num_threads is not None:
             torch.set_num_threads(config.torch_num_threads)
+        torch.set_flush_denormal(config.flush_denormal)
         self._seed_value = self._seed()
         try:
             self._env = load(seed=self._seed_value)
@@ -180,7 +181,8 @@ class Trainer:
                       num_actors=config.num_actors, num_envs_per_actor=env.batch_size,
                       unroll_length=int(config.unroll_length), seed=self._seed_value,
                       queue_size=config.unroll_queue_size, gin_config=gin.config_str(),
-                      restart_failed_actors=config.restart_failed_actors)
+                      restart_failed_actors=config.restart_failed_actors,
+                      flush_denormal=config.flush_denormal)
         if config.use_ray:
             from rlf.unrollers.ray_unroller import RayUnroller
             return RayUnroller(self._algorithm, address=config.ray_address, **kwargs)

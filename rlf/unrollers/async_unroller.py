@@ -51,14 +51,16 @@ def _shared_state(module: torch.nn.Module, exclude_prefix: str = "_metrics.") ->
 
 
 def build_actor(algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
-                seed: Optional[int], num_threads: int):
-    """Builds an actor's environment and algorithm copy (in the actor's process).
+                seed: Optional[int], num_threads: int, flush_denormal: bool = True):
+    """Builds an actor's environment and algorithm copy (in the actor's process), with
+    ``num_threads`` torch threads and ``torch.set_flush_denormal(flush_denormal)``.
 
     Returns:
         ``(env, algorithm, params)``: ``params`` maps names to the algorithm's parameter and
         buffer tensors that the learner shares (``_shared_state``).
     """
     torch.set_num_threads(num_threads)
+    torch.set_flush_denormal(flush_denormal)
     if gin_config:
         import gin
         import rlf.bin.gin_utils as gin_utils
@@ -96,13 +98,14 @@ def combine_unrolls(results, num_envs_per_actor: int, learner_version: int):
 
 def _actor_main(index: int, algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
                 seed: Optional[int], unroll_length: int, shared: Dict[str, torch.Tensor],
-                version, lock, out_queue, stop_event, num_threads: int, parent_pid: int):
+                version, lock, out_queue, stop_event, num_threads: int, parent_pid: int,
+                flush_denormal: bool):
     """Body of an actor process (module-level so that *spawn* can import it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
     env = None
     try:
         env, algorithm, params = build_actor(algorithm_ctor, env_ctor, gin_config, num_envs,
-                                             seed, num_threads)
+                                             seed, num_threads, flush_denormal)
         missing = sorted(set(params) - set(shared))
         if missing:
             raise ValueError(f"actor {index}: the learner shares no tensors for {missing}")
@@ -156,6 +159,7 @@ class AsyncUnroller:
         gin_config: gin bindings the actors parse first (``gin.config_str()``), so gin-built
             algorithms and environments match the learner's.
         num_threads: torch threads per actor.
+        flush_denormal: ``torch.set_flush_denormal`` in the actors (see ``TrainerConfig``).
         restart_failed_actors: restart an actor that failed instead of raising.
         poll_seconds: how often a waiting learner checks that the actors are alive.
         timeout: seconds without an unroll from a live actor before it counts as failed.
@@ -168,7 +172,8 @@ class AsyncUnroller:
                  num_actors: int, num_envs_per_actor: int, unroll_length: int,
                  seed: Optional[int] = None, queue_size: int = 1, gin_config: str = "",
                  num_threads: int = 1, restart_failed_actors: bool = False,
-                 poll_seconds: float = 1.0, timeout: float = 300.0):
+                 poll_seconds: float = 1.0, timeout: float = 300.0,
+                 flush_denormal: bool = True):
         if num_actors < 1 or unroll_length < 1:
             raise ValueError(f"AsyncUnroller: num_actors ({num_actors}) and unroll_length "
                              f"({unroll_length}) must be >= 1")
@@ -178,6 +183,7 @@ class AsyncUnroller:
         self._num_actors, self._num_envs = num_actors, num_envs_per_actor
         self._unroll_length, self._seed = unroll_length, seed
         self._gin_config, self._num_threads = gin_config, num_threads
+        self._flush_denormal = flush_denormal
         self._restart, self._poll = restart_failed_actors, poll_seconds
         self._timeout = timeout
         self._shared = {k: v.detach().cpu().clone().share_memory_()
@@ -202,7 +208,7 @@ class AsyncUnroller:
             args=(index, self._algorithm_ctor, self._env_ctor, self._gin_config,
                   self._num_envs, seed, self._unroll_length, self._shared, self._version,
                   self._lock, self._queues[index], self._stop, self._num_threads,
-                  os.getpid()))
+                  os.getpid(), self._flush_denormal))
         p.start()
         self._procs[index] = p
 

@@ -29,9 +29,9 @@ class _RayActor:
     """The body of one Ray actor (wrapped with ``ray.remote`` by ``RayUnroller``)."""
 
     def __init__(self, index, algorithm_ctor, env_ctor, gin_config, num_envs, seed,
-                 unroll_length, num_threads):
+                 unroll_length, num_threads, flush_denormal):
         self._env, self._algorithm, self._params = build_actor(
-            algorithm_ctor, env_ctor, gin_config, num_envs, seed, num_threads)
+            algorithm_ctor, env_ctor, gin_config, num_envs, seed, num_threads, flush_denormal)
         self._unroller = SyncUnroller(self._env, self._algorithm)
         self._unroll_length = unroll_length
         self._version = -1
@@ -63,7 +63,8 @@ class RayUnroller:
 
     Args:
         algorithm, algorithm_ctor, env_ctor, num_actors, num_envs_per_actor, unroll_length,
-        seed, gin_config, num_threads, restart_failed_actors: see ``AsyncUnroller``.
+        seed, gin_config, num_threads, restart_failed_actors, flush_denormal: see
+            ``AsyncUnroller``.
         queue_size: unroll calls in flight per actor (at least 1).
         address: the Ray cluster (``ray.init(address=...)``); None starts a local Ray with as
             many CPUs as this machine has (at least ``num_actors``) unless Ray is already
@@ -80,7 +81,7 @@ class RayUnroller:
                  seed: Optional[int] = None, queue_size: int = 1, gin_config: str = "",
                  num_threads: int = 1, restart_failed_actors: bool = False,
                  address: Optional[str] = None, num_cpus_per_actor: float = 1.0,
-                 timeout: float = 600.0):
+                 timeout: float = 600.0, flush_denormal: bool = True):
         try:
             import ray
         except ImportError as e:
@@ -97,7 +98,7 @@ class RayUnroller:
         self._restart, self._timeout = restart_failed_actors, timeout
         self._remote_cls = ray.remote(num_cpus=num_cpus_per_actor)(_RayActor)
         self._actor_args = (algorithm_ctor, env_ctor, gin_config, num_envs_per_actor, seed,
-                            unroll_length, num_threads)
+                            unroll_length, num_threads, flush_denormal)
         self._version = 0
         self._params_ref = ray.put({k: v.detach().cpu().clone()
                                     for k, v in _shared_state(algorithm).items()})
@@ -110,10 +111,10 @@ class RayUnroller:
         self.restarts = 0
 
     def _make_actor(self, index: int):
-        algorithm_ctor, env_ctor, gin_config, n, seed, t, threads = self._actor_args
+        algorithm_ctor, env_ctor, gin_config, n, seed, t, threads, flush = self._actor_args
         actor_seed = None if seed is None else seed + index * n
         return self._remote_cls.remote(index, algorithm_ctor, env_ctor, gin_config, n,
-                                       actor_seed, t, threads)
+                                       actor_seed, t, threads, flush)
 
     def _fill(self, index: int) -> None:
         while len(self._calls[index]) < self._in_flight:
