@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import logging
 import re
 from pathlib import Path
 from typing import List, Sequence
@@ -59,8 +60,20 @@ def _explain(message: str) -> str:
     return first
 
 
+class _DropLog(logging.Filter):
+    """Drops log records whose message starts with ``prefix``."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self._prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self._prefix)
+
+
 def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
-    """Parses ``conf_file`` and then ``bindings`` (later bindings win).
+    """Parses ``conf_file`` and then ``bindings`` (later bindings win). ``include``
+    statements in ``conf_file`` may name files relative to its folder.
 
     Raises:
         ConfigError: with a one-line message for a missing file, a syntax error, an unknown
@@ -72,11 +85,16 @@ def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
         path = Path(conf_file)
         if not path.is_file():
             raise ConfigError(f"conf file '{conf_file}' does not exist")
-        files.append(str(path))
+        files.append(str(path.resolve()))
     for b in bindings:
         if "=" not in b:
             raise ConfigError(f"malformed --conf_param '{b}': expected 'Configurable.param = "
                               f"value'")
+    if files:  # `include 'x.gin'` may name a file beside the conf, whatever the cwd
+        gin.add_config_file_search_path(str(Path(files[0]).parent))
+    # gin logs "Path not found" for each search path an include is not under
+    quiet = _DropLog("Path not found")
+    logging.getLogger().addFilter(quiet)
     try:
         gin.parse_config_files_and_bindings(files, list(bindings), skip_unknown=False)
     except SyntaxError as e:
@@ -85,3 +103,8 @@ def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
                           f"{(e.text or '').strip()!r}") from None
     except (ValueError, ImportError, KeyError, TypeError) as e:
         raise ConfigError(_explain(str(e))) from None
+    except OSError as e:  # an include that does not exist
+        raise ConfigError(" ".join(str(e).split()) + " (includes are relative to the conf "
+                          "file's folder or the cwd)") from None
+    finally:
+        logging.getLogger().removeFilter(quiet)

@@ -1,0 +1,42 @@
+"""The shipped gin files parse (from any working directory), and includes resolve."""
+
+from pathlib import Path
+
+import gin
+import pytest
+
+from rlf.bin.gin_utils import ConfigError, parse_config
+
+CONFS = Path(__file__).resolve().parents[1] / "confs"
+
+
+@pytest.fixture(autouse=True)
+def clear_gin():
+    yield
+    gin.clear_config()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFS.glob("*.gin")))
+def test_every_conf_parses(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not the repository root
+    parse_config(str(CONFS / name))
+    assert gin.query_parameter("TrainerConfig.algorithm_ctor") is not None
+
+
+def test_async_conf_includes_the_atari_conf_and_overrides_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    parse_config(str(CONFS / "impala_atari_async.gin"),
+                 ["TrainerConfig.num_env_steps = 1000"])
+    assert gin.query_parameter("load.env_name") == "ALE/Pong-v5"  # from the included file
+    assert gin.query_parameter("TrainerConfig.async_unroll") is True
+    assert gin.query_parameter("ImpalaAlgorithm.is_on_policy") is False
+    assert gin.query_parameter("TrainerConfig.torch_num_threads") == 1  # overridden (was 2)
+    assert gin.query_parameter("TrainerConfig.num_env_steps") == 1000  # bindings win
+
+
+def test_missing_include_is_a_one_line_config_error(tmp_path):
+    conf = tmp_path / "bad.gin"
+    conf.write_text("include 'nope.gin'\n")
+    with pytest.raises(ConfigError, match=r"nope\.gin.*relative to the conf file's folder") as e:
+        parse_config(str(conf))
+    assert "\n" not in str(e.value)
