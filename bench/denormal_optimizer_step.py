@@ -4,7 +4,7 @@ Why it matters: RMSProp's (and Adam's) running average of squared gradients deca
 ``alpha = 0.99`` per update wherever a parameter's gradient is 0 (weights of dead ReLU units,
 of pixels that never change). After a few thousand updates those averages are denormal floats
 (below 1.2e-38), which x86 CPUs process many times slower than normal ones. In a Pong run's
-``ckpt-2000`` (async, mini_batch_size 4) 29 % of the fc layer's square averages were denormal
+``ckpt-2000`` (async, mini_batch_size 4) 29 % of the square averages were denormal
 and 17 % were 0. ``TrainerConfig.flush_denormal`` (default True) turns flushing on.
 
 The state is either a real rlf checkpoint's optimizer state (``--checkpoint``, an RMSprop

@@ -30,7 +30,7 @@ class TrainerConfig:
             float32 values below 1.2e-38 become 0. Why: RMSProp's and Adam's second-moment
             averages of parameters whose gradients stay 0 decay into denormals, which x86
             CPUs process many times slower. In a Pong checkpoint after 2,000 iterations 29 %
-            of NatureCNN's RMSProp square averages were denormal, and a step took 1.7x as
+            of NatureCNN's RMSProp square averages were denormal; steps took 1.7-2.1x as
             long as with flushing (``bench/denormal_optimizer_step.py``). This setting is
             process-wide, as ``torch_num_threads`` is.
         num_iterations: number of ``train_iter`` calls; 0 means no limit (then
