@@ -11,7 +11,6 @@ never by position; keys the spec does not ask for are ignored.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -167,14 +166,11 @@ def replay_buffer_path(ckpt_dir: Union[str, os.PathLike], step: int) -> Path:
     return Path(ckpt_dir) / f"replay_buffer-{int(step)}.pt"
 
 
-_REPLAY_RE = re.compile(r"^replay_buffer-(\d+)\.pt$")
-
-
 def replay_buffer_steps(ckpt_dir: Union[str, os.PathLike]) -> List[int]:
     """The iterations of the ``replay_buffer-<step>.pt`` files in ``ckpt_dir``, ascending;
     other names (``replay_buffer-old.pt``, a user's copy) are ignored."""
-    steps = (_REPLAY_RE.match(p.name) for p in Path(ckpt_dir).glob("replay_buffer-*.pt"))
-    return sorted(int(m.group(1)) for m in steps if m)
+    from rlf.utils.checkpoint import file_steps
+    return file_steps(ckpt_dir, "replay_buffer")
 
 
 def export_replay_buffer(root_dir: Union[str, os.PathLike], out: Union[str, os.PathLike],

@@ -19,9 +19,20 @@ import numpy as np
 import torch
 
 __all__ = ["atomic_save", "load_checkpoint_file", "Checkpointer", "CorruptCheckpointError",
-           "get_rng_states", "set_rng_states"]
+           "file_steps", "get_rng_states", "set_rng_states"]
 
-_CKPT_RE = re.compile(r"^ckpt-(\d+)\.pt$")
+
+def file_steps(directory: str | os.PathLike, prefix: str) -> List[int]:
+    """The ``<step>`` of every ``<prefix>-<step>.pt`` file in ``directory``, ascending.
+
+    Other names (``<prefix>-old.pt``, an atomic write's temporary file) are ignored; a
+    missing ``directory`` gives ``[]``.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)\.pt$")
+    return sorted(int(m.group(1)) for p in directory.iterdir() if (m := pattern.match(p.name)))
 
 
 class CorruptCheckpointError(ValueError):
@@ -108,10 +119,7 @@ class Checkpointer:
 
     def steps(self) -> List[int]:
         """Global steps of the complete checkpoints on disk, ascending."""
-        if not self._dir.is_dir():
-            return []
-        return sorted(int(m.group(1)) for p in self._dir.iterdir()
-                      if (m := _CKPT_RE.match(p.name)))
+        return file_steps(self._dir, "ckpt")
 
     def latest_step(self) -> Optional[int]:
         """The newest checkpoint's global step, or None if there is none."""
