@@ -231,7 +231,12 @@ class Algorithm(nn.Module):
     def _create_optimizers(self) -> List[torch.optim.Optimizer]:
         optimizers, schedulers = [], []
         for module in self.modules():
-            if not isinstance(module, Algorithm) or module._optimizer_arg is None:
+            if not isinstance(module, Algorithm):
+                continue
+            if module._optimizer_arg is None:
+                if module._lr_scheduler_arg is not None:
+                    raise ValueError(f"{module._name}: lr_scheduler needs an optimizer of its "
+                                     f"own (set {type(module).__name__}.optimizer)")
                 continue
             opt = module._optimizer_arg
             if not isinstance(opt, torch.optim.Optimizer):
@@ -242,11 +247,6 @@ class Algorithm(nn.Module):
             optimizers.append(opt)
             ctor = module._lr_scheduler_arg
             schedulers.append(None if ctor is None else ctor(opt))
-        for module in self.modules():
-            if (isinstance(module, Algorithm) and module._lr_scheduler_arg is not None
-                    and module._optimizer_arg is None):
-                raise ValueError(f"{module._name}: lr_scheduler needs an optimizer of its own "
-                                 f"(set {type(module).__name__}.optimizer)")
         self._lr_schedulers = schedulers
         covered = {id(p) for o in optimizers for g in o.param_groups for p in g["params"]}
         uncovered = [n for n, p in self.named_parameters()
