@@ -60,6 +60,9 @@ def _explain(message: str) -> str:
     return first
 
 
+_SEARCH_PATHS = set()  # folders given to gin.add_config_file_search_path
+
+
 class _DropLog(logging.Filter):
     """Drops log records whose message starts with ``prefix``."""
 
@@ -90,8 +93,10 @@ def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
         if "=" not in b:
             raise ConfigError(f"malformed --conf_param '{b}': expected 'Configurable.param = "
                               f"value'")
-    if files:  # `include 'x.gin'` may name a file beside the conf, whatever the cwd
-        gin.add_config_file_search_path(str(Path(files[0]).parent))
+    folder = str(Path(files[0]).parent) if files else None
+    if folder and folder not in _SEARCH_PATHS:  # includes beside the conf, whatever the cwd
+        gin.add_config_file_search_path(folder)  # gin appends; add each folder once
+        _SEARCH_PATHS.add(folder)
     # gin logs "Path not found" for each search path an include is not under
     quiet = _DropLog("Path not found")
     logging.getLogger().addFilter(quiet)
