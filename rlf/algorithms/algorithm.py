@@ -260,7 +260,13 @@ class Algorithm(nn.Module):
 
     @property
     def optimizers(self) -> List[torch.optim.Optimizer]:
-        """All optimizers of this algorithm and its sub-algorithms (created on first use)."""
+        """All optimizers of this algorithm and its sub-algorithms (created on first use,
+        with their ``lr_scheduler``s).
+
+        Raises:
+            ValueError: naming parameters no optimizer covers, or an algorithm with an
+                ``lr_scheduler`` but no ``optimizer`` of its own.
+        """
         if self._optimizers is None:
             self._optimizers = self._create_optimizers()
         return self._optimizers
