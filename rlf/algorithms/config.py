@@ -100,6 +100,12 @@ class TrainerConfig:
             offline data.
         rl_train_after_update_steps: offline-only updates before online RL training starts.
         rl_train_every_update_steps: RL update every this many offline updates.
+
+    Raises:
+        ValueError: for negative ``num_iterations``, ``num_env_steps`` or ``unroll_length``;
+            for both budgets 0; for ``summary_interval``, ``checkpoint_interval``,
+            ``num_checkpoints``, ``eval_interval``, ``num_updates_per_train_iter`` or
+            ``unroll_queue_size`` below 1; for ``offline_fraction`` outside ``[0, 1)``.
     """
 
     def __init__(self,
@@ -166,6 +172,7 @@ class TrainerConfig:
                             ("checkpoint_interval", checkpoint_interval),
                             ("num_checkpoints", num_checkpoints),
                             ("eval_interval", eval_interval),
+                            ("unroll_queue_size", unroll_queue_size),
                             ("num_updates_per_train_iter", num_updates_per_train_iter)):
             if value < 1:
                 raise ValueError(f"TrainerConfig.{name} must be >= 1, got {value}")

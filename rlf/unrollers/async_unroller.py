@@ -2,10 +2,14 @@
 
 Each of ``num_actors`` processes (``torch.multiprocessing``, *spawn*) builds its own batched
 environment of ``B`` copies and a copy of the algorithm, and runs ``SyncUnroller`` continuously
-with ``rollout_step``. Every finished ``[T, B]`` unroll goes to the learner through the actor's
-bounded queue; torch's queue moves the tensors into shared memory, and a full queue blocks its
-actor (back-pressure: memory stays bounded and a fast actor cannot run away from a slow one). Parameters travel the other way through one set of
-shared-memory tensors that the learner overwrites (under a lock, with a version counter) every
+with ``rollout_step``. Experience goes to the learner through ``queue_size`` shared-memory
+*slots* per actor, allocated once (TorchBeast's free/full buffer queues): the actor copies each
+finished ``[T, B]`` unroll into a free slot and sends only the slot's index; the learner copies
+it out and hands the index back. An actor without a free slot waits (back-pressure: memory
+stays bounded and a fast actor cannot run away from a slow one), and no unroll pays for new
+shared memory and file-descriptor passing (torch's queue does both for every tensor it
+sends). Parameters travel the other way through one set of shared-memory tensors that the
+learner overwrites (under a lock, with a version counter) every
 ``unroll_parameter_update_period`` iterations; actors copy them in before each unroll.
 
 ``unroll(T)`` returns one unroll from every actor, concatenated along the batch dimension
@@ -96,11 +100,28 @@ def combine_unrolls(results, num_envs_per_actor: int, learner_version: int):
     return experience, {"env_step": env_t, "policy": pol_t}, sum(lags) / len(lags)
 
 
-def _actor_main(index: int, algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
-                seed: Optional[int], unroll_length: int, shared: Dict[str, torch.Tensor],
-                version, lock, out_queue, stop_event, num_threads: int, parent_pid: int,
+def _get_free_slot(free_queue, stop_event, parent_pid: int) -> Optional[int]:
+    """The next free slot index (blocking), or None once stopped or orphaned."""
+    while not stop_event.is_set() and os.getppid() == parent_pid:
+        try:
+            return free_queue.get(timeout=0.5)
+        except queue_lib.Empty:
+            pass
+    return None
+
+
+def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor, gin_config: str,
+                num_envs: int, seed: Optional[int], unroll_length: int,
+                shared: Dict[str, torch.Tensor], version, lock, out_queue, free_queue,
+                num_slots: int, stop_event, num_threads: int, parent_pid: int,
                 flush_denormal: bool):
-    """Body of an actor process (module-level so that *spawn* can import it)."""
+    """Body of an actor process (module-level so that *spawn* can import it).
+
+    Messages on ``out_queue``, each tagged with ``(index, incarnation)``: once
+    ``("slots", index, incarnation, slots)`` (the shared-memory unrolls), then per unroll
+    ``("ok", index, incarnation, slot, version, times)``, or ``("error", index, incarnation,
+    traceback)``. ``free_queue`` brings back the slots the learner has copied out.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
     env = None
     try:
@@ -110,6 +131,7 @@ def _actor_main(index: int, algorithm_ctor, env_ctor, gin_config: str, num_envs:
         if missing:
             raise ValueError(f"actor {index}: the learner shares no tensors for {missing}")
         unroller = SyncUnroller(env, algorithm)
+        slots = None
         local_version = -1
         while not stop_event.is_set() and os.getppid() == parent_pid:
             with lock:
@@ -118,19 +140,21 @@ def _actor_main(index: int, algorithm_ctor, env_ctor, gin_config: str, num_envs:
                     local_version = version.value
             with torch.no_grad():
                 experience = detach(unroller.unroll(unroll_length))
-            item = ("ok", index, local_version, experience, dict(unroller.times))
-            while not stop_event.is_set():
-                try:
-                    out_queue.put(item, timeout=0.5)  # blocks while the queue is full
-                    break
-                except queue_lib.Full:
-                    if os.getppid() != parent_pid:
-                        return
+            if slots is None:  # the first unroll gives the shapes; sent (as fds) only once
+                slots = [nest.map_structure(lambda x: torch.empty_like(x).share_memory_(),
+                                            experience) for _ in range(num_slots)]
+                out_queue.put(("slots", index, incarnation, slots))
+            slot = _get_free_slot(free_queue, stop_event, parent_pid)  # back-pressure
+            if slot is None:
+                return
+            with torch.no_grad():
+                nest.map_structure(lambda dst, src: dst.copy_(src), slots[slot], experience)
+            out_queue.put(("ok", index, incarnation, slot, local_version, dict(unroller.times)))
     except BaseException:  # report everything, also KeyboardInterrupt/SystemExit
         try:
-            out_queue.put(("error", index, traceback.format_exc()), timeout=5)
-            # Stay alive until stopped: the learner can only receive the tensors of unrolls
-            # still queued (their file descriptors) while this process exists.
+            out_queue.put(("error", index, incarnation, traceback.format_exc()), timeout=5)
+            # Stay alive until stopped: the learner can only receive the slots (their file
+            # descriptors) while this process exists.
             while not stop_event.wait(0.5) and os.getppid() == parent_pid:
                 pass
         except Exception:
@@ -154,8 +178,9 @@ class AsyncUnroller:
         unroll_length: ``T`` of each actor's unrolls.
         seed: actor ``a``'s environment ``i`` is seeded ``seed + a * B + i`` (as one
             synchronous environment of ``num_actors * B`` copies would be); None for unseeded.
-        queue_size: capacity of each actor's queue, in unrolls. An unroll is acted with
-            parameters at most ``queue_size + 2`` versions old.
+        queue_size: shared-memory slots per actor: unrolls it may have finished that the
+            learner has not taken yet (>= 1). An unroll is acted with parameters at most
+            ``queue_size + 2`` versions old.
         gin_config: gin bindings the actors parse first (``gin.config_str()``), so gin-built
             algorithms and environments match the learner's.
         num_threads: torch threads per actor.
@@ -165,7 +190,7 @@ class AsyncUnroller:
         timeout: seconds without an unroll from a live actor before it counts as failed.
 
     Raises:
-        ValueError: for ``num_actors < 1`` or ``unroll_length < 1``.
+        ValueError: for ``num_actors < 1``, ``unroll_length < 1`` or ``queue_size < 1``.
     """
 
     def __init__(self, algorithm, algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
@@ -174,9 +199,9 @@ class AsyncUnroller:
                  num_threads: int = 1, restart_failed_actors: bool = False,
                  poll_seconds: float = 1.0, timeout: float = 300.0,
                  flush_denormal: bool = True):
-        if num_actors < 1 or unroll_length < 1:
-            raise ValueError(f"AsyncUnroller: num_actors ({num_actors}) and unroll_length "
-                             f"({unroll_length}) must be >= 1")
+        if num_actors < 1 or unroll_length < 1 or queue_size < 1:
+            raise ValueError(f"AsyncUnroller: num_actors ({num_actors}), unroll_length "
+                             f"({unroll_length}) and queue_size ({queue_size}) must be >= 1")
         self._algorithm = algorithm
         self._ctx = mp.get_context("spawn")  # fork is unsafe with OpenMP and ALE threads
         self._algorithm_ctor, self._env_ctor = algorithm_ctor, env_ctor
@@ -190,7 +215,12 @@ class AsyncUnroller:
                         for k, v in _shared_state(algorithm).items()}
         self._version = self._ctx.Value("l", 0)
         self._lock = self._ctx.Lock()
-        self._queues = [self._ctx.Queue(maxsize=queue_size) for _ in range(num_actors)]
+        self._num_slots = queue_size
+        # At most one "slots" and num_slots "ok" messages are outstanding per incarnation.
+        self._queues = [self._ctx.Queue() for _ in range(num_actors)]
+        self._free: List[Any] = [None] * num_actors  # per incarnation: slot indices back
+        self._slots: List[Optional[List[Any]]] = [None] * num_actors
+        self._incarnation = [0] * num_actors
         self._stop = self._ctx.Event()
         self._procs: List[Optional[mp.Process]] = [None] * num_actors
         self._learner_version = 0
@@ -203,12 +233,21 @@ class AsyncUnroller:
     # ------------------------------------------------------------------ processes
     def _start(self, index: int) -> None:
         seed = None if self._seed is None else self._seed + index * self._num_envs
+        # A (re)started actor gets new slots and a new free queue; messages of the process it
+        # replaces carry the old incarnation and are dropped.
+        self._incarnation[index] += 1
+        self._slots[index] = None
+        free = self._ctx.Queue()
+        free.cancel_join_thread()  # slot indices left unread must not block the exit
+        for slot in range(self._num_slots):
+            free.put(slot)
+        self._free[index] = free
         p = self._ctx.Process(
             target=_actor_main, name=f"rlf-actor-{index}", daemon=True,
-            args=(index, self._algorithm_ctor, self._env_ctor, self._gin_config,
-                  self._num_envs, seed, self._unroll_length, self._shared, self._version,
-                  self._lock, self._queues[index], self._stop, self._num_threads,
-                  os.getpid(), self._flush_denormal))
+            args=(index, self._incarnation[index], self._algorithm_ctor, self._env_ctor,
+                  self._gin_config, self._num_envs, seed, self._unroll_length, self._shared,
+                  self._version, self._lock, self._queues[index], free, self._num_slots,
+                  self._stop, self._num_threads, os.getpid(), self._flush_denormal))
         p.start()
         self._procs[index] = p
 
@@ -257,15 +296,25 @@ class AsyncUnroller:
             raise ValueError(f"AsyncUnroller: actors unroll {self._unroll_length} steps, "
                              f"asked for {unroll_length}")
         t0 = time.perf_counter()
-        results = [self._next(a) for a in range(self._num_actors)]
+        taken = [self._next(a) for a in range(self._num_actors)]
         wait = time.perf_counter() - t0
-        experience, times, self.policy_lag = combine_unrolls(results, self._num_envs,
-                                                             self._learner_version)
+        # combine_unrolls copies out of the slots (torch.cat allocates, also for one actor),
+        # so they can go back to their actors.
+        experience, times, self.policy_lag = combine_unrolls(
+            [result for _, _, result in taken], self._num_envs, self._learner_version)
+        for a, (incarnation, slot, _) in enumerate(taken):
+            if incarnation == self._incarnation[a]:  # not restarted meanwhile
+                self._free[a].put(slot)
         self.times = dict(times, wait=wait)
         return experience
 
     def _next(self, index: int):
-        """The next unroll of actor ``index`` (waiting for it, watching for failures)."""
+        """The next unroll of actor ``index`` (waiting for it, watching for failures).
+
+        Returns:
+            ``(incarnation, slot, (version, experience, times))``; ``experience`` is a view
+            of the slot, valid until the slot goes back to the actor.
+        """
         start = time.perf_counter()
         while True:
             try:
@@ -278,8 +327,8 @@ class AsyncUnroller:
                     start = time.perf_counter()
                 continue
             except (OSError, EOFError) as e:
-                # The tensors of an unroll whose sender died are gone; anything else is a
-                # real failure.
+                # The slots of an actor that died before they arrived are gone; anything
+                # else is a real failure.
                 proc = self._procs[index]
                 if proc is not None:
                     proc.join(1.0)
@@ -288,10 +337,16 @@ class AsyncUnroller:
                 else:
                     self._check_alive()
                 continue
-            if item[0] == "error":
-                self._fail(item[1], "\n" + item[2])  # raises, or restarted the actor
-                continue
-            return item[2:]
+            kind, incarnation = item[0], item[2]
+            if incarnation != self._incarnation[index]:
+                continue  # from an actor process that has been replaced
+            if kind == "error":
+                self._fail(index, "\n" + item[3])  # raises, or restarted the actor
+            elif kind == "slots":
+                self._slots[index] = item[3]
+            else:
+                slot, version, times = item[3:]
+                return incarnation, slot, (version, self._slots[index][slot], times)
 
     def update_parameters(self) -> None:
         """Copies the learner's current parameters to the actors (a new version)."""
@@ -315,11 +370,11 @@ class AsyncUnroller:
         deadline = time.time() + 10
         while any(p is not None and p.is_alive() for p in self._procs) and \
                 time.time() < deadline:
-            for q in self._queues:  # drain, so that actors blocked on a full queue stop
+            for q in self._queues:  # drain, so that no actor's queue feeder waits on a pipe
                 try:
                     q.get(timeout=0.05)
                 except (queue_lib.Empty, OSError, EOFError, ValueError):
-                    # Empty, or an unroll of a killed actor whose tensors are gone
+                    # Empty, or the slots of a killed actor whose tensors are gone
                     pass
         for p in self._procs:
             if p is not None:

@@ -93,6 +93,20 @@ def test_parameter_updates_reach_the_actors():
         unroller.close()
 
 
+def test_unrolls_are_copied_out_of_the_reused_slots():
+    # One slot per actor, reused for every unroll: a returned unroll that still viewed its
+    # slot would change under the caller when the actor writes the next one into it.
+    unroller = _unroller(Deterministic(), queue_size=1)
+    try:
+        first = unroller.unroll(6)
+        kept = first.time_step.observation.clone()
+        later = [unroller.unroll(6).time_step.observation for _ in range(3)]
+    finally:
+        unroller.close()
+    torch.testing.assert_close(first.time_step.observation, kept)
+    assert not torch.equal(later[-1], kept)  # the episodes moved on: the check can fail
+
+
 def test_actor_exception_surfaces_with_traceback():
     unroller = _unroller(Deterministic(), actor_kw={"fail_after": 10})
     procs = unroller.processes
@@ -168,4 +182,9 @@ def test_async_config_errors():
     with pytest.raises(ValueError, match="num_actors"):
         AsyncUnroller(alg, Deterministic, load, num_actors=0, num_envs_per_actor=2,
                       unroll_length=4)
+    with pytest.raises(ValueError, match=r"queue_size \(0\)"):
+        AsyncUnroller(alg, Deterministic, load, num_actors=1, num_envs_per_actor=2,
+                      unroll_length=4, queue_size=0)
+    with pytest.raises(ValueError, match="unroll_queue_size must be >= 1"):
+        TrainerConfig(unroll_queue_size=0)
     env.close()
