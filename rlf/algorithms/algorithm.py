@@ -318,13 +318,18 @@ class Algorithm(nn.Module):
                             if p.grad is not None]
             params.extend(group_params)
             self._clip_and_summarize_grads(group_params, i)
+            stepped = True
             if scaler is not None:
+                # GradScaler skips the step when a gradient is inf/NaN; the schedule must
+                # then stay where it is too.
+                stepped = not group_params or bool(torch.stack(
+                    [p.grad.isfinite().all() for p in group_params]).all())
                 scaler.step(opt)
             else:
                 opt.step()
             if summary.should_record_summaries():  # the rate this update used
                 summary.scalar(f"learning_rate/{self._name}/{i}", opt.param_groups[0]["lr"])
-            if self._lr_schedulers[i] is not None:
+            if self._lr_schedulers[i] is not None and stepped:
                 self._lr_schedulers[i].step()
         if scaler is not None:
             scaler.update()
