@@ -64,8 +64,9 @@ class Algorithm(nn.Module):
             ``lr_scheduler(optimizer)`` for this algorithm's optimizer (e.g. in gin
             ``@torch.optim.lr_scheduler.LinearLR`` with ``...LinearLR.start_factor = 0.1`` and
             ``...LinearLR.total_iters = 1000`` for a warm-up), or None for a constant rate.
-            It is stepped once per gradient update (not per epoch, as torch's examples do),
-            and its state is checkpointed with the optimizer's.
+            It is stepped once per gradient update (not per epoch, as torch's examples do;
+            not for updates that AMP's GradScaler skips), and its state is checkpointed
+            with the optimizer's.
     """
 
     def __init__(self,
