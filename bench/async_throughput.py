@@ -1,26 +1,49 @@
 """Pong training throughput with confs/impala_atari.gin, synchronous vs asynchronous
 (actor processes), measured in the same run, plus the learner's idle fraction.
 
-    python bench/async_throughput.py [--seconds 90] [--num_actors 2]
+    python bench/async_throughput.py [--seconds 90] [--num_actors 1] [--learner_threads 1]
         [--conf confs/impala_atari.gin] [--sync_param ...] [--async_param ...]
 
 Sync: the config as it is (one process: the environment's threads and the learner share the
 cores; on-policy if the config says so). Async needs off-policy training
-(``ImpalaAlgorithm.is_on_policy=False``). Async: ``num_actors`` actor processes each with ``load.num_envs / num_actors``
-environments on one ALE thread and one torch thread; the learner keeps the config's torch
-threads. Both train the same total number of environments. The learner's idle fraction is
-the time it waited for actors divided by the wall time. Target (issue 6) on 2 cores:
-async >= 1.3x sync, learner idle < 10 %.
+(``ImpalaAlgorithm.is_on_policy=False``). Async: ``num_actors`` actor processes, each with
+``load.num_envs / num_actors`` environments on one ALE thread and one torch thread, and a
+learner with ``learner_threads`` torch threads (the defaults are those of
+``confs/impala_atari_async.gin``, whose extra updates per unroll are left out here so that
+both modes do the same learning per agent step). Both train the same total number of
+environments. The learner's idle fraction is the time it waited for actors divided by the
+wall time. Target (issue 6) on 2 cores: async >= 1.3x sync, learner idle < 10 %.
+
+Each mode also prints the cores it kept busy (CPU seconds of the learner process and its
+actor processes, all threads, divided by wall seconds; psutil) and the CPU milliseconds one
+agent step cost. Async can only beat sync by the ratio of busy cores when its CPU cost per
+step is not higher: the figures show which of the two limits a run.
 """
 
 import argparse
 import time
 
 import gin
-import torch
+
+
+def _cpu_seconds(pids):
+    """User + system CPU seconds of the processes ``pids`` (all their threads)."""
+    import psutil
+    total = 0.0
+    for pid in pids:
+        times = psutil.Process(pid).cpu_times()
+        total += times.user + times.system
+    return total
 
 
 def measure(conf, params, seconds):
+    """Trains with ``conf`` plus ``params`` for ``seconds`` after 3 warm-up iterations.
+
+    Returns:
+        ``(agent steps/s, learner idle fraction, learning fraction, busy cores,
+        CPU ms per agent step)``.
+    """
+    import os
     from rlf.bin.gin_utils import parse_config
     gin.clear_config()
     parse_config(conf, params)
@@ -34,41 +57,49 @@ def measure(conf, params, seconds):
         for _ in range(3):
             alg.train_iter()
         summary.accumulated_times(reset=True)
-        s0, t0 = alg.get_env_steps(), time.perf_counter()
+        pids = [os.getpid()] + [p.pid for p in getattr(alg.unroller, "processes", [])]
+        s0, t0, c0 = alg.get_env_steps(), time.perf_counter(), _cpu_seconds(pids)
         while time.perf_counter() - t0 < seconds:
             alg.train_iter()
         wall = time.perf_counter() - t0
-        sps = (alg.get_env_steps() - s0) / wall
+        cpu = _cpu_seconds(pids) - c0
+        steps = alg.get_env_steps() - s0
         times = summary.accumulated_times()
     finally:
         trainer.close()
-    return sps, times.get("time/wait", 0.0) / wall, times.get("time/train", 0.0) / wall
+    return (steps / wall, times.get("time/wait", 0.0) / wall,
+            times.get("time/train", 0.0) / wall, cpu / wall, 1000 * cpu / steps)
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--conf", default="confs/impala_atari.gin")
     p.add_argument("--seconds", type=float, default=90.0)
-    p.add_argument("--num_actors", type=int, default=2)
+    p.add_argument("--num_actors", type=int, default=1)
+    p.add_argument("--learner_threads", type=int, default=1)
     p.add_argument("--sync_param", action="append", default=[])
     p.add_argument("--async_param", action="append", default=[])
     args = p.parse_args()
     from rlf.bin.gin_utils import parse_config
     parse_config(args.conf, [])
     total_envs = gin.query_parameter("load.num_envs")
-    sync_sps, _, sync_train = measure(args.conf, args.sync_param, args.seconds)
+    sync_sps, _, sync_train, sync_cores, sync_ms = measure(args.conf, args.sync_param,
+                                                           args.seconds)
     print(f"sync : {sync_sps:7.0f} agent steps/s ({total_envs} envs, learning "
-          f"{100 * sync_train:.0f} % of wall time)", flush=True)
+          f"{100 * sync_train:.0f} % of wall time; {sync_cores:.2f} cores busy, "
+          f"{sync_ms:.2f} CPU ms per agent step)", flush=True)
     per_actor = total_envs // args.num_actors
     async_params = ["TrainerConfig.async_unroll=True", "ImpalaAlgorithm.is_on_policy=False",
                     f"TrainerConfig.num_actors={args.num_actors}",
-                    f"load.num_envs={per_actor}", "load_atari.num_threads=1"] + args.async_param
-    async_sps, idle, async_train = measure(args.conf, async_params, args.seconds)
+                    f"load.num_envs={per_actor}", "load_atari.num_threads=1",
+                    f"TrainerConfig.torch_num_threads={args.learner_threads}"] + args.async_param
+    async_sps, idle, async_train, async_cores, async_ms = measure(args.conf, async_params,
+                                                                  args.seconds)
     print(f"async: {async_sps:7.0f} agent steps/s ({args.num_actors} actors x {per_actor} "
-          f"envs, learning {100 * async_train:.0f} % of wall time)")
+          f"envs, learning {100 * async_train:.0f} % of wall time; {async_cores:.2f} cores "
+          f"busy, {async_ms:.2f} CPU ms per agent step)")
     print(f"async / sync = {async_sps / sync_sps:.2f}x (target >= 1.3x); learner idle "
           f"{100 * idle:.1f} % (target < 10 %)")
-    torch.set_num_threads(torch.get_num_threads())
 
 
 if __name__ == "__main__":
