@@ -110,6 +110,9 @@ def test_unrolls_are_copied_out_of_the_reused_slots():
 def test_actor_exception_surfaces_with_traceback():
     unroller = _unroller(Deterministic(), actor_kw={"fail_after": 10})
     procs = unroller.processes
+    # The actors fail in their second unroll; the clock starts after the first, so that
+    # spawning them (slow on a loaded machine) does not count.
+    unroller.unroll(6)
     t0 = time.time()
     with pytest.raises(ActorError, match=r"(?s)actor \d failed.*boom in rollout_step"):
         for _ in range(10):
