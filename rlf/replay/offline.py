@@ -19,6 +19,7 @@ import torch
 from rlf import nest
 from rlf.replay.replay_buffer import ReplayBuffer
 from rlf.tensor_specs import TensorSpec
+from rlf.utils.checkpoint import atomic_save, file_steps, load_checkpoint_file
 
 __all__ = ["load_replay_checkpoint", "chronological", "make_offline_replay_buffer",
            "replay_buffer_path", "replay_buffer_steps", "export_replay_buffer"]
@@ -38,7 +39,6 @@ def load_replay_checkpoint(path: Union[str, os.PathLike]) -> Dict[str, torch.Ten
         ValueError: naming the file if it is unreadable or truncated, or holds no replay
             buffer (no ``..._replay_buffer.*`` keys under ``'algorithm'``).
     """
-    from rlf.utils.checkpoint import load_checkpoint_file
     state = load_checkpoint_file(path)
     algorithm = state.get("algorithm") if isinstance(state, Mapping) else None
     if not isinstance(algorithm, Mapping):
@@ -169,7 +169,6 @@ def replay_buffer_path(ckpt_dir: Union[str, os.PathLike], step: int) -> Path:
 def replay_buffer_steps(ckpt_dir: Union[str, os.PathLike]) -> List[int]:
     """The iterations of the ``replay_buffer-<step>.pt`` files in ``ckpt_dir``, ascending;
     other names (``replay_buffer-old.pt``, a user's copy) are ignored."""
-    from rlf.utils.checkpoint import file_steps
     return file_steps(ckpt_dir, "replay_buffer")
 
 
@@ -191,7 +190,6 @@ def export_replay_buffer(root_dir: Union[str, os.PathLike], out: Union[str, os.P
         FileNotFoundError: if the run has no replay file (naming the setting that writes it).
         ValueError: if the file is unreadable or holds no replay buffer.
     """
-    from rlf.utils.checkpoint import atomic_save, load_checkpoint_file
     ckpt = Path(root_dir) / "ckpt"
     steps = replay_buffer_steps(ckpt)
     if step is not None:
