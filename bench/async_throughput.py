@@ -21,6 +21,7 @@ step is not higher: the figures show which of the two limits a run.
 """
 
 import argparse
+import os
 import time
 
 import gin
@@ -43,7 +44,6 @@ def measure(conf, params, seconds):
         ``(agent steps/s, learner idle fraction, learning fraction, busy cores,
         CPU ms per agent step)``.
     """
-    import os
     from rlf.bin.gin_utils import parse_config
     gin.clear_config()
     parse_config(conf, params)
