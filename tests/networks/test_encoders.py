@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlf.networks.encoders import ImpalaCNN, NatureCNN, orthogonal_init_
+from rlf.networks.encoders import ImpalaCNN, NatureCNN, ShallowCNN, orthogonal_init_
 from rlf.tensor_specs import TensorSpec
 
 
@@ -34,6 +34,19 @@ def test_nature_cnn_features_tell_pong_states_apart(pong_frames):
     spec = TensorSpec((4, 84, 84), torch.uint8)
     assert _feature_spread(NatureCNN(spec), pong_frames) > 0.01
     assert _feature_spread(NatureCNN(spec, orthogonal_init=False), pong_frames) < 0.005
+
+
+def test_shallow_cnn_is_the_papers_shallow_encoder(pong_frames):
+    # Espeholt et al. 2018, Fig. 3 left: conv 16x8x8/4, conv 32x4x4/2, FC 256 (with ReLUs).
+    torch.manual_seed(0)
+    enc = ShallowCNN(TensorSpec((4, 84, 84), torch.uint8))
+    convs = [m for m in enc.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.in_channels, c.out_channels, c.kernel_size, c.stride) for c in convs] == [
+        (4, 16, (8, 8), (4, 4)), (16, 32, (4, 4), (2, 2))]
+    assert enc.fc[0].in_features == 32 * 9 * 9 and enc.output_size == 256
+    out = enc(pong_frames)
+    assert out.shape == (160, 256) and out.dtype == torch.float32
+    assert _feature_spread(enc, pong_frames) > 0.01
 
 
 def test_orthogonal_init_is_orthogonal_with_zero_bias():
