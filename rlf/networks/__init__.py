@@ -1,4 +1,5 @@
-"""Networks: encoders (MLP, NatureCNN, ShallowCNN, ImpalaCNN), policy heads, actor-critic network."""
+"""Networks: encoders (MLP, NatureCNN, ShallowCNN, ImpalaCNN), policy heads, actor-critic
+network."""
 
 from rlf.networks.actor_critic import ActorCriticNetwork
 from rlf.networks.encoders import ImpalaCNN, MLPEncoder, NatureCNN, ShallowCNN
