@@ -135,6 +135,10 @@ class NatureCNN(_ConvStack):
 
     Args:
         input_spec, output_size, channels_last, orthogonal_init: see ``_ConvStack``.
+
+    Called on ``[B, C, H, W]`` uint8 frames (or float32 in [0, 1]), returns ``[B,
+    output_size]`` float32 features. Raises ``RuntimeError`` at construction if ``H, W``
+    are too small for the kernels.
     """
 
     def __init__(self, input_spec: TensorSpec, output_size: int = 512,
@@ -152,6 +156,10 @@ class ShallowCNN(_ConvStack):
 
     Args:
         input_spec, output_size, channels_last, orthogonal_init: see ``_ConvStack``.
+
+    Called on ``[B, C, H, W]`` uint8 frames (or float32 in [0, 1]), returns ``[B,
+    output_size]`` float32 features. Raises ``RuntimeError`` at construction if ``H, W``
+    are too small for the kernels.
     """
 
     def __init__(self, input_spec: TensorSpec, output_size: int = 256,
