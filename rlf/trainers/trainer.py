@@ -25,6 +25,7 @@ from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
 from rlf.utils import summary
 from rlf.utils.checkpoint import (Checkpointer, CorruptCheckpointError, atomic_save,
                                   load_checkpoint_file)
+from rlf.utils.malloc import reuse_freed_memory
 
 __all__ = ["Trainer", "CheckpointMismatchError"]
 
@@ -141,6 +142,8 @@ class Trainer:
         if config.torch_num_threads is not None:
             torch.set_num_threads(config.torch_num_threads)
         torch.set_flush_denormal(config.flush_denormal)
+        if config.reuse_freed_memory:
+            reuse_freed_memory()
         self._seed_value = self._seed()
         try:
             self._env = load(seed=self._seed_value)
