@@ -94,7 +94,9 @@ class _ConvStack(nn.Module):
         channels_last: run the convolutions in ``torch.channels_last`` memory format. On
             this project's 2-core CPU (oneDNN, one thread) forward plus backward over 80-320
             frames was 1.1-1.8x faster with it, while a no-grad forward over 16 frames was
-            1.2-1.6x slower.
+            1.2-1.6x slower. The input follows the weights' layout at each call, so
+            ``module.to(memory_format=torch.contiguous_format)`` switches a copy that only
+            acts (an actor process) to the other layout.
         orthogonal_init: initialise with ``orthogonal_init_`` (gain ``sqrt(2)``) instead of
             PyTorch's default; without it Pong did not learn in 4M frames.
 
@@ -117,13 +119,14 @@ class _ConvStack(nn.Module):
         self.output_size = output_size
         if orthogonal_init:
             orthogonal_init_(self)  # before channels_last: orthogonal_ needs contiguous weights
-        self._channels_last = channels_last
         if channels_last:
             self.conv.to(memory_format=torch.channels_last)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``[B, C, H, W]`` uint8 (or float in [0, 1]) -> ``[B, output_size]`` float32."""
-        fmt = torch.channels_last if self._channels_last else torch.contiguous_format
+        # The weights' layout decides (oneDNN would convert a mismatched input anyway).
+        fmt = (torch.contiguous_format if self.conv[0].weight.is_contiguous()
+               else torch.channels_last)
         return self.fc(self.conv(_scale(obs, fmt)))
 
 

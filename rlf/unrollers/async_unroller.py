@@ -59,6 +59,11 @@ def build_actor(algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
     """Builds an actor's environment and algorithm copy (in the actor's process), with
     ``num_threads`` torch threads and ``torch.set_flush_denormal(flush_denormal)``.
 
+    The copy's 4-d weights are put in the default (contiguous) memory format: it only runs
+    no-grad forward passes over one step of ``num_envs`` observations, for which oneDNN was
+    1.2-1.6x faster in that format than in the channels-last one that suits the learner's
+    training batches (``_ConvStack``). Parameters still arrive by ``copy_``, which converts.
+
     Returns:
         ``(env, algorithm, params)``: ``params`` maps names to the algorithm's parameter and
         buffer tensors that the learner shares (``_shared_state``).
@@ -71,7 +76,7 @@ def build_actor(algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
         gin_utils.register_all()
         gin.parse_config(gin_config)
     env = env_ctor(num_envs=num_envs, seed=seed)
-    algorithm = algorithm_ctor()
+    algorithm = algorithm_ctor().to(memory_format=torch.contiguous_format)
     return env, algorithm, _shared_state(algorithm)
 
 

@@ -1,3 +1,5 @@
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -66,6 +68,16 @@ def test_channels_last_does_not_change_the_output(pong_frames):
     b.load_state_dict(a.state_dict())
     with torch.no_grad():
         assert torch.allclose(a(pong_frames[:8]), b(pong_frames[:8]), atol=1e-5)
+    # The input follows the weights' layout: an actor's copy switched to the contiguous
+    # format (build_actor) runs its convolutions in that format, with the same output.
+    layouts = []
+    for enc in (b, copy.deepcopy(b).to(memory_format=torch.contiguous_format)):
+        hook = enc.conv[0].register_forward_hook(
+            lambda m, inp, out: layouts.append(out.is_contiguous()))
+        with torch.no_grad():
+            assert torch.allclose(enc(pong_frames[:8]), a(pong_frames[:8]), atol=1e-5)
+        hook.remove()
+    assert layouts == [False, True]
     assert ImpalaCNN(TensorSpec((4, 84, 84), torch.uint8))(pong_frames[:2]).shape == (2, 256)
 
 

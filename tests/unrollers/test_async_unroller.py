@@ -16,6 +16,7 @@ from rlf.algorithms import RLAlgorithm, TrainerConfig
 from rlf.data_structures import AlgStep
 from rlf.environments import load
 from rlf.unrollers import ActorError, AsyncUnroller, SyncUnroller
+from rlf.unrollers.async_unroller import build_actor, copy_parameters
 
 REPO = Path(__file__).resolve().parents[2]
 OBS = load("CartPole-v1", 1).observation_spec()
@@ -105,6 +106,25 @@ def test_unrolls_are_copied_out_of_the_reused_slots():
         unroller.close()
     torch.testing.assert_close(first.time_step.observation, kept)
     assert not torch.equal(later[-1], kept)  # the episodes moved on: the check can fail
+
+
+class WithConv(Deterministic):
+    """Deterministic plus a convolution built in channels-last format, as NatureCNN's."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.conv = nn.Conv2d(4, 8, 3).to(memory_format=torch.channels_last)
+
+
+def test_actor_copy_acts_in_the_contiguous_layout():
+    _, alg, params = build_actor(WithConv, functools.partial(load, "CartPole-v1"), "", 1,
+                                 seed=0, num_threads=torch.get_num_threads())
+    w = alg.conv.weight
+    assert w.is_contiguous() and not w.is_contiguous(memory_format=torch.channels_last)
+    assert params["conv.weight"] is w  # the tensor the learner's parameters are copied into
+    learner_w = WithConv().conv.weight
+    copy_parameters({"conv.weight": w}, {"conv.weight": learner_w})
+    assert torch.equal(w, learner_w) and w.is_contiguous()
 
 
 def test_actor_exception_surfaces_with_traceback():
