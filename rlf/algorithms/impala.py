@@ -11,9 +11,10 @@ target of a truncated episode's last state is its own value. Its loss is masked 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import gin
+import numpy as np
 import torch
 
 from rlf import nest
@@ -47,6 +48,23 @@ class ImpalaInfo(NamedTuple):
     value: Any = ()
 
 
+def _entropy_schedule(weight, name: str) -> Tuple[List[int], List[float]]:
+    """``(steps, weights)`` of ``ImpalaAlgorithm``'s ``entropy_regularization`` argument."""
+    if isinstance(weight, (int, float)):
+        return [0], [float(weight)]
+    try:
+        pairs = [(int(steps), float(w)) for steps, w in weight]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: entropy_regularization must be a float or a list of "
+                         f"(environment_steps, weight) pairs, got {weight!r}") from None
+    steps = [p[0] for p in pairs]
+    if not pairs or steps[0] < 0 or any(b <= a for a, b in zip(steps, steps[1:])):
+        raise ValueError(f"{name}: entropy_regularization's schedule needs at least one "
+                         f"pair and increasing, non-negative environment steps, got "
+                         f"{weight!r}")
+    return steps, [p[1] for p in pairs]
+
+
 @gin.configurable
 class ImpalaAlgorithm(RLAlgorithm):
     """IMPALA's learner: policy gradient with V-trace advantages, a V-trace value baseline and
@@ -64,7 +82,10 @@ class ImpalaAlgorithm(RLAlgorithm):
             ``ActorCriticNetwork``-like module returning ``(params, value, state)`` and with
             ``state_spec`` and ``policy_head``.
         discount: ``gamma``.
-        entropy_regularization: weight of the entropy bonus.
+        entropy_regularization: weight of the entropy bonus: a float, or a schedule of
+            ``(environment_steps, weight)`` pairs with increasing steps, interpolated
+            linearly in ``EnvironmentSteps`` (agent steps) and constant outside them, in
+            RLlib's ``entropy_coeff`` format, e.g. ``[(0, 0.01), (2500000, 0.0)]``.
         value_weight: weight of the baseline loss ``0.5 * (vs - V)^2`` (the paper's
             "baseline cost").
         clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold, lambda_: V-trace's.
@@ -82,7 +103,9 @@ class ImpalaAlgorithm(RLAlgorithm):
         optimizer, gradient_clipping, name, ...: see ``Algorithm``.
 
     Raises:
-        ValueError: for an action spec the policy heads do not serve (naming it).
+        ValueError: for an action spec the policy heads do not serve (naming it); for an
+            ``entropy_regularization`` schedule that is empty, not made of pairs, or whose
+            steps are negative or not increasing.
     """
 
     def __init__(self,
@@ -93,7 +116,7 @@ class ImpalaAlgorithm(RLAlgorithm):
                  config=None,
                  network_ctor=ActorCriticNetwork,
                  discount: float = 0.99,
-                 entropy_regularization: float = 0.01,
+                 entropy_regularization: Union[float, Sequence[Tuple[int, float]]] = 0.01,
                  value_weight: float = 0.5,
                  clip_rho_threshold: Optional[float] = 1.0,
                  clip_c_threshold: Optional[float] = 1.0,
@@ -118,7 +141,7 @@ class ImpalaAlgorithm(RLAlgorithm):
                          **kwargs)
         self._network = network
         self._gamma = discount
-        self._entropy_regularization = entropy_regularization
+        self._entropy_schedule = _entropy_schedule(entropy_regularization, name)
         self._value_weight = value_weight
         self._clips = (clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold)
         self._lambda = lambda_
@@ -126,6 +149,12 @@ class ImpalaAlgorithm(RLAlgorithm):
         self._memory_args = dict(max_length=experience_replay_length, max_use=max_use,
                                  stacked_frames=experience_replay_stacked_frames)
         self.__dict__["_memory"] = None  # the experience-replay memory (not checkpointed)
+
+    @property
+    def entropy_regularization(self) -> float:
+        """The entropy bonus's weight at the current ``EnvironmentSteps``."""
+        steps, weights = self._entropy_schedule
+        return float(np.interp(self.get_env_steps(), steps, weights))
 
     @property
     def experience_replay_memory(self):
@@ -262,10 +291,13 @@ class ImpalaAlgorithm(RLAlgorithm):
         entropy = head.entropy(info.target_params)
         has_next = torch.ones_like(value)
         has_next[-1] = 0
+        entropy_weight = self.entropy_regularization
         loss = (pg_loss + self._value_weight * value_loss
-                - self._entropy_regularization * entropy * has_next)
+                - entropy_weight * entropy * has_next)
         if summary.should_record_summaries():
             self._summarize_vtrace(log_rhos, valid, returns.vs, value[:-1])
+            if len(self._entropy_schedule[0]) > 1:
+                summary.scalar(f"{self._name}/entropy_regularization", entropy_weight)
         return LossInfo(loss=loss, extra={"pg_loss": pg_loss, "value_loss": value_loss,
                                           "entropy": entropy})
 

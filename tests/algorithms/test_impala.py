@@ -131,3 +131,42 @@ def test_amp_autocast_path_runs_on_cpu(on_policy):
     assert all(p.dtype == torch.float32 for p in alg.parameters())
     assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))
     env.close()
+
+
+def test_entropy_schedule_is_linear_in_environment_steps_and_weights_the_loss():
+    env = load("CartPole-v1", 2, seed=0)
+    config = TrainerConfig(unroll_length=5, num_iterations=10)
+    alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
+                          is_on_policy=True, optimizer=functools.partial(torch.optim.Adam),
+                          entropy_regularization=[(0, 0.01), (20, 0.002), (40, 0.0)])
+    seen = []
+    try:
+        for _ in range(6):
+            seen.append((alg.get_env_steps(), alg.entropy_regularization))
+            alg.train_iter()
+    finally:
+        env.close()
+    def by_hand(s):  # the three points, joined by straight lines, constant after the last
+        return 0.01 - 0.008 * s / 20 if s <= 20 else max(0.0, 0.002 - 0.002 * (s - 20) / 20)
+
+    steps = [s for s, _ in seen]
+    assert steps[0] == 0 and any(0 < s < 20 for s in steps) and any(
+        20 < s < 40 for s in steps) and steps[-1] > 40  # every piece is visited
+    assert [w for _, w in seen] == pytest.approx([by_hand(s) for s in steps], abs=1e-12)
+    # The loss uses the current weight (0 now): loss = pg + 0.5 * value (- 0 * entropy).
+    T, B = 3, 2
+    logits = torch.randn(T, B, 2)
+    info = ImpalaInfo(reward=torch.rand(T, B), step_type=torch.full((T, B), int(M)),
+                      discount=torch.ones(T, B), action=torch.zeros(T, B, dtype=torch.int64),
+                      behaviour_params=logits, target_params=logits, value=torch.rand(T, B))
+    out = alg.calc_loss(info)
+    torch.testing.assert_close(out.loss, out.extra["pg_loss"] + 0.5 * out.extra["value_loss"])
+    assert float(out.extra["entropy"].min()) > 0.1  # so a non-zero weight would show
+
+
+@pytest.mark.parametrize("schedule", [[], [(10, 0.01), (5, 0.0)], [(-1, 0.01)], "0.01x",
+                                      [(0, 0.01, 3)]])
+def test_bad_entropy_schedule_is_named(schedule):
+    with pytest.raises(ValueError, match="entropy_regularization"):
+        ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                        entropy_regularization=schedule)
