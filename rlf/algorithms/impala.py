@@ -89,6 +89,15 @@ class ImpalaAlgorithm(RLAlgorithm):
         value_weight: weight of the baseline loss ``0.5 * (vs - V)^2`` (the paper's
             "baseline cost").
         clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold, lambda_: V-trace's.
+        importance_ratio_clipping: ``epsilon`` of PPO's clipped surrogate (Schulman et al.
+            2017, eq. 7; ALF's ``PPOLoss`` name), which then replaces the policy-gradient
+            term, as in APPO (RLlib's ``clip_param``, 0.3 for Pong): ``-min(r_t A_t,
+            clip(r_t, 1 - epsilon, 1 + epsilon) A_t)`` with ``r_t = pi(a_t|x_t) /
+            mu(a_t|x_t)`` and ``A_t = r_{t+1} + gamma_{t+1} vs_{t+1} - V(x_t)``, V-trace's
+            advantage before its ``rho`` factor (``r_t`` takes that role). It stops pushing
+            ``pi`` once it is ``epsilon`` away from ``mu``, so that several passes over the
+            same unroll (``TrainerConfig.num_updates_per_train_iter``) cannot overshoot.
+            None (default): IMPALA's ``-min(rho_t, clip_pg_rho_threshold) A_t log pi``.
         is_on_policy: see above.
         experience_replay_fraction: the fraction of each training batch sampled from an
             experience-replay memory (Espeholt et al. 2018, §5.3.2, used 0.5); 0 for none.
@@ -105,7 +114,7 @@ class ImpalaAlgorithm(RLAlgorithm):
     Raises:
         ValueError: for an action spec the policy heads do not serve (naming it); for an
             ``entropy_regularization`` schedule that is empty, not made of pairs, or whose
-            steps are negative or not increasing.
+            steps are negative or not increasing; for ``importance_ratio_clipping <= 0``.
     """
 
     def __init__(self,
@@ -122,6 +131,7 @@ class ImpalaAlgorithm(RLAlgorithm):
                  clip_c_threshold: Optional[float] = 1.0,
                  clip_pg_rho_threshold: Optional[float] = 1.0,
                  lambda_: float = 1.0,
+                 importance_ratio_clipping: Optional[float] = None,
                  is_on_policy: bool = False,
                  experience_replay_fraction: float = 0.0,
                  experience_replay_length: int = 10000,
@@ -132,6 +142,9 @@ class ImpalaAlgorithm(RLAlgorithm):
         if not 0.0 <= experience_replay_fraction < 1.0:
             raise ValueError(f"{name}: experience_replay_fraction must be in [0, 1), got "
                              f"{experience_replay_fraction}")
+        if importance_ratio_clipping is not None and not importance_ratio_clipping > 0:
+            raise ValueError(f"{name}: importance_ratio_clipping must be > 0 or None, got "
+                             f"{importance_ratio_clipping}")
         if experience_replay_fraction and is_on_policy:
             raise ValueError(f"{name}: experience replay needs is_on_policy=False")
         network = network_ctor(observation_spec, action_spec)
@@ -145,6 +158,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         self._value_weight = value_weight
         self._clips = (clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold)
         self._lambda = lambda_
+        self._ratio_clipping = importance_ratio_clipping
         self._replay_fraction = experience_replay_fraction
         self._memory_args = dict(max_length=experience_replay_length, max_use=max_use,
                                  stacked_frames=experience_replay_stacked_frames)
@@ -286,7 +300,12 @@ class ImpalaAlgorithm(RLAlgorithm):
         value = info.value.float()
         returns, log_rhos, valid, target_log_probs = self.vtrace_returns(info)
         pad = torch.zeros_like(value[:1])
-        pg_loss = torch.cat([-returns.pg_advantages * target_log_probs[:-1], pad])
+        if self._ratio_clipping is None:
+            pg_loss = -returns.pg_advantages * target_log_probs[:-1]
+        else:
+            pg_loss = self._clipped_surrogate(info, returns.vs, log_rhos, valid,
+                                              target_log_probs)
+        pg_loss = torch.cat([pg_loss, pad])
         value_loss = torch.cat([0.5 * (returns.vs - value[:-1]) ** 2, pad])
         entropy = head.entropy(info.target_params)
         has_next = torch.ones_like(value)
@@ -300,6 +319,23 @@ class ImpalaAlgorithm(RLAlgorithm):
                 summary.scalar(f"{self._name}/entropy_regularization", entropy_weight)
         return LossInfo(loss=loss, extra={"pg_loss": pg_loss, "value_loss": value_loss,
                                           "entropy": entropy})
+
+    def _clipped_surrogate(self, info: ImpalaInfo, vs, log_rhos, valid, target_log_probs):
+        """``[T-1, B]`` PPO's clipped surrogate loss with V-trace's advantages (see
+        ``importance_ratio_clipping``); 0 where step ``t`` starts no transition."""
+        with torch.no_grad():
+            value = info.value.float()
+            vs_t_plus_1 = torch.cat([vs[1:], value[-1:]])
+            advantages = (info.reward[1:].float() + self._gamma * info.discount[1:].float()
+                          * vs_t_plus_1 - value[:-1]) * valid
+        # log r_t = log pi - log mu, with pi's gradient; LAST steps (log_rhos -inf) get 0.
+        log_pi = target_log_probs[:-1]
+        ratio = torch.exp(log_pi - log_pi.detach() + log_rhos.masked_fill(~valid, 0.0))
+        eps = self._ratio_clipping
+        if summary.should_record_summaries() and bool(valid.any()):
+            summary.scalar(f"{self._name}/clipped_ratio_fraction",
+                           ((ratio.detach() - 1).abs() > eps)[valid].float().mean())
+        return -torch.min(ratio * advantages, ratio.clamp(1 - eps, 1 + eps) * advantages)
 
     def _summarize_vtrace(self, log_rhos, valid, vs, value) -> None:
         with torch.no_grad():

@@ -170,3 +170,57 @@ def test_bad_entropy_schedule_is_named(schedule):
     with pytest.raises(ValueError, match="entropy_regularization"):
         ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
                         entropy_regularization=schedule)
+
+
+def _one_transition(reward):
+    """T = 2, B = 1: pi(a=0|x_0) = 0.6 and mu(a=0|x_0) = 0.4, so r_0 = 1.5."""
+    target = torch.log(torch.tensor([[[0.6, 0.4]], [[0.5, 0.5]]])).requires_grad_()
+    behaviour = torch.log(torch.tensor([[[0.4, 0.6]], [[0.5, 0.5]]]))
+    return target, ImpalaInfo(
+        reward=torch.tensor([[0.0], [reward]]), step_type=torch.full((2, 1), int(M)),
+        discount=torch.ones(2, 1), action=torch.zeros(2, 1, dtype=torch.int64),
+        behaviour_params=behaviour, target_params=target, value=torch.tensor([[0.2], [0.4]]))
+
+
+@pytest.mark.parametrize("reward,loss,grad", [
+    # A = r + gamma * V(x_1) - V(x_0) = +-1 + 0.5 * 0.4 - 0.2 = +-1 (by hand).
+    (1.0, -1.2, [0.0, 0.0]),   # A > 0 and r = 1.5 > 1 + 0.2: clipped, no gradient
+    (-1.0, 1.5, [0.6, -0.6]),  # A < 0: min picks the unclipped r A; d/dlogits = -A r (1 - pi)
+])
+def test_clipped_surrogate_by_hand(reward, loss, grad):
+    alg = ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                          discount=0.5, importance_ratio_clipping=0.2)
+    target, info = _one_transition(reward)
+    pg_loss = alg.calc_loss(info).extra["pg_loss"]
+    assert pg_loss.detach()[:, 0].tolist() == pytest.approx([loss, 0.0])
+    pg_loss.sum().backward()
+    torch.testing.assert_close(target.grad[0, 0], torch.tensor(grad))
+    assert not target.grad[1].any()
+
+
+def test_clipped_surrogate_has_impalas_gradient_when_pi_equals_mu():
+    # r_t = rho_t = 1: PPO's gradient -A grad(log pi) is IMPALA's, LAST steps included.
+    torch.manual_seed(0)
+    T, B = 6, 3
+    logits, reward, value = torch.randn(T, B, 4), torch.randn(T, B), torch.randn(T, B)
+    action = torch.randint(0, 4, (T, B))
+    step_type = torch.full((T, B), int(M))
+    step_type[2, 1], step_type[3, 1] = int(L), int(F)
+    grads = []
+    for clipping in (None, 0.1):
+        alg = ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 3),
+                              importance_ratio_clipping=clipping)
+        target = logits.clone().requires_grad_()
+        info = ImpalaInfo(reward=reward, step_type=step_type, discount=torch.ones(T, B),
+                          action=action, behaviour_params=logits, target_params=target,
+                          value=value)
+        alg.calc_loss(info).extra["pg_loss"].sum().backward()
+        grads.append(target.grad)
+    torch.testing.assert_close(grads[0], grads[1])
+    assert grads[0][:-1].abs().sum() > 0 and not grads[0][2, 1].any()  # LAST: no gradient
+
+
+def test_bad_importance_ratio_clipping_is_named():
+    with pytest.raises(ValueError, match="importance_ratio_clipping"):
+        ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                        importance_ratio_clipping=0.0)
