@@ -40,6 +40,8 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4))
+    # tab10's colours repeat from the 11th run on; tab20 keeps up to 20 runs apart.
+    colors = plt.get_cmap("tab10" if len(args.root_dir) <= 10 else "tab20").colors
     for i, root in enumerate(args.root_dir):
         steps, values, walls = read_scalars(Path(root), args.tag)
         if not steps:
@@ -47,7 +49,7 @@ def main():
         frames = [s * args.frameskip for s in steps]
         minutes = (walls[-1] - walls[0]) / 60
         label = args.label[i] if i < len(args.label) else Path(root).name
-        ax.plot([f / 1e6 for f in frames], values,
+        ax.plot([f / 1e6 for f in frames], values, color=colors[i % len(colors)],
                 label=f"{label} ({minutes:.0f} min, last {values[-1]:.1f})")
         print(f"{root}: {len(steps)} points, last {values[-1]:.2f} at {frames[-1]} frames, "
               f"{minutes:.1f} min, best {max(values):.2f}")
