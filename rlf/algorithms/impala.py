@@ -303,8 +303,8 @@ class ImpalaAlgorithm(RLAlgorithm):
         if self._ratio_clipping is None:
             pg_loss = -returns.pg_advantages * target_log_probs[:-1]
         else:
-            pg_loss = self._clipped_surrogate(info, returns.vs, log_rhos, valid,
-                                              target_log_probs)
+            pg_loss = self._clipped_surrogate(info, value.detach(), returns.vs, log_rhos,
+                                              valid, target_log_probs)
         pg_loss = torch.cat([pg_loss, pad])
         value_loss = torch.cat([0.5 * (returns.vs - value[:-1]) ** 2, pad])
         entropy = head.entropy(info.target_params)
@@ -320,11 +320,12 @@ class ImpalaAlgorithm(RLAlgorithm):
         return LossInfo(loss=loss, extra={"pg_loss": pg_loss, "value_loss": value_loss,
                                           "entropy": entropy})
 
-    def _clipped_surrogate(self, info: ImpalaInfo, vs, log_rhos, valid, target_log_probs):
+    def _clipped_surrogate(self, info: ImpalaInfo, value, vs, log_rhos, valid,
+                           target_log_probs):
         """``[T-1, B]`` PPO's clipped surrogate loss with V-trace's advantages (see
-        ``importance_ratio_clipping``); 0 where step ``t`` starts no transition."""
+        ``importance_ratio_clipping``); 0 where step ``t`` starts no transition. ``value``:
+        ``[T, B]`` float32, detached."""
         with torch.no_grad():
-            value = info.value.float()
             vs_t_plus_1 = torch.cat([vs[1:], value[-1:]])
             advantages = (info.reward[1:].float() + self._gamma * info.discount[1:].float()
                           * vs_t_plus_1 - value[:-1]) * valid
