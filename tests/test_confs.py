@@ -33,6 +33,9 @@ def test_async_conf_includes_the_atari_conf_and_overrides_it(tmp_path, monkeypat
     assert gin.query_parameter("TrainerConfig.torch_num_threads") == 1  # overridden (was 2)
     assert gin.query_parameter("TrainerConfig.num_env_steps") == 1000  # bindings win
     assert gin.query_parameter("ImpalaAlgorithm.importance_ratio_clipping") == 0.3
+    assert gin.query_parameter("ImpalaAlgorithm.lambda_") == 0.95
+    assert gin.query_parameter("ImpalaAlgorithm.entropy_regularization") == [
+        (0, 0.01), (2500000, 0.0)]  # overrides impala_atari.gin's constant 0.01
 
 
 def test_missing_include_is_a_one_line_config_error(tmp_path):
