@@ -469,9 +469,14 @@ class Algorithm(nn.Module):
             for b in range(0, batch_size, mini_batch_size):
                 idx = (torch.arange(b, min(b + mini_batch_size, batch_size)) if order is None
                        else order[b:b + mini_batch_size])
-                mb = nest.map_structure(lambda x: x[idx], experience)
-                mb_info = (None if batch_info is None
-                           else nest.map_structure(lambda x: x[idx], batch_info))
+                if order is None and len(idx) == batch_size:
+                    # The whole batch in order: the buffer's batch is already a copy, and
+                    # indexing would copy it again (~16 ms for a [16, 20] Pong batch).
+                    mb, mb_info = experience, batch_info
+                else:
+                    mb = nest.map_structure(lambda x: x[idx], experience)
+                    mb_info = (None if batch_info is None
+                               else nest.map_structure(lambda x: x[idx], batch_info))
                 if online_ready and offline is not None:
                     mb, mb_info = self._mix_offline(mb, offline)
                 mb, mb_info = self.mix_experience(mb, mb_info)

@@ -59,10 +59,14 @@ def build_actor(algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
     """Builds an actor's environment and algorithm copy (in the actor's process), with
     ``num_threads`` torch threads and ``torch.set_flush_denormal(flush_denormal)``.
 
-    The copy's 4-d weights are put in the default (contiguous) memory format: it only runs
-    no-grad forward passes over one step of ``num_envs`` observations, for which oneDNN was
-    1.2-1.6x faster in that format than in the channels-last one that suits the learner's
-    training batches (``_ConvStack``). Parameters still arrive by ``copy_``, which converts.
+    The copy only runs no-grad forward passes over one step of ``num_envs`` observations, so
+    its weights are laid out for that (parameters still arrive by ``copy_``, which converts):
+    - 4-d weights in the default (contiguous) memory format: oneDNN was 1.2-1.6x faster in
+      it than in the channels-last one that suits the learner's training batches
+      (``_ConvStack``);
+    - ``nn.Linear`` weights ``[out, in]`` stored transposed (``weight.t()`` contiguous), so
+      that ``F.linear``'s GEMM reads them without a transpose: NatureCNN's 3136 x 512 layer
+      on 16 rows took ~1.0 ms instead of ~1.6 ms (one thread).
 
     Returns:
         ``(env, algorithm, params)``: ``params`` maps names to the algorithm's parameter and
@@ -77,6 +81,9 @@ def build_actor(algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
         gin.parse_config(gin_config)
     env = env_ctor(num_envs=num_envs, seed=seed)
     algorithm = algorithm_ctor().to(memory_format=torch.contiguous_format)
+    for m in algorithm.modules():
+        if isinstance(m, torch.nn.Linear):
+            m.weight.data = m.weight.data.t().contiguous().t()
     return env, algorithm, _shared_state(algorithm)
 
 

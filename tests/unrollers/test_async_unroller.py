@@ -109,11 +109,13 @@ def test_unrolls_are_copied_out_of_the_reused_slots():
 
 
 class WithConv(Deterministic):
-    """Deterministic plus a convolution built in channels-last format, as NatureCNN's."""
+    """Deterministic plus a convolution built in channels-last format, as NatureCNN's, and
+    a linear layer."""
 
     def __init__(self, **kw):
         super().__init__(**kw)
         self.conv = nn.Conv2d(4, 8, 3).to(memory_format=torch.channels_last)
+        self.fc = nn.Linear(12, 5)
 
 
 def test_actor_copy_acts_in_the_contiguous_layout():
@@ -122,9 +124,18 @@ def test_actor_copy_acts_in_the_contiguous_layout():
     w = alg.conv.weight
     assert w.is_contiguous() and not w.is_contiguous(memory_format=torch.channels_last)
     assert params["conv.weight"] is w  # the tensor the learner's parameters are copied into
-    learner_w = WithConv().conv.weight
-    copy_parameters({"conv.weight": w}, {"conv.weight": learner_w})
-    assert torch.equal(w, learner_w) and w.is_contiguous()
+    learner = WithConv()
+    copy_parameters({"conv.weight": w}, {"conv.weight": learner.conv.weight})
+    assert torch.equal(w, learner.conv.weight) and w.is_contiguous()
+    # Linear weights are stored transposed; the copy keeps that layout and the values.
+    fc = alg.fc.weight
+    assert fc.shape == (5, 12) and fc.t().is_contiguous() and not fc.is_contiguous()
+    assert params["fc.weight"] is fc
+    copy_parameters({"fc.weight": fc}, {"fc.weight": learner.fc.weight})
+    assert torch.equal(fc, learner.fc.weight) and fc.t().is_contiguous()
+    x = torch.randn(3, 12)
+    torch.testing.assert_close(nn.functional.linear(x, fc, learner.fc.bias),
+                               learner.fc(x))
 
 
 def test_actor_exception_surfaces_with_traceback():
