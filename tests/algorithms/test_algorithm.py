@@ -194,6 +194,33 @@ def test_adjust_replay_buffer_length_and_fractional_unroll():
     env.close()
 
 
+
+def test_sampled_batch_is_split_in_order_into_mini_batches(monkeypatch):
+    # Not whole-buffer training: mini_batch_size * num_updates sequences are sampled once
+    # and cut in order into num_updates mini-batches (views of the sampled batch).
+    env = load("CartPole-v1", 2, seed=0)
+    config = TrainerConfig(unroll_length=4, mini_batch_size=2, mini_batch_length=3,
+                           num_updates_per_train_iter=3, initial_collect_steps=8)
+    alg = Counter(env.observation_spec(), env.action_spec(), env=env, config=config)
+    alg.train_iter()
+    alg.train_iter()  # the buffer now holds 8 steps per environment
+    sampled, updates = [], []
+    get_batch = alg.replay_buffer.get_batch
+    monkeypatch.setattr(alg.replay_buffer, "get_batch",
+                        lambda *a: sampled.append(get_batch(*a)) or sampled[-1])
+    monkeypatch.setattr(alg, "_update", lambda mb, info, weight: updates.append(
+        (mb.time_step.observation, info.positions, weight)) or 0)
+    alg.train_from_replay_buffer()
+    (batch, info), = sampled
+    assert batch.time_step.observation.shape[:2] == (6, 3)  # 2 x 3 sequences of 3 steps
+    assert len(updates) == 3
+    for k, (obs, positions, weight) in enumerate(updates):
+        assert torch.equal(obs, batch.time_step.observation[2 * k:2 * k + 2])
+        assert torch.equal(positions, info.positions[2 * k:2 * k + 2])
+        assert weight == 1.0
+    env.close()
+
+
 def test_reward_weights_and_bad_specs():
     obs, act = TensorSpec((4,)), TensorSpec((), torch.int64)
     alg = RLAlgorithm(obs, act, reward_spec=TensorSpec((2,)), reward_weights=[1.0, -2.0])
