@@ -55,7 +55,8 @@ class _TrainerState:
 class Trainer:
     """Builds the environment and the algorithm from a ``TrainerConfig`` and trains it.
 
-    ``root_dir`` receives ``config.gin`` (the operative gin config), ``train/`` (TensorBoard
+    ``root_dir`` receives ``config.gin`` (the operative gin config, rewritten with each
+    checkpoint so that it also holds what was configured lazily), ``train/`` (TensorBoard
     events) and ``ckpt/`` (``ckpt-<iteration>.pt``; with ``save_replay_buffer`` also
     ``replay_buffer-<iteration>.pt``). An existing ``root_dir`` with checkpoints resumes
     from the newest readable one; a truncated or corrupt one is skipped with a warning.
@@ -201,6 +202,11 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def _save(self) -> None:
+        # Optimizers and their schedules are built at the first update, which off-policy
+        # training reaches after iteration 1 (or after initial_collect_steps); rewriting the
+        # operative config with every checkpoint records their settings by the time there is
+        # a checkpoint to resume.
+        self._write_config()
         step = self._state.iter_num
         if self._config.save_replay_buffer:
             state = self._algorithm.replay_buffer_state_dict()

@@ -88,6 +88,25 @@ def test_resume_continues_the_lr_schedule(tmp_path):
     assert [b[s] for s in range(7, 13)] == [a[s] for s in range(7, 13)]
 
 
+def test_config_gin_records_the_lazily_built_optimizer_and_schedule(tmp_path):
+    # Off-policy whole-buffer training makes its first update (which builds the optimizer
+    # and its schedule) in iteration 2, after config.gin was first written.
+    gin.parse_config("""
+A2C.hidden = (16,)
+A2C.is_on_policy = False
+A2C.optimizer = @torch.optim.Adam
+torch.optim.Adam.lr = 0.00123
+A2C.lr_scheduler = @torch.optim.lr_scheduler.StepLR
+torch.optim.lr_scheduler.StepLR.step_size = 77
+""")
+    config = TrainerConfig(algorithm_ctor=A2C, unroll_length=8, num_iterations=3,
+                           whole_replay_buffer_training=True, clear_replay_buffer=True)
+    Trainer(config, tmp_path, progress=False).train()
+    text = (tmp_path / "config.gin").read_text()
+    assert "Adam.lr = 0.00123" in text  # gin prints the shortest unique name
+    assert "StepLR.step_size = 77" in text
+
+
 def test_close_twice_is_harmless_and_build_after_close_raises(tmp_path):
     trainer = Trainer(_config(1), tmp_path, progress=False)
     assert trainer.build() is trainer.build()
