@@ -38,6 +38,21 @@ def test_async_conf_includes_the_atari_conf_and_overrides_it(tmp_path, monkeypat
         (0, 0.01), (2500000, 0.0)]  # overrides impala_atari.gin's constant 0.01
 
 
+def test_async_conf_halves_the_rate_at_6m_and_8m_of_its_10m_frames(tmp_path, monkeypatch):
+    # MultiStepLR counts gradient updates; the milestones must follow the updates per run.
+    monkeypatch.chdir(tmp_path)
+    parse_config(str(CONFS / "impala_atari_async.gin"))
+    q = gin.query_parameter
+    num_envs = q("load.num_envs")
+    unrolls = q("TrainerConfig.num_env_steps") / (q("TrainerConfig.unroll_length") * num_envs)
+    updates = (unrolls * num_envs / q("TrainerConfig.mini_batch_size")
+               * q("TrainerConfig.num_updates_per_train_iter"))
+    assert updates == 62500
+    milestones = q("torch.optim.lr_scheduler.MultiStepLR.milestones")
+    assert [m / updates for m in milestones] == pytest.approx([0.6, 0.8])
+    assert q("torch.optim.lr_scheduler.MultiStepLR.gamma") == 0.5
+
+
 def test_missing_include_is_a_one_line_config_error(tmp_path):
     conf = tmp_path / "bad.gin"
     conf.write_text("include 'nope.gin'\n")
