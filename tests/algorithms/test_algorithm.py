@@ -194,7 +194,6 @@ def test_adjust_replay_buffer_length_and_fractional_unroll():
     env.close()
 
 
-
 def test_sampled_batch_is_split_in_order_into_mini_batches(monkeypatch):
     # Not whole-buffer training: mini_batch_size * num_updates sequences are sampled once
     # and cut in order into num_updates mini-batches (views of the sampled batch).
