@@ -7,6 +7,11 @@ The configuration is ``root_dir/config.gin`` (as written by training); the param
 from the newest (or the given) checkpoint. The policy acts with ``predict_step``. ``--record``
 saves the first episode: rendered frames for gymnasium environments that render
 ``rgb_array``, the newest observation frame for Atari.
+
+Each episode's line is printed (and flushed) as the episode ends. An Atari episode lasts
+until the id's frame limit (108,000 frames for ``-v5``) if neither side scores, so a greedy
+policy stuck in a rally can play for many minutes; cap it with e.g.
+``--conf_param load_atari.max_num_frames_per_episode=27000``.
 """
 
 from __future__ import annotations
@@ -96,15 +101,15 @@ def main(argv) -> int:
 
     import gymnasium as gym
     try:
-        result = evaluate_episodes(algorithm, env, FLAGS.num_episodes, device=config.device,
-                                   on_step=on_step)
+        result = evaluate_episodes(
+            algorithm, env, FLAGS.num_episodes, device=config.device, on_step=on_step,
+            on_episode=lambda i, r, n: print(f"episode {i}: return {r:.2f}, length {n}",
+                                             flush=True))
     except gym.error.DependencyNotInstalled as e:
         print(f"error: recording needs the environment's renderer: {e} (or pip install -e "
               f"'.[play]')", file=sys.stderr)
         return 2
     env.close()
-    for i, (r, n) in enumerate(zip(result["returns"], result["lengths"])):
-        print(f"episode {i}: return {r:.2f}, length {n}")
     print(f"average return {result['AverageReturn']:.2f} over {len(result['returns'])} "
           f"episodes (checkpoint {ckpt.path(step)})")
     if record:

@@ -21,7 +21,9 @@ class EvalResult(dict):
 @torch.no_grad()
 def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.device = "cpu",
                       on_step: Optional[Callable[[Any], None]] = None,
-                      max_steps: Optional[int] = None) -> EvalResult:
+                      max_steps: Optional[int] = None,
+                      on_episode: Optional[Callable[[int, float, int], None]] = None
+                      ) -> EvalResult:
     """Plays ``num_episodes`` episodes with ``algorithm.predict_step`` (no gradients, eval mode).
 
     Episodes are counted in the order they end over the batched ``env``; its environments
@@ -36,6 +38,8 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
         device: where ``predict_step`` runs.
         on_step: called with every ``[B]`` time step (e.g. to record frames).
         max_steps: stop after this many batched steps even if fewer episodes ended.
+        on_episode: called as ``on_episode(index, return, length)`` when each episode ends
+            (e.g. to print it at once: an Atari episode can take minutes).
 
     Returns:
         ``EvalResult`` with the mean return and length and the per-episode lists.
@@ -70,6 +74,8 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
                 for b in np.flatnonzero(time_step.is_last().numpy()):
                     returns.append(float(episode_return[b]))
                     lengths.append(int(episode_length[b]))
+                    if on_episode is not None and len(returns) <= num_episodes:
+                        on_episode(len(returns) - 1, returns[-1], lengths[-1])
                 inputs = nest.utils.convert_device(time_step, device)
                 state = reset_state_if_necessary(state, initial_state, inputs.is_first())
                 step = algorithm.predict_step(inputs, state)
