@@ -28,7 +28,7 @@ def test_async_conf_includes_the_atari_conf_and_overrides_it(tmp_path, monkeypat
     parse_config(str(CONFS / "impala_atari_async.gin"),
                  ["TrainerConfig.num_env_steps = 1000"])
     assert gin.query_parameter("load.env_name") == "ALE/Pong-v5"  # from the included file
-    # The paper's protocol, not v5's sticky default of 0.25 (+19.38 against +16.50 on Pong).
+    # The paper's protocol, not v5's sticky default of 0.25 (+19.38 to +20.31 against +16.50).
     assert gin.query_parameter("load_atari.repeat_action_probability") == 0.0
     assert gin.query_parameter("TrainerConfig.async_unroll") is True
     assert gin.query_parameter("ImpalaAlgorithm.is_on_policy") is False
