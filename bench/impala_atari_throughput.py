@@ -36,7 +36,9 @@ SB3 = textwrap.dedent("""
     n_envs, seconds, threads = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
     torch.set_num_threads(threads)
     env = VecFrameStack(make_atari_env("ALE/Pong-v5", n_envs=n_envs, seed=0,
-                                       env_kwargs={"frameskip": 1}), n_stack=4)
+                                       env_kwargs={"frameskip": 1,
+                                                   "repeat_action_probability": 0.0}),
+                        n_stack=4)  # no sticky actions, as confs/impala_atari.gin
     model = A2C("CnnPolicy", env, verbose=0, seed=0)
     model.learn(total_timesteps=n_envs * 5 * 20)  # warm-up
     chunk, steps, t0 = n_envs * 5 * 50, 0, time.perf_counter()
