@@ -8,7 +8,7 @@ from rlf.trainers import evaluate_episodes
 
 
 class AlwaysLeft(torch.nn.Module):
-    """Pushes the cart left at every step: CartPole episodes of ~8-10 steps."""
+    """Pushes the cart left at every step: CartPole episodes of ~9-11 steps."""
 
     def get_initial_predict_state(self, batch_size):
         return ()
@@ -25,8 +25,8 @@ def test_on_episode_reports_each_episode_as_it_ends_and_no_more():
                                    on_episode=lambda i, r, n: seen.append((i, r, n)))
     finally:
         env.close()
-    # 3 environments end episodes together, so the 4th step of them overshoots: the extra
-    # episodes are dropped from both the result and the callback.
+    # With these seeds the 4th and 5th episodes end at the same step (two environments at
+    # once): the 5th is dropped from both the result and the callback.
     assert [i for i, _, _ in seen] == [0, 1, 2, 3]
     assert [r for _, r, _ in seen] == result["returns"]
     assert [n for _, _, n in seen] == result["lengths"]
