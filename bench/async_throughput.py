@@ -21,8 +21,10 @@ sync, learner idle < 10 %.
 
 Each mode also prints the cores it kept busy (CPU seconds of the learner process and its
 actor processes, all threads, divided by wall seconds; psutil) and the CPU milliseconds one
-agent step cost. Async can only beat sync by the ratio of busy cores when its CPU cost per
-step is not higher: the figures show which of the two limits a run.
+agent step cost, for async also split into the learner's and the actors' share. Async can
+only beat sync by the ratio of busy cores when its CPU cost per step is not higher: the
+figures show which of the two limits a run. With both modes keeping the 2 cores busy, the
+ratio is sync's CPU per step over async's.
 """
 
 import argparse
@@ -48,7 +50,7 @@ def measure(conf, params, seconds):
 
     Returns:
         ``(agent steps/s, learner idle fraction, learning fraction, busy cores,
-        CPU ms per agent step)``.
+        CPU ms per agent step, the learner process's share of those ms)``.
     """
     from rlf.bin.gin_utils import parse_config
     gin.clear_config()
@@ -64,17 +66,19 @@ def measure(conf, params, seconds):
             alg.train_iter()
         summary.accumulated_times(reset=True)
         pids = [os.getpid()] + [p.pid for p in getattr(alg.unroller, "processes", [])]
-        s0, t0, c0 = alg.get_env_steps(), time.perf_counter(), _cpu_seconds(pids)
+        s0, t0 = alg.get_env_steps(), time.perf_counter()
+        c0, l0 = _cpu_seconds(pids), _cpu_seconds(pids[:1])
         while time.perf_counter() - t0 < seconds:
             alg.train_iter()
         wall = time.perf_counter() - t0
-        cpu = _cpu_seconds(pids) - c0
+        cpu, learner_cpu = _cpu_seconds(pids) - c0, _cpu_seconds(pids[:1]) - l0
         steps = alg.get_env_steps() - s0
         times = summary.accumulated_times()
     finally:
         trainer.close()
     return (steps / wall, times.get("time/wait", 0.0) / wall,
-            times.get("time/train", 0.0) / wall, cpu / wall, 1000 * cpu / steps)
+            times.get("time/train", 0.0) / wall, cpu / wall, 1000 * cpu / steps,
+            1000 * learner_cpu / steps)
 
 
 def main():
@@ -105,16 +109,17 @@ def main():
     # identical code). Each round's ratio compares two neighbouring measurements.
     ratios, idles = [], []
     for r in range(args.rounds):
-        sync_sps, _, sync_train, sync_cores, sync_ms = measure(args.conf, args.sync_param,
-                                                               args.seconds)
+        sync_sps, _, sync_train, sync_cores, sync_ms, _ = measure(
+            args.conf, args.sync_param, args.seconds)
         print(f"round {r}: sync : {sync_sps:7.0f} agent steps/s ({total_envs} envs, "
               f"learning {100 * sync_train:.0f} % of wall time; {sync_cores:.2f} cores "
               f"busy, {sync_ms:.2f} CPU ms per agent step)", flush=True)
-        async_sps, idle, async_train, async_cores, async_ms = measure(
+        async_sps, idle, async_train, async_cores, async_ms, learner_ms = measure(
             args.conf, async_params, args.seconds)
         print(f"round {r}: async: {async_sps:7.0f} agent steps/s ({args.num_actors} actors x "
               f"{per_actor} envs, learning {100 * async_train:.0f} % of wall time; "
-              f"{async_cores:.2f} cores busy, {async_ms:.2f} CPU ms per agent step); "
+              f"{async_cores:.2f} cores busy, {async_ms:.2f} CPU ms per agent step: learner "
+              f"{learner_ms:.2f}, actors {async_ms - learner_ms:.2f}); "
               f"async / sync {async_sps / sync_sps:.2f}x, learner idle {100 * idle:.1f} %",
               flush=True)
         ratios.append(async_sps / sync_sps)
