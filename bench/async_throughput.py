@@ -67,11 +67,12 @@ def measure(conf, params, seconds):
         summary.accumulated_times(reset=True)
         pids = [os.getpid()] + [p.pid for p in getattr(alg.unroller, "processes", [])]
         s0, t0 = alg.get_env_steps(), time.perf_counter()
-        c0, l0 = _cpu_seconds(pids), _cpu_seconds(pids[:1])
+        l0, a0 = _cpu_seconds(pids[:1]), _cpu_seconds(pids[1:])
         while time.perf_counter() - t0 < seconds:
             alg.train_iter()
         wall = time.perf_counter() - t0
-        cpu, learner_cpu = _cpu_seconds(pids) - c0, _cpu_seconds(pids[:1]) - l0
+        learner_cpu = _cpu_seconds(pids[:1]) - l0
+        cpu = learner_cpu + _cpu_seconds(pids[1:]) - a0
         steps = alg.get_env_steps() - s0
         times = summary.accumulated_times()
     finally:
