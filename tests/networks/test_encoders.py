@@ -88,6 +88,14 @@ def test_scale_gives_frames_in_unit_range_in_the_requested_memory_format(pong_fr
     assert y.dtype == torch.float32 and y.is_contiguous(memory_format=torch.channels_last)
     assert torch.allclose(y, x.double().div(255.0).float(), rtol=0, atol=1e-7)
     assert float(y.max()) <= 1.0 and float(y.min()) >= 0.0
+    # Every path (OpenCV's interleave into channels-last, the in-place scale, the general
+    # fallback for a non-contiguous slice) gives the values of float32(x) * float32(1/255).
+    for frames in (pong_frames[:16], pong_frames[:16, :, ::2], pong_frames[:3, :1]):
+        for fmt in (torch.channels_last, torch.contiguous_format):
+            expected = torch.mul(frames, 1.0 / 255.0,
+                                 out=torch.empty(frames.shape, memory_format=fmt))
+            got = _scale(frames, fmt)
+            assert torch.equal(got, expected) and got.is_contiguous(memory_format=fmt)
     f = torch.rand(2, 3, requires_grad=True)  # float inputs are cast only, keeping the graph
     _scale(f).sum().backward()
     assert torch.equal(f.grad, torch.ones(2, 3))
