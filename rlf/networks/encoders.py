@@ -46,18 +46,24 @@ def _scale(x: torch.Tensor, memory_format=torch.contiguous_format) -> torch.Tens
     ``x / 255`` is computed as ``float32(x) * float32(1 / 255)`` on every path, so the values
     are the same whichever path runs.
 
-    Why these paths (one torch thread, 320 frames of ``4 x 84 x 84``, the learner's batch; the
+    On CPU (one torch thread, 320 frames of ``4 x 84 x 84``, the learner's batch; the
     ranges span repeated runs on a VM whose speed drifts): converting to float and scaling in
     place took 5.2-5.5 ms against 8.9-9.3 ms for one mixed-dtype ``torch.mul(x, 1 / 255,
     out=...)``. Into ``channels_last``, torch's own copy interleaves 4 channels at ~1 ns per
     byte (10 ms for the uint8 batch alone); OpenCV's ``cv2.merge`` interleaves each frame's
     channel planes in 1.3-1.7 ms, and the whole conversion took 8.3-8.9 ms against
-    12.3-18.8 ms (``bench/frame_conversion.py``).
+    12.3-18.8 ms (``bench/frame_conversion.py``). Other devices keep the one
+    ``torch.mul(..., out=...)`` used before, a single kernel on a GPU (not re-measured: no
+    GPU was at hand).
     """
     if x.dtype != torch.uint8:
         return x.float().contiguous(memory_format=memory_format)
-    if (memory_format == torch.channels_last and x.dim() == 4 and x.device.type == "cpu"
-            and x.is_contiguous() and not x.is_contiguous(memory_format=torch.channels_last)
+    if x.device.type != "cpu":  # one fused kernel there, instead of three passes
+        out = torch.empty(x.shape, dtype=torch.float32, device=x.device,
+                          memory_format=memory_format)
+        return torch.mul(x, 1.0 / 255.0, out=out)
+    if (memory_format == torch.channels_last and x.dim() == 4 and x.is_contiguous()
+            and not x.is_contiguous(memory_format=torch.channels_last)
             and x.shape[1] <= 512):  # 512: cv2.merge's channel limit (CV_CN_MAX)
         return _interleave_channels(x).float().mul_(1.0 / 255.0).permute(0, 3, 1, 2)
     return x.float().contiguous(memory_format=memory_format).mul_(1.0 / 255.0)
