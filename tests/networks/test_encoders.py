@@ -96,6 +96,9 @@ def test_scale_gives_frames_in_unit_range_in_the_requested_memory_format(pong_fr
                                  out=torch.empty(frames.shape, memory_format=fmt))
             got = _scale(frames, fmt)
             assert torch.equal(got, expected) and got.is_contiguous(memory_format=fmt)
+    # Off the CPU (here the data-less "meta" device) the one-kernel path keeps dtype and layout.
+    meta = _scale(torch.empty(2, 4, 5, 5, dtype=torch.uint8, device="meta"), torch.channels_last)
+    assert meta.dtype == torch.float32 and meta.is_contiguous(memory_format=torch.channels_last)
     f = torch.rand(2, 3, requires_grad=True)  # float inputs are cast only, keeping the graph
     _scale(f).sum().backward()
     assert torch.equal(f.grad, torch.ones(2, 3))
