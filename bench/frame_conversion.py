@@ -47,8 +47,8 @@ def main():
                           (torch.contiguous_format, "contiguous")):
             def baseline():
                 return torch.mul(x, 1.0 / 255.0, out=torch.empty(x.shape, memory_format=fmt))
-            assert torch.equal(_scale(x, fmt), baseline())
-            assert _scale(x, fmt).is_contiguous(memory_format=fmt)
+            y = _scale(x, fmt)
+            assert torch.equal(y, baseline()) and y.is_contiguous(memory_format=fmt)
             base, new = [], []
             for _ in range(args.rounds):
                 base.append(_ms(baseline, repeats))
