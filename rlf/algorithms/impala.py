@@ -7,6 +7,10 @@ a truncation, whose final observation's value is bootstrapped). A step whose ``s
 LAST starts no transition (the next step is another episode's FIRST): V-trace gives it
 importance weight 0, which both zeroes its TD error and cuts the trace there, so the value
 target of a truncated episode's last state is its own value. Its loss is masked too.
+A FIRST step that follows anything but LAST means the episode before it was cut (its
+environment was restarted: a resume with a saved replay buffer, a restarted actor); the step
+before it is then treated as a truncated episode's last state, not as a transition into
+another episode.
 """
 
 from __future__ import annotations
@@ -274,15 +278,19 @@ class ImpalaAlgorithm(RLAlgorithm):
         Returns:
             ``(returns, log_rhos, valid, target_log_probs)``: ``VTraceReturns`` with
             ``[T-1, B]`` ``vs`` and ``pg_advantages`` (detached); ``[T-1, B]`` log importance
-            weights (-inf where step ``t`` is LAST, i.e. starts no transition); ``[T-1, B]``
-            bool ``valid``; ``[T, B]`` ``log pi(a_t|x_t)`` with gradient.
+            weights (-inf where step ``t`` starts no transition: it is LAST, or step
+            ``t + 1`` is FIRST); ``[T-1, B]`` bool ``valid``; ``[T, B]`` ``log pi(a_t|x_t)``
+            with gradient.
         """
         head = self._network.policy_head
         value = info.value.float()
         target_log_probs = head.log_prob(info.target_params, info.action)
         with torch.no_grad():
             behaviour_log_probs = head.log_prob(info.behaviour_params, info.action)
-            valid = info.step_type[:-1] != StepType.LAST
+            # FIRST follows LAST in an unbroken stream; after anything else the episode
+            # was cut (a restarted environment), which is a truncation at step t.
+            valid = ((info.step_type[:-1] != StepType.LAST)
+                     & (info.step_type[1:] != StepType.FIRST))
             log_rhos = torch.where(valid, (target_log_probs - behaviour_log_probs)[:-1],
                                    torch.full_like(value[:-1], -float("inf")))
             returns = vtrace.from_importance_weights(

@@ -225,3 +225,32 @@ def test_bad_importance_ratio_clipping_is_named():
     with pytest.raises(ValueError, match="importance_ratio_clipping"):
         ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
                         importance_ratio_clipping=0.0)
+
+
+def test_vtrace_cuts_an_episode_that_restarts_without_a_last_step():
+    # A replayed sequence can hold a MID step followed by FIRST: the environment was restarted
+    # (a resume with a saved replay buffer, a restarted actor) without ending the episode.
+    # x_1 -> x_2 is then no transition; the episode was truncated at x_1, as if x_1 were LAST
+    # with discount 1.
+    g = 0.5
+    alg = ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                          discount=g)
+    reward = torch.tensor([[0.], [1.], [0.], [3.]])
+    value = torch.tensor([[10.], [11.], [12.], [13.]])
+    logits = torch.zeros(4, 1, 2)
+
+    def returns_of(step_type):
+        info = ImpalaInfo(reward=reward, step_type=torch.tensor(step_type, dtype=torch.int32),
+                          discount=torch.ones(4, 1), action=torch.zeros(4, 1, dtype=torch.int64),
+                          behaviour_params=logits, target_params=logits, value=value)
+        return alg.vtrace_returns(info)
+
+    cut, _, cut_valid, _ = returns_of([[F], [M], [F], [M]])
+    truncated, _, _, _ = returns_of([[F], [L], [F], [M]])
+    e2 = reward[3, 0] + g * value[3, 0]
+    e0 = reward[1, 0] + g * value[1, 0]       # bootstrap from the cut state's own value
+    torch.testing.assert_close(cut.vs, torch.tensor([[e0], [value[1, 0]], [e2]]))
+    assert cut_valid[:, 0].tolist() == [True, False, True]
+    assert cut.pg_advantages[1, 0] == 0
+    torch.testing.assert_close(cut.vs, truncated.vs)
+    torch.testing.assert_close(cut.pg_advantages, truncated.pg_advantages)
