@@ -77,14 +77,16 @@ class A2C(RLAlgorithm):
 
     def calc_loss(self, info: A2CInfo) -> LossInfo:
         value = info.value.detach()
-        # The transition t -> t+1 has reward and discount in step t+1; a LAST step t+1 ends
-        # the recursion (the step after it belongs to another episode).
+        # The transition t -> t+1 has reward and discount in step t+1. Step t starts none if
+        # it is LAST, or if step t+1 is FIRST after a MID step (an episode cut by a restarted
+        # environment); its advantage is 0, which also ends the recursion there.
+        starts = ((info.step_type[:-1] != StepType.LAST)
+                  & (info.step_type[1:] != StepType.FIRST)).float()
         discount = self._gamma * info.discount[1:]
         delta = info.reward[1:] + discount * value[1:] - value[:-1]
-        carry = self._lambda * discount * (info.step_type[1:] != StepType.LAST).float()
         adv = torch.zeros_like(value)
         for t in reversed(range(delta.shape[0])):
-            adv[t] = delta[t] + carry[t] * adv[t + 1]
+            adv[t] = (delta[t] + self._lambda * discount[t] * adv[t + 1]) * starts[t]
         returns = adv + value  # the last step has no successor: it carries no loss
         has_next = torch.ones_like(value)
         has_next[-1] = 0
