@@ -13,7 +13,9 @@ torch thread, and a learner with ``learner_threads`` torch threads
 (``confs/impala_atari_async.gin``'s split, except that its extra updates per unroll are left
 out here so that both modes do the same learning per agent step, and that the actor gets 2
 ALE threads: with one learner update per unroll, an actor on one ALE thread left the learner
-idle 21-25 % of the time). Both train the same total number of
+idle 21-25 % of the time). The actors run ``TrainerConfig.actor_niceness`` (default 5) nice
+levels below the learner; ``--async_param TrainerConfig.actor_niceness=0`` measures them at
+the learner's priority. Both train the same total number of
 environments. The learner's idle fraction is the time it waited for actors divided by the
 wall time. The two modes alternate for ``--rounds`` rounds and the medians are reported,
 since the VM's speed drifts between minutes. Target (issue 6) on 2 cores: async >= 1.3x

@@ -191,7 +191,7 @@ class Trainer:
             from rlf.unrollers.ray_unroller import RayUnroller
             return RayUnroller(self._algorithm, address=config.ray_address, **kwargs)
         from rlf.unrollers import AsyncUnroller
-        return AsyncUnroller(self._algorithm, **kwargs)
+        return AsyncUnroller(self._algorithm, niceness=config.actor_niceness, **kwargs)
 
     def _write_config(self) -> None:
         self._root_dir.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,9 @@ stays bounded and a fast actor cannot run away from a slow one), and no unroll p
 shared memory and file-descriptor passing (torch's queue does both for every tensor it
 sends). Parameters travel the other way through one set of shared-memory tensors that the
 learner overwrites (under a lock, with a version counter) every
-``unroll_parameter_update_period`` iterations; actors copy them in before each unroll.
+``unroll_parameter_update_period`` iterations; actors copy them in before each unroll. Actors
+run ``niceness`` nice levels below the learner, the usual bottleneck where they share its
+cores.
 
 ``unroll(T)`` returns one unroll from every actor, concatenated along the batch dimension
 (``[T, num_actors * B]``, environment ids offset by ``actor * B``), so everything downstream
@@ -54,10 +56,35 @@ def _shared_state(module: torch.nn.Module, exclude_prefix: str = "_metrics.") ->
             if isinstance(v, torch.Tensor) and not k.startswith(exclude_prefix)}
 
 
+def _lower_priority(niceness: int) -> None:
+    """Lowers every thread of this process by ``niceness`` nice levels (at most to 19).
+
+    Linux keeps a nice value per thread, and a new thread inherits its creator's: the threads
+    that exist already (a spawned actor has one besides its main thread by then) are reniced
+    one by one, and the environment's threads, started later, inherit the main thread's
+    value. Elsewhere ``os.nice`` lowers the process.
+    """
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:  # no /proc: not Linux
+        if hasattr(os, "nice"):
+            os.nice(niceness)
+        return
+    for tid in tids:
+        try:
+            value = min(os.getpriority(os.PRIO_PROCESS, tid) + niceness, 19)
+            os.setpriority(os.PRIO_PROCESS, tid, value)
+        except ProcessLookupError:  # the thread ended meanwhile
+            pass
+
+
 def build_actor(algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
-                seed: Optional[int], num_threads: int, flush_denormal: bool = True):
+                seed: Optional[int], num_threads: int, flush_denormal: bool = True,
+                niceness: int = 0):
     """Builds an actor's environment and algorithm copy (in the actor's process), with
-    ``num_threads`` torch threads and ``torch.set_flush_denormal(flush_denormal)``.
+    ``num_threads`` torch threads and ``torch.set_flush_denormal(flush_denormal)``, after
+    lowering the scheduling priority of the process's threads by ``niceness`` nice levels
+    (the environment's threads, started afterwards, inherit it).
 
     The copy only runs no-grad forward passes over one step of ``num_envs`` observations, so
     its weights are laid out for that (parameters still arrive by ``copy_``, which converts):
@@ -72,6 +99,8 @@ def build_actor(algorithm_ctor, env_ctor, gin_config: str, num_envs: int,
         ``(env, algorithm, params)``: ``params`` maps names to the algorithm's parameter and
         buffer tensors that the learner shares (``_shared_state``).
     """
+    if niceness:  # before the environment starts its threads
+        _lower_priority(niceness)
     torch.set_num_threads(num_threads)
     torch.set_flush_denormal(flush_denormal)
     if gin_config:
@@ -126,7 +155,7 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor, gin_conf
                 num_envs: int, seed: Optional[int], unroll_length: int,
                 shared: Dict[str, torch.Tensor], version, lock, out_queue, free_queue,
                 num_slots: int, stop_event, num_threads: int, parent_pid: int,
-                flush_denormal: bool):
+                flush_denormal: bool, niceness: int):
     """Body of an actor process (module-level so that *spawn* can import it).
 
     Messages on ``out_queue``, each tagged with ``(index, incarnation)``: once
@@ -138,7 +167,7 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor, gin_conf
     env = None
     try:
         env, algorithm, params = build_actor(algorithm_ctor, env_ctor, gin_config, num_envs,
-                                             seed, num_threads, flush_denormal)
+                                             seed, num_threads, flush_denormal, niceness)
         missing = sorted(set(params) - set(shared))
         if missing:
             raise ValueError(f"actor {index}: the learner shares no tensors for {missing}")
@@ -197,6 +226,8 @@ class AsyncUnroller:
             algorithms and environments match the learner's.
         num_threads: torch threads per actor.
         flush_denormal: ``torch.set_flush_denormal`` in the actors (see ``TrainerConfig``).
+        niceness: how many nice levels the actors run below the learner (see
+            ``TrainerConfig.actor_niceness``); 0 keeps the learner's.
         restart_failed_actors: restart an actor that failed instead of raising.
         poll_seconds: how often a waiting learner checks that the actors are alive.
         timeout: seconds without an unroll from a live actor before it counts as failed.
@@ -210,7 +241,7 @@ class AsyncUnroller:
                  seed: Optional[int] = None, queue_size: int = 1, gin_config: str = "",
                  num_threads: int = 1, restart_failed_actors: bool = False,
                  poll_seconds: float = 1.0, timeout: float = 300.0,
-                 flush_denormal: bool = True):
+                 flush_denormal: bool = True, niceness: int = 0):
         if num_actors < 1 or unroll_length < 1 or queue_size < 1:
             raise ValueError(f"AsyncUnroller: num_actors ({num_actors}), unroll_length "
                              f"({unroll_length}) and queue_size ({queue_size}) must be >= 1")
@@ -220,7 +251,7 @@ class AsyncUnroller:
         self._num_actors, self._num_envs = num_actors, num_envs_per_actor
         self._unroll_length, self._seed = unroll_length, seed
         self._gin_config, self._num_threads = gin_config, num_threads
-        self._flush_denormal = flush_denormal
+        self._flush_denormal, self._niceness = flush_denormal, niceness
         self._restart, self._poll = restart_failed_actors, poll_seconds
         self._timeout = timeout
         self._shared = {k: v.detach().cpu().clone().share_memory_()
@@ -259,7 +290,8 @@ class AsyncUnroller:
             args=(index, self._incarnation[index], self._algorithm_ctor, self._env_ctor,
                   self._gin_config, self._num_envs, seed, self._unroll_length, self._shared,
                   self._version, self._lock, self._queues[index], free, self._num_slots,
-                  self._stop, self._num_threads, os.getpid(), self._flush_denormal))
+                  self._stop, self._num_threads, os.getpid(), self._flush_denormal,
+                  self._niceness))
         p.start()
         self._procs[index] = p
 

@@ -94,6 +94,43 @@ def test_parameter_updates_reach_the_actors():
         unroller.close()
 
 
+class Noop(RLAlgorithm):
+    """Always takes action 0."""
+
+    def __init__(self, observation_spec, action_spec, **kw):
+        super().__init__(observation_spec, action_spec, is_on_policy=False, **kw)
+
+    def rollout_step(self, time_step, state):
+        return AlgStep(output=torch.zeros(time_step.step_type.shape[0], dtype=torch.int64),
+                       state=(), info=())
+
+
+def _niceness(tid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, tid)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux's per-thread nice")
+def test_actors_and_their_threads_run_below_the_learner():
+    # Atari's environment steps on its own native threads; they must inherit the priority.
+    env_ctor = functools.partial(load, "ALE/Pong-v5")
+    env = env_ctor(num_envs=1)
+    ctor = functools.partial(Noop, env.observation_spec(), env.action_spec())
+    env.close()
+    learner = _niceness(0)
+    unroller = AsyncUnroller(ctor(), ctor, env_ctor, num_actors=1, num_envs_per_actor=2,
+                             unroll_length=2, niceness=3, poll_seconds=0.2)
+    try:
+        assert unroller.unroll(2) is not None  # the actor's environment is running
+        proc = unroller.processes[0]
+        threads = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+        assert len(threads) > 1
+        expected = min(learner + 3, 19)
+        assert {tid: _niceness(tid) for tid in threads} == {tid: expected for tid in threads}
+        assert _niceness(0) == learner  # the learner keeps its own
+    finally:
+        unroller.close()
+
+
 def test_unrolls_are_copied_out_of_the_reused_slots():
     # One slot per actor, reused for every unroll: a returned unroll that still viewed its
     # slot would change under the caller when the actor writes the next one into it.
@@ -221,4 +258,6 @@ def test_async_config_errors():
                       unroll_length=4, queue_size=0)
     with pytest.raises(ValueError, match="unroll_queue_size must be >= 1"):
         TrainerConfig(unroll_queue_size=0)
+    with pytest.raises(ValueError, match="actor_niceness must be an integer >= 0"):
+        TrainerConfig(actor_niceness=-1)
     env.close()
