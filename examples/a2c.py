@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from rlf.algorithms import RLAlgorithm
-from rlf.data_structures import AlgStep, LossInfo, StepType
+from rlf.data_structures import AlgStep, LossInfo, starts_transition
 
 
 class A2CInfo(NamedTuple):
@@ -77,11 +77,9 @@ class A2C(RLAlgorithm):
 
     def calc_loss(self, info: A2CInfo) -> LossInfo:
         value = info.value.detach()
-        # The transition t -> t+1 has reward and discount in step t+1. Step t starts none if
-        # it is LAST, or if step t+1 is FIRST after a MID step (an episode cut by a restarted
-        # environment); its advantage is 0, which also ends the recursion there.
-        starts = ((info.step_type[:-1] != StepType.LAST)
-                  & (info.step_type[1:] != StepType.FIRST)).float()
+        # The transition t -> t+1 has reward and discount in step t+1. A step that starts
+        # none (LAST, or cut before a FIRST) gets advantage 0, which also ends the recursion.
+        starts = starts_transition(info.step_type).float()
         discount = self._gamma * info.discount[1:]
         delta = info.reward[1:] + discount * value[1:] - value[:-1]
         adv = torch.zeros_like(value)

@@ -9,6 +9,10 @@ Episode semantics (TF-Agents/ALF; see DESIGN.md §2):
   value of the last observation still counts).
 - Environments reset themselves: the step after a LAST is the FIRST of the next episode, and
   the action given at a LAST step is ignored. LAST -> FIRST is not a transition.
+- A FIRST that follows a FIRST or MID step means the episode before it was cut: its
+  environment was restarted (a resume with a saved replay buffer, a restarted actor). That is
+  no transition either; the cut step is a truncated episode's last state
+  (``starts_transition``).
 - The reward and discount of the transition ``t -> t+1`` are stored in ``time_step[t+1]``.
 """
 
@@ -22,7 +26,7 @@ from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 __all__ = [
     "StepType", "TimeStep", "Experience", "AlgStep", "LossInfo", "make_experience",
-    "time_step_spec",
+    "time_step_spec", "starts_transition",
 ]
 
 
@@ -33,6 +37,24 @@ class StepType:
     MID = 1
     LAST = 2
     dtype = torch.int32
+
+
+def starts_transition(step_type: torch.Tensor) -> torch.Tensor:
+    """Which steps of a sequence start a transition to the next step.
+
+    Step ``t`` does unless it is LAST (the next step starts another episode) or step ``t+1``
+    is FIRST (after a LAST that is the same boundary; after anything else the episode was
+    cut by a restarted environment, and step ``t`` is its last state, as in a truncation).
+    Losses that bootstrap across steps (V-trace, GAE) give the others no TD error and end
+    their traces there.
+
+    Args:
+        step_type: ``[T, ...]`` int ``StepType`` values, time first (e.g. ``[T, B]``).
+
+    Returns:
+        ``[T-1, ...]`` bool.
+    """
+    return (step_type[:-1] != StepType.LAST) & (step_type[1:] != StepType.FIRST)
 
 
 class TimeStep(NamedTuple):

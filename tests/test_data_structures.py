@@ -36,3 +36,15 @@ def test_time_step_spec():
     assert spec.observation == obs and spec.prev_action == act
     assert spec.step_type.dtype == torch.int32
     assert spec.discount.dtype == torch.float32 and spec.env_info == {}
+
+
+def test_starts_transition_at_episode_ends_and_cuts():
+    from rlf.data_structures import starts_transition
+    f, m, l = StepType.FIRST, StepType.MID, StepType.LAST
+    per_env = [[f, m, l, f],   # an episode ends: LAST -> FIRST
+               [m, m, f, m],   # cut: MID -> FIRST
+               [f, f, m, m],   # cut right after a reset: FIRST -> FIRST
+               [f, m, m, m]]   # unbroken
+    step_type = torch.tensor(per_env, dtype=StepType.dtype).T  # [T, B]
+    assert starts_transition(step_type).T.tolist() == [
+        [True, True, False], [True, False, True], [False, True, True], [True, True, True]]

@@ -24,7 +24,7 @@ import torch
 from rlf import nest
 from rlf.algorithms import vtrace
 from rlf.algorithms.rl_algorithm import RLAlgorithm
-from rlf.data_structures import AlgStep, LossInfo, StepType
+from rlf.data_structures import AlgStep, LossInfo, starts_transition
 from rlf.networks import ActorCriticNetwork
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
 from rlf.utils import summary
@@ -287,10 +287,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         target_log_probs = head.log_prob(info.target_params, info.action)
         with torch.no_grad():
             behaviour_log_probs = head.log_prob(info.behaviour_params, info.action)
-            # FIRST follows LAST in an unbroken stream; after anything else the episode
-            # was cut (a restarted environment), which is a truncation at step t.
-            valid = ((info.step_type[:-1] != StepType.LAST)
-                     & (info.step_type[1:] != StepType.FIRST))
+            valid = starts_transition(info.step_type)
             log_rhos = torch.where(valid, (target_log_probs - behaviour_log_probs)[:-1],
                                    torch.full_like(value[:-1], -float("inf")))
             returns = vtrace.from_importance_weights(
