@@ -515,11 +515,15 @@ class Algorithm(nn.Module):
         if independent is None:
             independent = not nest.flatten(self._train_state_spec)
         if independent:
-            flat = nest.map_structure(lambda x: x.reshape(t_len * batch, *x.shape[2:]),
-                                      (time_step, rollout_info))
+            # Flattened batch-major: replayed experience is a [T, B] view of [B, T] storage,
+            # so this reshape is a view where a time-major one copies every field (the
+            # frames: ~1.5 ms per 336 Pong observations).
+            flat = nest.map_structure(
+                lambda x: x.transpose(0, 1).reshape(batch * t_len, *x.shape[2:]),
+                (time_step, rollout_info))
             step = self.train_step(flat[0], (), flat[1])
-            return nest.map_structure(lambda x: x.reshape(t_len, batch, *x.shape[1:]),
-                                      step.info)
+            return nest.map_structure(
+                lambda x: x.reshape(batch, t_len, *x.shape[1:]).transpose(0, 1), step.info)
         if self._config.use_rollout_state:
             state = nest.map_structure(lambda x: x[0], experience.state)
         else:

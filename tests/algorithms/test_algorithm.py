@@ -228,3 +228,42 @@ def test_reward_weights_and_bad_specs():
         RLAlgorithm(obs, act, reward_spec=TensorSpec((2,)), reward_weights=[1, 2, 3])
     with pytest.raises(ValueError, match="rank 0 or 1"):
         RLAlgorithm(obs, act, reward_spec=TensorSpec((2, 2)))
+
+
+@pytest.mark.parametrize("batch_major", [True, False])
+def test_temporally_independent_train_step_pairs_each_step_with_its_own_info(batch_major):
+    # train_step on [T*B] rows must return each row's info at its own [t, b] (the batch-major
+    # flattening of replayed [B, T] data), matching T calls on [B].
+    from rlf.data_structures import Experience, TimeStep
+
+    class Tagger(Algorithm):
+        def train_step(self, inputs, state, rollout_info):
+            return AlgStep(state=state, info={"obs": inputs.observation * 10 + rollout_info,
+                                              "first": inputs.is_first()})
+
+    t_len, batch = 5, 3
+    obs = torch.arange(batch * t_len * 2, dtype=torch.float32).reshape(batch, t_len, 2)
+    info = torch.arange(batch * t_len, dtype=torch.float32).reshape(batch, t_len, 1) / 100
+    step_type = torch.full((batch, t_len), int(StepType.MID), dtype=torch.int32)
+    step_type[1, 2] = StepType.FIRST
+    exp = Experience(time_step=TimeStep(step_type=step_type, observation=obs),
+                     rollout_info=info)
+    if batch_major:  # what replay gives: a [T, B] view of [B, T] storage
+        exp = exp._replace(time_step=exp.time_step._replace(
+            step_type=step_type.transpose(0, 1), observation=obs.transpose(0, 1)),
+            rollout_info=info.transpose(0, 1))
+    else:  # time-major storage
+        exp = exp._replace(time_step=exp.time_step._replace(
+            step_type=step_type.transpose(0, 1).contiguous(),
+            observation=obs.transpose(0, 1).contiguous()),
+            rollout_info=info.transpose(0, 1).contiguous())
+    expected = obs.transpose(0, 1) * 10 + info.transpose(0, 1)
+    results = []
+    for independent in (True, False):
+        alg = Tagger(config=TrainerConfig(temporally_independent_train_step=independent))
+        got = alg._collect_train_info(exp)
+        assert got["obs"].shape == (t_len, batch, 2)
+        assert torch.equal(got["obs"], expected)
+        assert got["first"].tolist() == (step_type.transpose(0, 1) == StepType.FIRST).tolist()
+        results.append(got)
+    assert torch.equal(results[0]["obs"], results[1]["obs"])
