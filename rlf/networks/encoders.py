@@ -13,7 +13,7 @@ from torch import nn
 
 from rlf.tensor_specs import TensorSpec
 
-__all__ = ["MLPEncoder", "NatureCNN", "ShallowCNN", "ImpalaCNN", "orthogonal_init_"]
+__all__ = ["MLPEncoder", "FrameConv2d", "NatureCNN", "ShallowCNN", "ImpalaCNN", "orthogonal_init_"]
 
 
 def orthogonal_init_(module: nn.Module, gain: float = 2 ** 0.5) -> nn.Module:
@@ -39,12 +39,14 @@ def orthogonal_init_(module: nn.Module, gain: float = 2 ** 0.5) -> nn.Module:
     return module
 
 
-def _scale(x: torch.Tensor, memory_format=torch.contiguous_format) -> torch.Tensor:
+def _scale(x: torch.Tensor, memory_format=torch.contiguous_format,
+           divide: bool = True) -> torch.Tensor:
     """uint8 frames -> float32 in [0, 1] in ``memory_format``; float inputs are cast to
     float32 and laid out in ``memory_format`` (keeping their graph).
 
     ``x / 255`` is computed as ``float32(x) * float32(1 / 255)`` on every path, so the values
-    are the same whichever path runs.
+    are the same whichever path runs. With ``divide=False`` uint8 frames only become float32
+    (0 to 255), for a caller that folds the 1/255 into its first layer's weights.
 
     On CPU (one torch thread, 320 frames of ``4 x 84 x 84``, the learner's batch; the
     ranges span repeated runs on a VM whose speed drifts): converting to float and scaling in
@@ -61,12 +63,14 @@ def _scale(x: torch.Tensor, memory_format=torch.contiguous_format) -> torch.Tens
     if x.device.type != "cpu":  # one fused kernel there, instead of three passes
         out = torch.empty(x.shape, dtype=torch.float32, device=x.device,
                           memory_format=memory_format)
-        return torch.mul(x, 1.0 / 255.0, out=out)
+        return torch.mul(x, 1.0 / 255.0, out=out) if divide else out.copy_(x)
     if (memory_format == torch.channels_last and x.dim() == 4 and x.is_contiguous()
             and not x.is_contiguous(memory_format=torch.channels_last)
             and x.shape[1] <= 512):  # 512: cv2.merge's channel limit (CV_CN_MAX)
-        return _interleave_channels(x).float().mul_(1.0 / 255.0).permute(0, 3, 1, 2)
-    return x.float().contiguous(memory_format=memory_format).mul_(1.0 / 255.0)
+        y = _interleave_channels(x).float()
+        return (y.mul_(1.0 / 255.0) if divide else y).permute(0, 3, 1, 2)
+    y = x.float().contiguous(memory_format=memory_format)
+    return y.mul_(1.0 / 255.0) if divide else y
 
 
 def _interleave_channels(x: torch.Tensor) -> torch.Tensor:
@@ -107,6 +111,32 @@ class MLPEncoder(nn.Module):
         return self.net(_scale(obs).flatten(1))
 
 
+class FrameConv2d(nn.Conv2d):
+    """An ``nn.Conv2d`` (same arguments, parameters and state-dict keys) that also takes
+    ``uint8`` frames, as the first layer of an image encoder.
+
+    ``uint8`` input (0 to 255) is converted to float32 and convolved with ``weight / 255``:
+    ``conv(x / 255, W) + b == conv(x, W / 255) + b``, so the result is the layer's output for
+    the frames in ``[0, 1]`` (up to float rounding) while the weights keep that meaning.
+    Scaling NatureCNN's 8,192 first-layer weights instead of the 9.5M input values of the
+    learner's 336 frames saves a pass over its 38 MB float batch (forward and backward over
+    336 frames: 157.8 against 160.6 ms, one thread; 2.81 against 2.87 ms for an actor's
+    16-frame forward pass). Float input is convolved as it is. Either way the input is laid
+    out in the weight's memory format first (oneDNN would convert a mismatched input).
+
+    Called on ``[B, C, H, W]`` uint8 or floating-point input; returns ``[B, out_channels,
+    H', W']`` float32.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        fmt = (torch.contiguous_format if self.weight.is_contiguous()
+               else torch.channels_last)
+        if x.dtype != torch.uint8:
+            return super().forward(_scale(x, fmt))
+        return self._conv_forward(_scale(x, fmt, divide=False), self.weight * (1.0 / 255.0),
+                                  self.bias)
+
+
 class _ConvStack(nn.Module):
     """Valid-padded convolutions with ReLUs, flattened, then one linear layer with ReLU: the
     shape shared by NatureCNN and IMPALA's shallow encoder.
@@ -134,7 +164,8 @@ class _ConvStack(nn.Module):
         c = input_spec.shape[0]
         layers = []
         for out, kernel, stride in conv_layers:
-            layers += [nn.Conv2d(c, out, kernel, stride=stride), nn.ReLU()]
+            conv = FrameConv2d if not layers else nn.Conv2d
+            layers += [conv(c, out, kernel, stride=stride), nn.ReLU()]
             c = out
         self.conv = nn.Sequential(*layers, nn.Flatten())
         with torch.no_grad():
@@ -148,10 +179,7 @@ class _ConvStack(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``[B, C, H, W]`` uint8 (or float in [0, 1]) -> ``[B, output_size]`` float32."""
-        # The weights' layout decides (oneDNN would convert a mismatched input anyway).
-        fmt = (torch.contiguous_format if self.conv[0].weight.is_contiguous()
-               else torch.channels_last)
-        return self.fc(self.conv(_scale(obs, fmt)))
+        return self.fc(self.conv(obs))  # the first layer, a FrameConv2d, takes uint8 frames
 
 
 @gin.configurable
@@ -223,7 +251,8 @@ class ImpalaCNN(nn.Module):
         c, h, w = input_spec.shape
         stages = []
         for out in channels:
-            stages += [nn.Conv2d(c, out, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1),
+            conv = FrameConv2d if not stages else nn.Conv2d
+            stages += [conv(c, out, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1),
                        _ResidualBlock(out), _ResidualBlock(out)]
             c = out
         self.conv = nn.Sequential(*stages, nn.ReLU(), nn.Flatten())
@@ -233,5 +262,5 @@ class ImpalaCNN(nn.Module):
         self.output_size = output_size
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """``[B, C, H, W]`` uint8 -> ``[B, output_size]``."""
-        return self.fc(self.conv(_scale(obs)))
+        """``[B, C, H, W]`` uint8 (or float in [0, 1]) -> ``[B, output_size]`` float32."""
+        return self.fc(self.conv(obs))  # the first layer, a FrameConv2d, takes uint8 frames

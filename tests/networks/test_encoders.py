@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlf.networks.encoders import ImpalaCNN, NatureCNN, ShallowCNN, orthogonal_init_
+from rlf.networks.encoders import FrameConv2d, ImpalaCNN, NatureCNN, ShallowCNN, orthogonal_init_
 from rlf.tensor_specs import TensorSpec
 
 
@@ -96,9 +96,36 @@ def test_scale_gives_frames_in_unit_range_in_the_requested_memory_format(pong_fr
                                  out=torch.empty(frames.shape, memory_format=fmt))
             got = _scale(frames, fmt)
             assert torch.equal(got, expected) and got.is_contiguous(memory_format=fmt)
+            raw = _scale(frames, fmt, divide=False)  # for a first layer that folds 1/255
+            assert torch.equal(raw, frames.float()) and raw.is_contiguous(memory_format=fmt)
     # Off the CPU (here the data-less "meta" device) the one-kernel path keeps dtype and layout.
     meta = _scale(torch.empty(2, 4, 5, 5, dtype=torch.uint8, device="meta"), torch.channels_last)
     assert meta.dtype == torch.float32 and meta.is_contiguous(memory_format=torch.channels_last)
     f = torch.rand(2, 3, requires_grad=True)  # float inputs are cast only, keeping the graph
     _scale(f).sum().backward()
     assert torch.equal(f.grad, torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_uint8_frames_give_the_values_and_gradients_of_frames_divided_by_255(
+        pong_frames, channels_last):
+    # The conv stacks fold the 1/255 into their first layer's weights for uint8 frames;
+    # that must be the network of the float frames x / 255, gradients included.
+    torch.manual_seed(0)
+    spec = TensorSpec((4, 84, 84), torch.uint8)
+    for enc in (NatureCNN(spec, channels_last=channels_last),
+                ShallowCNN(spec, channels_last=channels_last),
+                ImpalaCNN(spec).to(memory_format=torch.channels_last if channels_last
+                                   else torch.contiguous_format)):
+        frames = pong_frames[:24]
+        folded = enc(frames)
+        grad_folded = torch.autograd.grad(folded.square().sum(), list(enc.parameters()))
+        scaled = enc(frames.double().div(255.0).float())
+        grad_scaled = torch.autograd.grad(scaled.square().sum(), list(enc.parameters()))
+        assert torch.allclose(folded, scaled, rtol=1e-5, atol=1e-5)
+        for name, a, b in zip([n for n, _ in enc.named_parameters()], grad_folded,
+                              grad_scaled):  # float32 sums over 24 frames: compare norms
+            assert float((a - b).norm() / b.norm()) < 1e-4, name
+        # The weights themselves are not rescaled (checkpoints keep their meaning).
+        assert isinstance(enc.conv[0], FrameConv2d)
+        assert float(enc.conv[0].weight.abs().max()) > 0.05
