@@ -1,11 +1,11 @@
-"""Networks: encoders (MLP, NatureCNN, ShallowCNN, ImpalaCNN), policy heads, actor-critic
-network."""
+"""Networks: encoders (MLP, NatureCNN, ShallowCNN, ImpalaCNN; FrameConv2d, their first layer
+for uint8 frames), policy heads, actor-critic network."""
 
 from rlf.networks.actor_critic import ActorCriticNetwork
-from rlf.networks.encoders import ImpalaCNN, MLPEncoder, NatureCNN, ShallowCNN
+from rlf.networks.encoders import FrameConv2d, ImpalaCNN, MLPEncoder, NatureCNN, ShallowCNN
 from rlf.networks.heads import (CategoricalHead, MultiCategoricalHead, NormalHead,
                                 make_policy_head)
 
-__all__ = ["ActorCriticNetwork", "CategoricalHead", "ImpalaCNN", "MLPEncoder",
+__all__ = ["ActorCriticNetwork", "CategoricalHead", "FrameConv2d", "ImpalaCNN", "MLPEncoder",
            "MultiCategoricalHead", "NatureCNN", "NormalHead", "ShallowCNN",
            "make_policy_head"]

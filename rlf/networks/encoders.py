@@ -13,7 +13,8 @@ from torch import nn
 
 from rlf.tensor_specs import TensorSpec
 
-__all__ = ["MLPEncoder", "FrameConv2d", "NatureCNN", "ShallowCNN", "ImpalaCNN", "orthogonal_init_"]
+__all__ = ["MLPEncoder", "FrameConv2d", "NatureCNN", "ShallowCNN", "ImpalaCNN",
+           "orthogonal_init_"]
 
 
 def orthogonal_init_(module: nn.Module, gain: float = 2 ** 0.5) -> nn.Module:
@@ -124,8 +125,9 @@ class FrameConv2d(nn.Conv2d):
     16-frame forward pass). Float input is convolved as it is. Either way the input is laid
     out in the weight's memory format first (oneDNN would convert a mismatched input).
 
-    Called on ``[B, C, H, W]`` uint8 or floating-point input; returns ``[B, out_channels,
-    H', W']`` float32.
+    Args: those of ``nn.Conv2d``. Called on ``[B, C, H, W]`` uint8 or floating-point input;
+    returns ``[B, out_channels, H', W']`` float32. The fold is exact for every
+    ``padding_mode`` (padding commutes with scaling).
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -179,7 +181,7 @@ class _ConvStack(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``[B, C, H, W]`` uint8 (or float in [0, 1]) -> ``[B, output_size]`` float32."""
-        return self.fc(self.conv(obs))  # the first layer, a FrameConv2d, takes uint8 frames
+        return self.fc(self.conv(obs))  # conv[0], a FrameConv2d, takes uint8 frames
 
 
 @gin.configurable
@@ -263,4 +265,4 @@ class ImpalaCNN(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``[B, C, H, W]`` uint8 (or float in [0, 1]) -> ``[B, output_size]`` float32."""
-        return self.fc(self.conv(obs))  # the first layer, a FrameConv2d, takes uint8 frames
+        return self.fc(self.conv(obs))  # conv[0], a FrameConv2d, takes uint8 frames
