@@ -3,10 +3,14 @@ one-call conversion, in both memory formats the encoders use.
 
 Every image encoder starts with this conversion: the learner on its training batch
 (channels-last, ``_ConvStack``'s layout for training), the actors on one step of their
-environments (contiguous, ``build_actor``'s layout). The baseline is what the encoders did
-before: one mixed-dtype ``torch.mul(x, 1 / 255, out=...)`` into a tensor of the target layout.
-``_scale`` converts with ``x.float().mul_(1 / 255)`` and, into channels-last, first
-interleaves the channels with OpenCV's ``cv2.merge``. The outputs are checked to be equal.
+environments (contiguous, ``build_actor``'s layout). Since session 16 the encoders' first
+layer (``FrameConv2d``) calls ``_scale(..., divide=False)`` and folds the 1/255 into its
+weights, so they run this conversion less the final ``mul_``; the full conversion measured
+here is what ``_scale`` still gives other callers (``MLPEncoder`` on uint8 input). The
+baseline is what the encoders did before session 14: one mixed-dtype
+``torch.mul(x, 1 / 255, out=...)`` into a tensor of the target layout. ``_scale`` converts
+with ``x.float().mul_(1 / 255)`` and, into channels-last, first interleaves the channels with
+OpenCV's ``cv2.merge``. The outputs are checked to be equal.
 
 One torch thread, ``reuse_freed_memory`` on (as in the learner); the two alternate for
 ``--rounds`` rounds and the medians are printed.
