@@ -73,6 +73,10 @@ def main():
     p.add_argument("--num_envs", type=int, default=16)
     p.add_argument("--ale_threads", type=int, default=2)
     args = p.parse_args()
+    if args.steps < 1 or args.num_envs < 2 or args.num_envs % 2:
+        # Two equal halves: each agent step is then exactly two send/recv calls.
+        p.error(f"--steps must be >= 1 and --num_envs even and >= 2, got {args.steps} and "
+                f"{args.num_envs}")
     for r in range(args.rounds):
         for threads in (1, 2):
             for double in (False, True):
