@@ -95,6 +95,12 @@ class TrainerConfig:
             queued unroll adds policy lag).
         unroll_parameter_update_period: iterations between parameter broadcasts to actors.
         restart_failed_actors: restart an actor that raised or died instead of stopping.
+            Each restart is logged (actor, cause, count) and counted in the summary
+            ``async_unroll/actor_restarts``.
+        max_actor_restarts: with ``restart_failed_actors``, the restarts allowed within
+            ``actor_restart_window`` seconds (over all actors); one more failure stops the
+            run, with a checkpoint, instead of restarting an actor that cannot run.
+        actor_restart_window: see ``max_actor_restarts`` (seconds).
         actor_niceness: ``AsyncUnroller``'s actor processes run this many nice levels below
             the learner (set in each actor before it starts its environment's threads), so
             that where actors and learner share cores the scheduler favours the learner,
@@ -113,6 +119,11 @@ class TrainerConfig:
             With ``unroll_length = 0`` training is purely offline (no environment step).
         offline_buffer_length: steps per environment taken from each offline checkpoint
             (the oldest); all if None.
+        offline_normalized_actions: True: the offline files' bounded actions are normalised
+            to [-1, 1] (ALF records them so: its ``suite_gym`` normalises by default) and are
+            rescaled affinely to the action spec's bounds as they are loaded. False: they are
+            in the spec's units. None: as False, but a file whose float actions all lie in
+            [-1, 1] for a spec with wider bounds is refused as probably normalised.
         offline_fraction: in hybrid training, the fraction of each batch taken from the
             offline data.
         rl_train_after_update_steps: offline-only updates before online RL training starts.
@@ -123,7 +134,7 @@ class TrainerConfig:
             for both budgets 0; for ``summary_interval``, ``checkpoint_interval``,
             ``num_checkpoints``, ``eval_interval``, ``num_updates_per_train_iter`` or
             ``unroll_queue_size`` below 1; for ``offline_fraction`` outside ``[0, 1)``; for
-            a negative ``actor_niceness``.
+            a negative ``actor_niceness`` or ``max_actor_restarts``.
     """
 
     def __init__(self,
@@ -172,11 +183,14 @@ class TrainerConfig:
                  unroll_queue_size: int = 1,
                  unroll_parameter_update_period: int = 1,
                  restart_failed_actors: bool = False,
+                 max_actor_restarts: int = 3,
+                 actor_restart_window: float = 600.0,
                  actor_niceness: int = 5,
                  use_ray: bool = False,
                  ray_address: Optional[str] = None,
                  offline_buffer_dir: Optional[Union[str, List[str]]] = None,
                  offline_buffer_length: Optional[int] = None,
+                 offline_normalized_actions: Optional[bool] = None,
                  offline_fraction: float = 0.5,
                  rl_train_after_update_steps: int = 0,
                  rl_train_every_update_steps: int = 1):
@@ -241,6 +255,12 @@ class TrainerConfig:
         self.unroll_queue_size = int(unroll_queue_size)
         self.unroll_parameter_update_period = int(unroll_parameter_update_period)
         self.restart_failed_actors = restart_failed_actors
+        if max_actor_restarts < 0 or actor_restart_window <= 0:
+            raise ValueError(f"TrainerConfig.max_actor_restarts must be >= 0 (got "
+                             f"{max_actor_restarts}) and actor_restart_window > 0 (got "
+                             f"{actor_restart_window})")
+        self.max_actor_restarts = int(max_actor_restarts)
+        self.actor_restart_window = float(actor_restart_window)
         if actor_niceness != int(actor_niceness) or actor_niceness < 0:
             raise ValueError(f"TrainerConfig.actor_niceness must be an integer >= 0 (actors "
                              f"can only be given a lower priority than the learner), got "
@@ -250,6 +270,7 @@ class TrainerConfig:
         self.ray_address = ray_address
         self.offline_buffer_dir = offline_buffer_dir
         self.offline_buffer_length = offline_buffer_length
+        self.offline_normalized_actions = offline_normalized_actions
         if not 0.0 <= offline_fraction < 1.0:
             raise ValueError(f"TrainerConfig.offline_fraction must be in [0, 1), got "
                              f"{offline_fraction}")

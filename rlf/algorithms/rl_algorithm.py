@@ -25,7 +25,7 @@ from rlf.metrics import StepMetric, make_default_metrics
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import make_offline_replay_buffer
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
-from rlf.unrollers import SyncUnroller
+from rlf.unrollers import ActorError, SyncUnroller
 from rlf.utils import summary
 from rlf.utils.common import detach
 
@@ -306,16 +306,24 @@ class RLAlgorithm(Algorithm):
         (``unroll_length = 0`` trains purely offline), and for ``config.offline_fraction`` of
         each batch in hybrid training.
 
+        ``config.offline_buffer_dir`` may also name a directory (every ``*.pt`` in it, in
+        name order). Bounded actions are checked against the action spec's bounds, and
+        rescaled from [-1, 1] with ``config.offline_normalized_actions`` (ALF's files); the
+        recorded behaviour-distribution parameters are used as recorded.
+
         Raises:
-            ValueError: for a missing key or a shape that does not fit the spec (naming the
-                file, key, expected and found shapes), or an unreadable file.
+            OfflineDataError: (a ``ValueError``) for a missing file or key, an inconsistent
+                file, a shape that does not fit the spec, or actions outside the bounds or
+                looking normalised (``make_offline_replay_buffer``), naming the file and key.
         """
         files = self._config.offline_buffer_dir if self._config is not None else None
         if not files:
             return
         self.__dict__["_offline_replay_buffer"] = make_offline_replay_buffer(
             files, self.offline_experience_spec(), length=self._config.offline_buffer_length,
-            aliases=self.offline_replay_aliases(), name=f"{self._name}_offline_replay_buffer")
+            aliases=self.offline_replay_aliases(), name=f"{self._name}_offline_replay_buffer",
+            action_spec=self._action_spec,
+            normalized_actions=self._config.offline_normalized_actions)
         logger.info("loaded offline replay data: %d steps in %d environments",
                     self.offline_replay_buffer.total_size,
                     self.offline_replay_buffer.num_environments)
@@ -336,6 +344,7 @@ class RLAlgorithm(Algorithm):
             summary.add_time(f"time/{name}", seconds)
         if hasattr(self._unroller, "policy_lag"):
             summary.scalar("async_unroll/policy_lag", self._unroller.policy_lag)
+            summary.scalar("async_unroll/actor_restarts", self._unroller.restarts)
         if experience is None:
             return None
         if self._rollout_info_spec is None:
@@ -357,14 +366,26 @@ class RLAlgorithm(Algorithm):
 
         Returns:
             Steps trained on (with repetitions).
+
+        Raises:
+            ActorError: if an actor of an async unroller failed; the iteration then changed
+                nothing (its unroll is where actors are waited for).
         """
+        counter = summary.get_global_counter()
         self._train_iter_num += 1
         if self._config.empty_cache and torch.cuda.is_available():
             torch.cuda.empty_cache()
-        if self.on_policy:
-            steps = self._train_iter_on_policy()
-        else:
-            steps = self._train_iter_off_policy()
+        try:
+            if self.on_policy:
+                steps = self._train_iter_on_policy()
+            else:
+                steps = self._train_iter_off_policy()
+        except ActorError:
+            # The unroll failed before anything was observed or trained: undo the counters,
+            # so that a checkpoint written now is the state after the last whole iteration.
+            self._train_iter_num -= 1
+            summary.set_global_counter(counter)
+            raise
         if (hasattr(self._unroller, "update_parameters") and self._train_iter_num
                 % self._config.unroll_parameter_update_period == 0):
             self._unroller.update_parameters()
@@ -432,7 +453,8 @@ class RLAlgorithm(Algorithm):
                 tag = "rollout_action" + (f"/{path}" if path else "")
                 summary.histogram(tag, action)
                 summary.scalar(f"{tag}/mean", action.float().mean())
-                summary.scalar(f"{tag}/std", action.float().std())
+                if action.numel() > 1:  # the sample std of one action is undefined (NaN)
+                    summary.scalar(f"{tag}/std", action.float().std())
 
     # ------------------------------------------------------------------ lifecycle
     def finish_train(self) -> None:

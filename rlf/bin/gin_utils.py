@@ -1,23 +1,29 @@
 """Parsing gin files and bindings with one-line errors that name the key or file and the
-closest valid names."""
+closest valid names, and checking every binding's name and type before anything is built."""
 
 from __future__ import annotations
 
+import collections.abc
 import difflib
 import inspect
 import logging
 import re
+import types
+import typing
 from pathlib import Path
-from typing import List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import gin
 from gin import config as gin_config
 
-__all__ = ["ConfigError", "parse_config", "register_all"]
+from rlf.utils.errors import UserError
+
+__all__ = ["ConfigError", "parse_config", "register_all", "validate_bindings"]
 
 
-class ConfigError(ValueError):
-    """A gin file or binding is missing, malformed or names something unknown."""
+class ConfigError(UserError):
+    """A gin file or binding is missing, malformed, names something unknown or gives a value
+    of the wrong type."""
 
 
 def register_all() -> None:
@@ -25,10 +31,6 @@ def register_all() -> None:
     import rlf.algorithms  # noqa: F401
     import rlf.environments  # noqa: F401
     import rlf.replay  # noqa: F401
-    try:
-        import rlf.algorithms.impala  # noqa: F401
-    except ImportError:
-        pass
 
 
 def _configurable_names() -> List[str]:
@@ -80,7 +82,8 @@ def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
 
     Raises:
         ConfigError: with a one-line message for a missing file, a syntax error, an unknown
-            configurable or parameter (with the closest valid names), or a failing import.
+            configurable or parameter (with the closest valid names), a value of the wrong
+            type (``validate_bindings``), or a failing import.
     """
     register_all()
     files = []
@@ -113,3 +116,151 @@ def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
                           "file's folder or the cwd)") from None
     finally:
         logging.getLogger().removeFilter(quiet)
+    validate_bindings()
+
+
+# ---------------------------------------------------------------------- binding checks
+def _signature_chain(fn: Callable) -> Tuple[List[inspect.Parameter], bool, List[Callable]]:
+    """The named parameters ``fn`` accepts, following a class's ``**kwargs`` up its MRO.
+
+    Returns:
+        ``(parameters, open, functions)``: ``open`` is True if some ``**kwargs`` leads to
+        code whose parameters are unknown (a plain function's ``**kwargs``); ``functions``
+        are the ``__init__``s (or the function) the parameters come from.
+    """
+    if not inspect.isclass(fn):
+        try:
+            params = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            return [], True, []
+        var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+        return [p for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)], \
+            var_kw, [fn]
+    import torch
+    out: List[inspect.Parameter] = []
+    functions = []
+    for cls in fn.__mro__:
+        if cls in (object, torch.nn.Module) or "__init__" not in vars(cls):
+            continue
+        init = vars(cls)["__init__"]
+        try:
+            params = list(inspect.signature(init).parameters.values())[1:]  # no self
+        except (TypeError, ValueError):
+            return out, True, functions
+        functions.append(init)
+        out.extend(p for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+                   and p.name not in {q.name for q in out})
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return out, False, functions
+    return out, False, functions
+
+
+def _is_reference(value: Any) -> bool:
+    return isinstance(value, gin_config.ConfigurableReference) or \
+        type(value).__name__ in ("ConfigurableReference", "_UnknownConfigurableReference",
+                                 "MacroReference")
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "").replace("NoneType", "None")
+
+
+def _fits(value: Any, annotation: Any) -> bool:
+    """Whether a gin value fits a type annotation; True wherever it cannot be judged (gin
+    references, type variables, generic classes rlf does not know)."""
+    if annotation is inspect.Parameter.empty or annotation is Any or _is_reference(value):
+        return True
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if annotation is float:
+        return isinstance(value, (int, float))
+    if annotation is str:
+        return isinstance(value, str)
+    if origin is typing.Literal:
+        return value in args
+    if collections.abc.Callable in (origin, annotation) or annotation is typing.Callable:
+        return callable(value)
+    if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable) or \
+            annotation in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return False
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            return len(args) == len(value) and all(_fits(v, a) for v, a in zip(value, args))
+        return all(_fits(v, args[0]) for v in value) if args else True
+    if origin in (dict, collections.abc.Mapping) or annotation is dict:
+        return isinstance(value, dict)
+    if origin is None and isinstance(annotation, type) and \
+            isinstance(value, (str, bool, int, float)):
+        return isinstance(value, annotation)  # a class no literal stands for (TensorSpec)
+    return True
+
+
+def _hints(functions: List[Callable]) -> Dict[str, Any]:
+    hints: Dict[str, Any] = {}
+    for f in reversed(functions):  # the subclass's annotation wins
+        try:
+            hints.update(typing.get_type_hints(f))
+        except Exception:  # unresolvable forward references: judge by defaults only
+            pass
+    return hints
+
+
+def validate_bindings() -> None:
+    """Checks every parsed binding against its configurable before anything is built.
+
+    - The parameter exists: for a class whose ``__init__`` takes ``**kwargs`` (gin then
+      accepts any name), the names of every ``__init__`` the ``**kwargs`` reach up its MRO.
+    - The value fits the parameter's type annotation (``int``, ``float``, ``bool``,
+      ``str``, ``Optional``/``Union``, sequences, ``Callable``); an unannotated parameter
+      whose default is a number or a bool is not given a string. Gin references
+      (``@Foo``, ``%MACRO``) are not judged.
+
+    Raises:
+        ConfigError: one line naming ``Configurable.param``, the expected type and the value
+            found, or the unknown name with the closest valid ones.
+    """
+    for (scope, selector), params in list(gin_config._CONFIG.items()):
+        try:
+            configurable = gin_config._REGISTRY.get_match(selector)
+        except Exception:
+            continue
+        if configurable is None:
+            continue
+        name = configurable.name
+        if configurable.module and not configurable.module.startswith("rlf"):
+            name = f"{configurable.module}.{name}"  # as the conf writes it: torch.optim.Adam
+        where = f"{scope}/{name}" if scope else name
+        parameters, open_kwargs, functions = _signature_chain(configurable.wrapped)
+        by_name = {p.name: p for p in parameters}
+        hints = _hints(functions)
+        for param, value in params.items():
+            if param not in by_name:
+                if open_kwargs or not functions:
+                    continue
+                close = difflib.get_close_matches(param, list(by_name), n=5, cutoff=0.5)
+                raise ConfigError(
+                    f"{where} has no parameter '{param}' (closest: "
+                    f"{', '.join(close) if close else ', '.join(list(by_name)[:10])})")
+            annotation = hints.get(param, by_name[param].annotation)
+            if isinstance(annotation, str):  # not resolved: judge by the default
+                annotation = inspect.Parameter.empty
+            if annotation is inspect.Parameter.empty:
+                default = by_name[param].default
+                if isinstance(default, bool):
+                    annotation = bool
+                elif isinstance(default, (int, float)):
+                    annotation = float
+                else:
+                    continue
+            if not _fits(value, annotation):
+                raise ConfigError(f"{where}.{param} = {value!r}: expected "
+                                  f"{_type_name(annotation)}, got {type(value).__name__}")

@@ -1,23 +1,32 @@
 r"""Trains an algorithm from a gin file.
 
     python -m rlf.bin.train --conf confs/impala_atari.gin [--root_dir DIR] \
-        [--conf_param 'TrainerConfig.num_iterations=10' ...]
+        [--conf_param 'TrainerConfig.num_iterations=10' ...] [--debug]
 
 ``--gin_param`` is an alias of ``--conf_param``. ``root_dir`` defaults to
-``runs/<conf file stem>``; an existing one resumes from its newest checkpoint. Ctrl-C or
-SIGTERM finishes the iteration, writes a checkpoint and exits with status 0. Configuration
-errors (a missing file, an unknown binding, a malformed ``--conf_param``) print one line and
-exit with status 2.
+``runs/<conf file stem>``; an existing one resumes from its newest complete checkpoint.
+Ctrl-C or SIGTERM finishes the iteration, writes a checkpoint and exits with status 0.
+
+Exit status 2, with one line on stderr and nothing written to disk, for every mistake in the
+input (``rlf.utils.errors.UserError``): a missing conf file, a malformed or unknown binding, a
+value of the wrong type, a value a constructor refuses, an unknown environment id, a
+``root_dir`` that is a file or not writable, a checkpoint that does not fit the
+configuration, an invalid offline replay file. Exit status 1, with one line, when training
+stops on a failure after writing what it could: an actor that died (or failed too often) or
+a non-finite loss. ``--debug`` (or ``RLF_DEBUG=1``) shows the full traceback instead; any
+other exception is a bug in rlf and always shows it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from absl import app, flags
 
 from rlf.bin.gin_utils import ConfigError, parse_config
+from rlf.utils.errors import UserError, one_line
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("conf", None, "gin file to train with")
@@ -26,30 +35,41 @@ flags.DEFINE_multi_string("conf_param", [], "a gin binding, e.g. "
 flags.DEFINE_alias("gin_param", "conf_param")
 flags.DEFINE_string("root_dir", None, "run directory (default runs/<conf stem>)")
 flags.DEFINE_bool("progress", True, "show a progress bar")
+flags.DEFINE_bool("debug", False, "show the full traceback of input errors (also RLF_DEBUG=1)")
 
 
-def main(argv) -> int:
-    del argv
+def debug_mode() -> bool:
+    """``--debug`` or a non-empty ``RLF_DEBUG`` other than ``0``."""
+    return bool(FLAGS.debug) or os.environ.get("RLF_DEBUG", "") not in ("", "0")
+
+
+def _train() -> int:
     if not FLAGS.conf:
-        print("error: --conf is required (e.g. --conf confs/impala_atari.gin)", file=sys.stderr)
-        return 2
-    try:
-        parse_config(FLAGS.conf, FLAGS.conf_param)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise ConfigError("--conf is required (e.g. --conf confs/impala_atari.gin)")
+    parse_config(FLAGS.conf, FLAGS.conf_param)
     from rlf.algorithms import NonFiniteLossError, TrainerConfig
-    from rlf.trainers import CheckpointMismatchError, Trainer
+    from rlf.trainers import ActorFailure, Trainer
     try:
         config = TrainerConfig()
     except (ValueError, TypeError) as e:
-        print(f"error: TrainerConfig: {e}", file=sys.stderr)
-        return 2
+        raise ConfigError(one_line(e)) from e
     root_dir = FLAGS.root_dir or config.root_dir or str(Path("runs") / Path(FLAGS.conf).stem)
+    trainer = Trainer(config, root_dir=root_dir, progress=FLAGS.progress)
     try:
-        result = Trainer(config, root_dir=root_dir, progress=FLAGS.progress).train()
-    except (CheckpointMismatchError, NonFiniteLossError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        trainer.build()
+    except UserError:
+        raise
+    except ValueError as e:
+        # A constructor refused a configured value (gin names the configurable).
+        if "In call to configurable" not in str(e):
+            raise
+        raise ConfigError(one_line(e)) from e
+    try:
+        result = trainer.train()
+    except (ActorFailure, NonFiniteLossError) as e:
+        if debug_mode():
+            raise
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 1
     metrics, evaluation = result["metrics"], result["eval"]
     print(f"finished: {result['iterations']} iterations, {result['env_steps']} environment "
@@ -58,6 +78,18 @@ def main(argv) -> int:
              else "")
           + (" (stopped by signal; checkpoint written)" if result["stopped_by_signal"] else ""))
     return 0
+
+
+def main(argv) -> int:
+    """Runs training; returns the exit status (module docstring)."""
+    del argv
+    try:
+        return _train()
+    except UserError as e:
+        if debug_mode():
+            raise
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
 
 
 def run() -> None:

@@ -11,8 +11,13 @@ import gymnasium as gym
 from rlf.environments.atari import ATARI_ENTRY_POINT, load_atari
 from rlf.environments.gym_env import load_gym
 from rlf.environments.vector_environment import VectorEnvironment
+from rlf.utils.errors import UserError
 
-__all__ = ["load"]
+__all__ = ["load", "UnknownEnvironmentError"]
+
+
+class UnknownEnvironmentError(UserError):
+    """No environment is registered under the id given to ``load``."""
 
 _ale_registered = False
 
@@ -32,7 +37,7 @@ def _find_spec(env_name: str) -> gym.envs.registration.EnvSpec:
     except gym.error.Error as e:
         close = difflib.get_close_matches(env_name, list(gym.registry), n=5, cutoff=0.6)
         hint = f"closest registered ids: {close}" if close else "no registered id is close"
-        raise ValueError(f"Unknown environment id '{env_name}' ({e}); {hint}. "
+        raise UnknownEnvironmentError(f"Unknown environment id '{env_name}' ({e}); {hint}. "
                          f"`gymnasium.pprint_registry()` lists them all.") from None
 
 
@@ -56,11 +61,12 @@ def load(env_name: str, num_envs: int, seed: Optional[int] = None,
         ``[B, ...]`` tensors.
 
     Raises:
-        ValueError: if ``env_name`` is not registered (naming the closest registered ids) or
-            ``num_envs < 1``.
+        UnknownEnvironmentError: (a ``UserError``, a ``ValueError``) if ``env_name`` is not
+            registered, naming the closest registered ids.
+        UserError: if ``num_envs < 1``.
     """
     if num_envs < 1:
-        raise ValueError(f"load('{env_name}'): num_envs must be >= 1, got {num_envs}")
+        raise UserError(f"load('{env_name}'): num_envs must be >= 1, got {num_envs}")
     spec = _find_spec(env_name)
     if spec.entry_point == ATARI_ENTRY_POINT and spec.kwargs.get("obs_type", "rgb") == "rgb":
         return load_atari(env_name, num_envs, seed=seed, **kwargs)

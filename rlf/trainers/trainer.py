@@ -8,6 +8,7 @@ import logging
 import os
 import random
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -20,20 +21,56 @@ from tqdm import tqdm
 from rlf.algorithms.algorithm import NonFiniteLossError
 from rlf.environments import load
 from rlf.metrics import metric_results
-from rlf.replay.offline import replay_buffer_path, replay_buffer_steps
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
+from rlf.unrollers import ActorError
 from rlf.utils import summary
-from rlf.utils.checkpoint import (Checkpointer, CorruptCheckpointError, atomic_save,
-                                  load_checkpoint_file)
+from rlf.utils.checkpoint import remove_stale_temp_files
+from rlf.utils.checkpointer import Checkpointer
+from rlf.utils.errors import UserError
 from rlf.utils.malloc import reuse_freed_memory
 
-__all__ = ["Trainer", "CheckpointMismatchError"]
+__all__ = ["Trainer", "CheckpointMismatchError", "ActorFailure", "RunDirectoryError",
+           "check_run_directory"]
 
 logger = logging.getLogger(__name__)
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(UserError):
     """The checkpoint in root_dir does not fit the configured algorithm."""
+
+
+class RunDirectoryError(UserError):
+    """``root_dir`` is a file, lies under a file, or cannot be written."""
+
+
+def check_run_directory(root_dir: Path) -> None:
+    """Checks, without writing anything, that ``root_dir`` is or can become a writable
+    directory.
+
+    Raises:
+        RunDirectoryError: naming the path and what is wrong with it.
+    """
+    if root_dir.exists() and not root_dir.is_dir():
+        raise RunDirectoryError(f"root_dir {root_dir} is a file, not a directory; pass a "
+                                f"directory (--root_dir)")
+    existing = root_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise RunDirectoryError(f"root_dir {root_dir} cannot be created: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RunDirectoryError(f"root_dir {root_dir} cannot be written: {existing} is not "
+                                f"writable by this user; pass another --root_dir")
+
+
+class ActorFailure(RuntimeError):
+    """An actor failed (or failed too often) and training stopped after writing a
+    checkpoint; the message names the actor, the cause, its log and the checkpoint."""
+
+
+def _warn(message: str) -> None:
+    """One warning line on stderr, between progress-bar updates."""
+    tqdm.write(f"WARNING: {message}", file=sys.stderr)
 
 
 class _TrainerState:
@@ -67,18 +104,21 @@ class Trainer:
         progress: show a tqdm progress bar (on stderr).
 
     Raises:
-        ValueError: without a root_dir or ``algorithm_ctor``.
+        UserError: without a root_dir or ``algorithm_ctor``.
+        RunDirectoryError: (a ``UserError``) if ``root_dir`` is a file, lies under one or
+            cannot be written (``check_run_directory``).
     """
 
     def __init__(self, config, root_dir: Optional[str] = None, progress: bool = True):
         root_dir = root_dir or config.root_dir
         if not root_dir:
-            raise ValueError("Trainer: no root_dir (pass --root_dir or set TrainerConfig.root_dir)")
+            raise UserError("Trainer: no root_dir (pass --root_dir or set TrainerConfig.root_dir)")
         if config.algorithm_ctor is None:
-            raise ValueError("Trainer: TrainerConfig.algorithm_ctor is not set (e.g. "
+            raise UserError("Trainer: TrainerConfig.algorithm_ctor is not set (e.g. "
                              "`TrainerConfig.algorithm_ctor = @ImpalaAlgorithm` in the gin file)")
         self._config = config
         self._root_dir = Path(root_dir)
+        check_run_directory(self._root_dir)
         self._progress = progress
         self._stop_signal: Optional[int] = None
         self._state = _TrainerState()
@@ -113,16 +153,21 @@ class Trainer:
             The algorithm.
 
         Raises:
-            ValueError: if the environment cannot be created from the gin config, or the
+            UserError: if the environment cannot be created from the gin config, or the
                 config combines options that do not fit (e.g. ``offline_buffer_dir`` with an
-                on-policy algorithm).
+                on-policy algorithm); whatever the environment and algorithm constructors
+                raise. What was built is closed again.
             RuntimeError: after ``close()`` (its environments are closed; make a new
                 ``Trainer``).
         """
         if self._closed:
             raise RuntimeError(f"Trainer({self._root_dir}) is closed; make a new Trainer")
         if self._algorithm is None:
-            self._build()
+            try:
+                self._build()
+            except BaseException:
+                self.close()
+                raise
         return self._algorithm
 
     def close(self) -> None:
@@ -149,7 +194,7 @@ class Trainer:
         try:
             self._env = load(seed=self._seed_value)
         except TypeError as e:
-            raise ValueError(f"cannot create the environment ({e}); set `load.env_name` and "
+            raise UserError(f"cannot create the environment ({e}); set `load.env_name` and "
                              f"`load.num_envs` in the gin file") from None
         self._algorithm = config.algorithm_ctor(
             observation_spec=self._env.observation_spec(), action_spec=self._env.action_spec(),
@@ -158,12 +203,13 @@ class Trainer:
         self._algorithm.load_initial_checkpoint()
         if config.offline_buffer_dir:
             if self._algorithm.on_policy:
-                raise ValueError("TrainerConfig.offline_buffer_dir needs an off-policy "
+                raise UserError("TrainerConfig.offline_buffer_dir needs an off-policy "
                                  "algorithm")
             self._algorithm.load_offline_replay_buffer()
         if config.async_unroll:
             self._algorithm.set_unroller(self._make_async_unroller())
         self._checkpointer = Checkpointer(self._root_dir / "ckpt", config.num_checkpoints,
+                                          companion_names=("replay_buffer",), warn=_warn,
                                           algorithm=self._algorithm, trainer=self._state,
                                           unroller=self._algorithm.unroller)
 
@@ -172,11 +218,11 @@ class Trainer:
         ``TrainerConfig.use_ray``) building the same algorithm and environment."""
         config, env = self._config, self._env
         if self._algorithm.on_policy:
-            raise ValueError("TrainerConfig.async_unroll needs an off-policy algorithm (actors "
+            raise UserError("TrainerConfig.async_unroll needs an off-policy algorithm (actors "
                              "cannot return the rollout's autograd graph); set "
                              "is_on_policy=False")
         if config.unroll_length != int(config.unroll_length) or config.unroll_length < 1:
-            raise ValueError(f"TrainerConfig.async_unroll needs an integer unroll_length >= 1, "
+            raise UserError(f"TrainerConfig.async_unroll needs an integer unroll_length >= 1, "
                              f"got {config.unroll_length}")
         algorithm_ctor = functools.partial(
             config.algorithm_ctor, observation_spec=env.observation_spec(),
@@ -186,6 +232,9 @@ class Trainer:
                       unroll_length=int(config.unroll_length), seed=self._seed_value,
                       queue_size=config.unroll_queue_size, gin_config=gin.config_str(),
                       restart_failed_actors=config.restart_failed_actors,
+                      max_restarts=config.max_actor_restarts,
+                      restart_window=config.actor_restart_window,
+                      log_dir=str(self._root_dir / "actors"),
                       flush_denormal=config.flush_denormal)
         if config.use_ray:
             from rlf.unrollers.ray_unroller import RayUnroller
@@ -196,53 +245,47 @@ class Trainer:
     def _write_config(self) -> None:
         self._root_dir.mkdir(parents=True, exist_ok=True)
         text = gin.operative_config_str()
-        tmp = self._root_dir / ".config.gin.tmp"
+        tmp = self._root_dir / f".config.gin.tmp-{os.getpid()}"
         tmp.write_text(text)
         os.replace(tmp, self._root_dir / "config.gin")
 
     # ------------------------------------------------------------------ checkpoints
-    def _save(self) -> None:
+    def _save(self) -> Path:
         # Optimizers and their schedules are built at the first update, which off-policy
         # training reaches after iteration 1 (or after initial_collect_steps); rewriting the
         # operative config with every checkpoint records their settings by the time there is
         # a checkpoint to resume.
         self._write_config()
-        step = self._state.iter_num
+        companions = {}
         if self._config.save_replay_buffer:
             state = self._algorithm.replay_buffer_state_dict()
-            if state is not None:
-                # written first: a model checkpoint on disk always has its buffer beside it
-                atomic_save({"algorithm": state},
-                            replay_buffer_path(self._checkpointer.ckpt_dir, step))
-        path = self._checkpointer.save(step)
-        kept = set(self._checkpointer.steps())
-        for old in replay_buffer_steps(self._checkpointer.ckpt_dir):
-            if old not in kept:
-                replay_buffer_path(self._checkpointer.ckpt_dir, old).unlink(missing_ok=True)
+            if state is not None:  # ALF's replay-checkpoint layout
+                companions["replay_buffer"] = {"algorithm": state}
+        path = self._checkpointer.save(self._state.iter_num, companions)
         logger.debug("saved checkpoint %s", path)
+        return path
 
     def _restore(self) -> Optional[int]:
-        """Loads the newest readable checkpoint; returns its iteration or None."""
-        for step in reversed(self._checkpointer.steps()):
-            try:
-                self._checkpointer.load(step)
-            except CorruptCheckpointError as e:
-                logger.warning("skipping checkpoint: %s", e)
-                tqdm.write(f"WARNING: skipping checkpoint {self._checkpointer.path(step)}: it is "
-                           f"unreadable (truncated or corrupt); trying the previous one")
-                continue
-            except ValueError as e:
-                raise CheckpointMismatchError(
-                    f"{self._checkpointer.path(step)} does not fit the configured algorithm: "
-                    f"{e}. The checkpoint was left untouched; use another --root_dir or the "
-                    f"configuration it was written with ({self._root_dir / 'config.gin'})"
-                ) from None
-            replay_file = replay_buffer_path(self._checkpointer.ckpt_dir, step)
-            if self._config.save_replay_buffer and replay_file.is_file():
-                state = load_checkpoint_file(replay_file)
-                self._algorithm.load_replay_buffer_state_dict(state["algorithm"])
-            return step
-        return None
+        """Loads the newest complete checkpoint (``Checkpointer.restore``: newer incomplete
+        ones are set aside with a warning) after removing the leftovers of killed saves;
+        returns its iteration or None."""
+        for directory in (self._root_dir, self._checkpointer.ckpt_dir):
+            for p in remove_stale_temp_files(directory):
+                _warn(f"removed {p}: the temporary file of a save whose process "
+                      f"({p.name.rsplit('-', 1)[-1]}) no longer exists")
+        try:
+            restored = self._checkpointer.restore()
+        except ValueError as e:
+            raise CheckpointMismatchError(
+                f"{e}. The checkpoint was left untouched; use another --root_dir or the "
+                f"configuration it was written with ({self._root_dir / 'config.gin'})"
+            ) from None
+        if restored is None:
+            return None
+        replay = restored.companions.get("replay_buffer")
+        if self._config.save_replay_buffer and replay is not None:
+            self._algorithm.load_replay_buffer_state_dict(replay["algorithm"])
+        return restored.step
 
     # ------------------------------------------------------------------ signals
     def _on_signal(self, signum, frame) -> None:
@@ -295,6 +338,12 @@ class Trainer:
                              if last is not None else "no checkpoint was written yet")
                     raise NonFiniteLossError(f"{e} ({where}; nothing was saved after the "
                                              f"failure)") from None
+                except ActorError as e:
+                    # The failed iteration changed nothing (RLAlgorithm.train_iter): the
+                    # learner's state is that of the last completed one.
+                    path = self._save()
+                    raise ActorFailure(f"{e}; training stopped, checkpoint written: "
+                                       f"{path}") from None
                 self._state.iter_num += 1
                 it = self._state.iter_num
                 if it == 1:

@@ -19,9 +19,13 @@ cores.
 (metrics, replay buffer, training) is the same as with ``SyncUnroller``. Each unroll carries
 the parameter version it was acted with; ``policy_lag`` is the learner's version minus it.
 
-An actor that raises sends its traceback and the learner raises ``ActorError`` with it; an
-actor that dies without a word (killed, segfault) is noticed within ``poll_seconds``. With
-``restart_failed_actors`` a failed actor is restarted instead (its episodes restart).
+An actor that raises sends its traceback; an actor that dies without a word (killed,
+segfault) is noticed within ``poll_seconds``. With ``log_dir`` each actor's output and
+traceback go to ``log_dir/actor-<index>.log``. The learner then raises ``ActorError``, one line
+naming the actor, the cause (the exception, the exit code or the signal) and the log; with
+``restart_failed_actors`` it restarts the actor instead (its episodes restart), logging each
+restart, until more than ``max_restarts`` fall within ``restart_window`` seconds
+(``RestartPolicy``).
 ``close()`` stops and joins every actor (terminating stragglers), so ``finish_train``, Ctrl-C
 and SIGTERM of the learner leave no processes; actors ignore SIGINT (the terminal sends it to
 the whole process group) and exit when the learner's process disappears.
@@ -32,6 +36,7 @@ from __future__ import annotations
 import os
 import queue as queue_lib
 import signal
+import sys
 import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional
@@ -39,15 +44,28 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 import torch.multiprocessing as mp
 
+from pathlib import Path
+
 from rlf import nest
+from rlf.unrollers.actor_failures import ActorError, RestartPolicy, describe_exit
 from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
 
 __all__ = ["AsyncUnroller", "ActorError"]
 
 
-class ActorError(RuntimeError):
-    """An actor process failed (its traceback is in the message)."""
+def _redirect_output(log_file: Optional[str], index: int, incarnation: int) -> None:
+    """Sends this process's stdout and stderr (file descriptors 1 and 2, so also what C
+    libraries print) to the end of ``log_file``."""
+    if not log_file:
+        return
+    Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    print(f"[actor {index} start {incarnation}, pid {os.getpid()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S')}]", flush=True)
 
 
 def _shared_state(module: torch.nn.Module, exclude_prefix: str = "_metrics.") -> Dict[str, Any]:
@@ -155,7 +173,7 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor, gin_conf
                 num_envs: int, seed: Optional[int], unroll_length: int,
                 shared: Dict[str, torch.Tensor], version, lock, out_queue, free_queue,
                 num_slots: int, stop_event, num_threads: int, parent_pid: int,
-                flush_denormal: bool, niceness: int):
+                flush_denormal: bool, niceness: int, log_file: Optional[str] = None):
     """Body of an actor process (module-level so that *spawn* can import it).
 
     Messages on ``out_queue``, each tagged with ``(index, incarnation)``: once
@@ -166,6 +184,7 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor, gin_conf
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
     env = None
     try:
+        _redirect_output(log_file, index, incarnation)
         env, algorithm, params = build_actor(algorithm_ctor, env_ctor, gin_config, num_envs,
                                              seed, num_threads, flush_denormal, niceness)
         missing = sorted(set(params) - set(shared))
@@ -193,7 +212,10 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor, gin_conf
             out_queue.put(("ok", index, incarnation, slot, local_version, dict(unroller.times)))
     except BaseException:  # report everything, also KeyboardInterrupt/SystemExit
         try:
-            out_queue.put(("error", index, incarnation, traceback.format_exc()), timeout=5)
+            text = traceback.format_exc()
+            if log_file:
+                print(text, file=sys.stderr, flush=True)
+            out_queue.put(("error", index, incarnation, text), timeout=5)
             # Stay alive until stopped: the learner can only receive the slots (their file
             # descriptors) while this process exists.
             while not stop_event.wait(0.5) and os.getppid() == parent_pid:
@@ -229,6 +251,12 @@ class AsyncUnroller:
         niceness: how many nice levels the actors run below the learner (see
             ``TrainerConfig.actor_niceness``); 0 keeps the learner's.
         restart_failed_actors: restart an actor that failed instead of raising.
+        max_restarts: restarts allowed within ``restart_window`` seconds (over all actors);
+            one more raises ``ActorError``.
+        restart_window: see ``max_restarts``.
+        log_dir: each actor's stdout, stderr and traceback go to
+            ``log_dir/actor-<index>.log`` (appended to); None leaves them on the learner's
+            terminal and puts the traceback in the ``ActorError``.
         poll_seconds: how often a waiting learner checks that the actors are alive.
         timeout: seconds without an unroll from a live actor before it counts as failed.
 
@@ -241,7 +269,8 @@ class AsyncUnroller:
                  seed: Optional[int] = None, queue_size: int = 1, gin_config: str = "",
                  num_threads: int = 1, restart_failed_actors: bool = False,
                  poll_seconds: float = 1.0, timeout: float = 300.0,
-                 flush_denormal: bool = True, niceness: int = 0):
+                 flush_denormal: bool = True, niceness: int = 0, max_restarts: int = 3,
+                 restart_window: float = 600.0, log_dir: Optional[str] = None):
         if num_actors < 1 or unroll_length < 1 or queue_size < 1:
             raise ValueError(f"AsyncUnroller: num_actors ({num_actors}), unroll_length "
                              f"({unroll_length}) and queue_size ({queue_size}) must be >= 1")
@@ -252,7 +281,9 @@ class AsyncUnroller:
         self._unroll_length, self._seed = unroll_length, seed
         self._gin_config, self._num_threads = gin_config, num_threads
         self._flush_denormal, self._niceness = flush_denormal, niceness
-        self._restart, self._poll = restart_failed_actors, poll_seconds
+        self._restarts = RestartPolicy(restart_failed_actors, max_restarts, restart_window)
+        self._log_dir = None if log_dir is None else Path(log_dir)
+        self._poll = poll_seconds
         self._timeout = timeout
         self._shared = {k: v.detach().cpu().clone().share_memory_()
                         for k, v in _shared_state(algorithm).items()}
@@ -269,7 +300,6 @@ class AsyncUnroller:
         self._learner_version = 0
         self.times: Dict[str, float] = {"env_step": 0.0, "policy": 0.0, "wait": 0.0}
         self.policy_lag: float = 0.0
-        self.restarts = 0
         for a in range(num_actors):
             self._start(a)
 
@@ -291,7 +321,7 @@ class AsyncUnroller:
                   self._gin_config, self._num_envs, seed, self._unroll_length, self._shared,
                   self._version, self._lock, self._queues[index], free, self._num_slots,
                   self._stop, self._num_threads, os.getpid(), self._flush_denormal,
-                  self._niceness))
+                  self._niceness, None if self._log_dir is None else str(self.log_file(index))))
         p.start()
         self._procs[index] = p
 
@@ -305,23 +335,34 @@ class AsyncUnroller:
         """The actor processes."""
         return [p for p in self._procs if p is not None]
 
-    def _fail(self, index: int, message: str) -> None:
-        if self._restart:
-            self.restarts += 1
-            proc = self._procs[index]
-            if proc is not None and proc.is_alive():
-                proc.terminate()
-                proc.join(5)
-            self._start(index)
-            return
-        self.close()
-        raise ActorError(f"actor {index} failed: {message}")
+    @property
+    def restarts(self) -> int:
+        """Actor restarts so far."""
+        return self._restarts.total
+
+    def log_file(self, index: int) -> Optional[Path]:
+        """Actor ``index``'s log file (``log_dir/actor-<index>.log``), or None."""
+        return None if self._log_dir is None else self._log_dir / f"actor-{index}.log"
+
+    def _fail(self, index: int, cause: str, details: str = "") -> None:
+        """Restarts actor ``index`` or raises ``ActorError`` (``RestartPolicy``).
+
+        Args:
+            cause: one line (``"was killed by signal SIGKILL"``).
+            details: its traceback; put in the error when there is no log file.
+        """
+        self._restarts.restart_or_raise(index, cause, self.log_file(index), self.close,
+                                        details=details)
+        proc = self._procs[index]
+        if proc is not None and proc.is_alive():
+            proc.terminate()
+            proc.join(5)
+        self._start(index)
 
     def _check_alive(self) -> None:
         for i, p in enumerate(self._procs):
             if p is not None and not p.is_alive():
-                self._fail(i, f"the process exited with code {p.exitcode} without reporting "
-                              f"an error (killed or crashed)")
+                self._fail(i, f"its process (pid {p.pid}) {describe_exit(p.exitcode)}")
 
     # ------------------------------------------------------------------ interface
     def unroll(self, unroll_length: int) -> Optional[Any]:
@@ -366,8 +407,8 @@ class AsyncUnroller:
             except queue_lib.Empty:
                 self._check_alive()
                 if time.perf_counter() - start > self._timeout:
-                    self._fail(index, f"no unroll for {self._timeout:.0f} s although the "
-                                      f"process is alive (stuck?)")
+                    self._fail(index, f"sent no unroll for {self._timeout:.0f} s although "
+                                      f"its process is alive (stuck?)")
                     start = time.perf_counter()
                 continue
             except (OSError, EOFError) as e:
@@ -384,8 +425,9 @@ class AsyncUnroller:
             kind, incarnation = item[0], item[2]
             if incarnation != self._incarnation[index]:
                 continue  # from an actor process that has been replaced
-            if kind == "error":
-                self._fail(index, "\n" + item[3])  # raises, or restarted the actor
+            if kind == "error":  # raises, or restarts the actor
+                lines = item[3].strip().splitlines()
+                self._fail(index, f"raised {lines[-1] if lines else 'an exception'}", item[3])
             elif kind == "slots":
                 self._slots[index] = item[3]
             else:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import collections
 import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
-from rlf.unrollers.async_unroller import (ActorError, _shared_state, build_actor,
-                                          combine_unrolls, copy_parameters)
+from rlf.unrollers.actor_failures import ActorError, RestartPolicy, append_to_log
+from rlf.unrollers.async_unroller import (_shared_state, build_actor, combine_unrolls,
+                                          copy_parameters)
 from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
 
@@ -63,8 +65,11 @@ class RayUnroller:
 
     Args:
         algorithm, algorithm_ctor, env_ctor, num_actors, num_envs_per_actor, unroll_length,
-        seed, gin_config, num_threads, restart_failed_actors, flush_denormal: see
-            ``AsyncUnroller``.
+        seed, gin_config, num_threads, restart_failed_actors, max_restarts, restart_window,
+        flush_denormal: see ``AsyncUnroller``.
+        log_dir: the learner appends what it learns of each actor's failure (Ray's error,
+            with the actor's traceback) to ``log_dir/actor-<index>.log``; the actors' own
+            output goes where Ray sends it (the driver's terminal, Ray's session logs).
         queue_size: unroll calls in flight per actor (at least 1).
         address: the Ray cluster (``ray.init(address=...)``); None starts a local Ray with as
             many CPUs as this machine has (at least ``num_actors``) unless Ray is already
@@ -81,7 +86,8 @@ class RayUnroller:
                  seed: Optional[int] = None, queue_size: int = 1, gin_config: str = "",
                  num_threads: int = 1, restart_failed_actors: bool = False,
                  address: Optional[str] = None, num_cpus_per_actor: float = 1.0,
-                 timeout: float = 600.0, flush_denormal: bool = True):
+                 timeout: float = 600.0, flush_denormal: bool = True, max_restarts: int = 3,
+                 restart_window: float = 600.0, log_dir: Optional[str] = None):
         try:
             import ray
         except ImportError as e:
@@ -95,7 +101,9 @@ class RayUnroller:
         self._num_actors, self._num_envs = num_actors, num_envs_per_actor
         self._unroll_length = unroll_length
         self._in_flight = max(1, queue_size)
-        self._restart, self._timeout = restart_failed_actors, timeout
+        self._restarts = RestartPolicy(restart_failed_actors, max_restarts, restart_window)
+        self._log_dir = None if log_dir is None else Path(log_dir)
+        self._timeout = timeout
         self._remote_cls = ray.remote(num_cpus=num_cpus_per_actor)(_RayActor)
         self._actor_args = (algorithm_ctor, env_ctor, gin_config, num_envs_per_actor, seed,
                             unroll_length, num_threads, flush_denormal)
@@ -108,7 +116,16 @@ class RayUnroller:
             self._fill(a)
         self.times: Dict[str, float] = {"env_step": 0.0, "policy": 0.0, "wait": 0.0}
         self.policy_lag = 0.0
-        self.restarts = 0
+
+    @property
+    def restarts(self) -> int:
+        """Actor restarts so far."""
+        return self._restarts.total
+
+    def log_file(self, index: int) -> Optional[Path]:
+        """Where actor ``index``'s failures are logged (``log_dir/actor-<index>.log``), or
+        None."""
+        return None if self._log_dir is None else self._log_dir / f"actor-{index}.log"
 
     def _make_actor(self, index: int):
         algorithm_ctor, env_ctor, gin_config, n, seed, t, threads, flush = self._actor_args
@@ -138,11 +155,18 @@ class RayUnroller:
             try:
                 result = ray.get(ref, timeout=self._timeout)
             except (ray.exceptions.RayError, TimeoutError) as e:
-                if not self._restart:
-                    self.close()
-                    raise ActorError(f"Ray actor {index} failed: {e}") from None
-                self.restarts += 1
-                ray.kill(self._actors[index], no_restart=True)
+                text = str(e).strip() or type(e).__name__
+                log = self.log_file(index)
+                append_to_log(log, f"[learner pid {os.getpid()}] {type(e).__name__}: {text}")
+                first = text.splitlines()[0] if log is not None else text
+                cause = (f"sent no unroll for {self._timeout:.0f} s" if isinstance(
+                    e, (TimeoutError, ray.exceptions.GetTimeoutError))
+                    else f"{type(e).__name__}: {first}")
+                self._restarts.restart_or_raise(index, cause, log, self.close, "Ray actor")
+                try:
+                    ray.kill(self._actors[index], no_restart=True)
+                except Exception:  # already gone
+                    pass
                 self._actors[index] = self._make_actor(index)
                 self._calls[index].clear()
                 self._fill(index)

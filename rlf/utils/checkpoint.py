@@ -1,10 +1,12 @@
-"""Atomic checkpoints: a crash or Ctrl-C never leaves a half-written file or loses the last one.
+"""Checkpoint files: atomic writes, readability checks, leftovers and RNG states.
 
-``atomic_save`` writes to a temporary file in the same directory, fsyncs it, renames it over
-the target (``os.replace`` is atomic on POSIX) and fsyncs the directory, so the target path
-holds either the old complete file or the new complete one. ``Checkpointer`` keeps the newest
-``num_checkpoints`` files ``ckpt-<global_step>.pt`` and only removes old ones after the new
-one is in place.
+``atomic_save`` writes to a temporary file ``.<name>.tmp-<pid>`` in the same directory, fsyncs
+it, renames it over the target (``os.replace`` is atomic on POSIX) and fsyncs the directory, so
+the target path holds either the old complete file or the new complete one. A process killed
+mid-write leaves only its temporary file, which ``remove_stale_temp_files`` removes once that
+process is gone. ``set_aside`` renames an unreadable file out of the way without ever deleting
+it. The policy over a directory of checkpoints (which to keep, which to restore) is
+``rlf.utils.checkpointer.Checkpointer``'s.
 """
 
 from __future__ import annotations
@@ -12,14 +14,20 @@ from __future__ import annotations
 import os
 import random
 import re
+import zipfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 import torch
 
-__all__ = ["atomic_save", "load_checkpoint_file", "Checkpointer", "CorruptCheckpointError",
-           "file_steps", "get_rng_states", "set_rng_states"]
+from rlf.utils.errors import UserError
+
+__all__ = ["atomic_save", "load_checkpoint_file", "is_readable", "set_aside",
+           "remove_stale_temp_files", "Checkpointer", "CorruptCheckpointError", "file_steps",
+           "get_rng_states", "set_rng_states"]
+
+_TEMP_FILE = re.compile(r"^\..+\.tmp-(\d+)$")  # atomic_save's .<name>.tmp-<pid>
 
 
 def file_steps(directory: str | os.PathLike, prefix: str) -> List[int]:
@@ -35,8 +43,16 @@ def file_steps(directory: str | os.PathLike, prefix: str) -> List[int]:
     return sorted(int(m.group(1)) for p in directory.iterdir() if (m := pattern.match(p.name)))
 
 
-class CorruptCheckpointError(ValueError):
-    """A checkpoint file is truncated, corrupt or not a checkpoint."""
+class CorruptCheckpointError(UserError):
+    """A checkpoint file is truncated, corrupt or not a checkpoint.
+
+    Attributes:
+        path: the file (a ``Path``), or None.
+    """
+
+    def __init__(self, message: str, path: str | os.PathLike | None = None):
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> Path:
@@ -89,90 +105,96 @@ def load_checkpoint_file(path: str | os.PathLike) -> Dict[str, Any]:
     except Exception as e:  # torch raises RuntimeError, pickle errors, EOFError, ...
         raise CorruptCheckpointError(
             f"checkpoint file {path} is unreadable (truncated or corrupt?): "
-            f"{type(e).__name__}: {e}") from e
+            f"{type(e).__name__}: {e}", path) from e
 
 
-class Checkpointer:
-    """Saves and restores named objects with ``state_dict``/``load_state_dict``.
+def is_readable(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a complete checkpoint file, without unpickling it.
+
+    ``torch.save`` writes a zip archive: the archive's directory (at its end) must be
+    present and every member must match its CRC-32, which a truncated, emptied or
+    overwritten file fails. A file in torch's older non-zip format is loaded instead.
 
     Args:
-        ckpt_dir: directory of ``ckpt-<global_step>.pt`` files.
-        num_checkpoints: how many of the newest files to keep (>= 1).
-        **objects: name -> object with ``state_dict()`` and ``load_state_dict(d)`` (modules,
-            optimizers, metrics, ...).
+        path: the file.
 
-    Raises:
-        ValueError: if ``num_checkpoints < 1``.
+    Returns:
+        False for a missing, truncated or corrupt file; True otherwise.
     """
+    path = Path(path)
+    if not path.is_file():
+        return False
+    if zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                return archive.testzip() is None
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+            return False
+    try:
+        load_checkpoint_file(path)
+    except (CorruptCheckpointError, FileNotFoundError):
+        return False
+    return True
 
-    def __init__(self, ckpt_dir: str | os.PathLike, num_checkpoints: int = 3, **objects):
-        if num_checkpoints < 1:
-            raise ValueError(f"num_checkpoints must be >= 1, got {num_checkpoints}")
-        self._dir = Path(ckpt_dir)
-        self._num_checkpoints = int(num_checkpoints)
-        self._objects = objects
 
-    @property
-    def ckpt_dir(self) -> Path:
-        """The checkpoint directory."""
-        return self._dir
+def set_aside(path: str | os.PathLike, reason: str = "corrupt") -> Path:
+    """Renames ``path`` to ``<path>.<reason>`` (``ckpt-20.pt.corrupt``), never overwriting:
+    if that name is taken, ``<path>.<reason>-1``, ``-2``, ... The file is kept, only moved out
+    of the names that checkpoint discovery and pruning look at.
 
-    def steps(self) -> List[int]:
-        """Global steps of the complete checkpoints on disk, ascending."""
-        return file_steps(self._dir, "ckpt")
+    Returns:
+        The new path.
+    """
+    path = Path(path)
+    target = path.with_name(f"{path.name}.{reason}")
+    n = 0
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.{reason}-{n}")
+    os.rename(path, target)
+    return target
 
-    def latest_step(self) -> Optional[int]:
-        """The newest checkpoint's global step, or None if there is none."""
-        steps = self.steps()
-        return steps[-1] if steps else None
 
-    def path(self, global_step: int) -> Path:
-        """The file of the checkpoint at ``global_step``."""
-        return self._dir / f"ckpt-{int(global_step)}.pt"
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this process has no save in flight while it looks for leftovers
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
 
-    def save(self, global_step: int) -> Path:
-        """Writes every object's state (and the RNG states) as ``ckpt-<global_step>.pt``.
 
-        The new file is complete on disk before older ones beyond ``num_checkpoints`` are
-        deleted.
-        """
-        state = {name: obj.state_dict() for name, obj in self._objects.items()}
-        state["_global_step"] = int(global_step)
-        state["_rng_states"] = get_rng_states()
-        path = atomic_save(state, self.path(global_step))
-        for old in self.steps()[:-self._num_checkpoints]:
-            self.path(old).unlink(missing_ok=True)
-        return path
+def remove_stale_temp_files(directory: str | os.PathLike) -> List[Path]:
+    """Removes ``atomic_save``'s temporary files (``.<name>.tmp-<pid>``) in ``directory``
+    whose writing process no longer exists (it was killed mid-save).
 
-    def load(self, global_step: Optional[int] = None) -> Optional[int]:
-        """Restores the objects from a checkpoint.
+    Files of a live process (another run writing into the same directory) and every other
+    name are left alone; a missing directory gives ``[]``.
 
-        Args:
-            global_step: which checkpoint; None for the newest.
+    Returns:
+        The removed paths.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    removed = []
+    for p in sorted(directory.iterdir()):
+        m = _TEMP_FILE.match(p.name)
+        if m and p.is_file() and not _pid_alive(int(m.group(1))):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
-        Returns:
-            The restored global step, or None if ``global_step`` is None and there is no
-            checkpoint yet.
 
-        Raises:
-            FileNotFoundError: if the asked-for checkpoint does not exist.
-            ValueError: if the file is unreadable (naming it) or lacks an object's state.
-        """
-        if global_step is None:
-            global_step = self.latest_step()
-            if global_step is None:
-                return None
-        path = self.path(global_step)
-        state = load_checkpoint_file(path)
-        missing = sorted(set(self._objects) - set(state))
-        if missing:
-            raise ValueError(f"checkpoint file {path} has no state for {missing} (it has "
-                             f"{sorted(k for k in state if not k.startswith('_'))})")
-        for name, obj in self._objects.items():
-            obj.load_state_dict(state[name])
-        if "_rng_states" in state:
-            set_rng_states(state["_rng_states"])
-        return int(state.get("_global_step", global_step))
+def __getattr__(name: str):
+    # ``Checkpointer`` lives in rlf.utils.checkpointer (it imports this module).
+    if name == "Checkpointer":
+        from rlf.utils.checkpointer import Checkpointer
+        return Checkpointer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_rng_states() -> Dict[str, Any]:

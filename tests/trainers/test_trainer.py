@@ -158,9 +158,11 @@ def test_truncated_checkpoint_is_skipped_and_mismatch_is_refused(tmp_path, capsy
     newest = tmp_path / "ckpt" / "ckpt-4.pt"
     newest.write_bytes(newest.read_bytes()[:1000])  # a crash mid-copy, say
     result = Trainer(_config(6, checkpoint_interval=2), tmp_path, progress=False).train()
-    out = capsys.readouterr().out
-    assert "skipping checkpoint" in out and "Resuming from iteration 2" in out
+    captured = capsys.readouterr()
+    assert "skipping checkpoint 4" in captured.err and "ckpt-4.pt.corrupt" in captured.err
+    assert "Resuming from iteration 2" in captured.out
     assert result["iterations"] == 6
+    assert (tmp_path / "ckpt" / "ckpt-4.pt.corrupt").stat().st_size == 1000  # kept aside
 
     ckpt = tmp_path / "ckpt" / "ckpt-6.pt"
     digest = hashlib.sha256(ckpt.read_bytes()).hexdigest()

@@ -194,7 +194,8 @@ def test_killed_actor_is_noticed_and_can_be_restarted():
     unroller.unroll(6)
     os.kill(unroller.processes[1].pid, signal.SIGKILL)
     t0 = time.time()
-    with pytest.raises(ActorError, match="exited with code"):
+    with pytest.raises(ActorError, match=r"actor 1 failed: its process \(pid \d+\) was killed by "
+                                         r"signal SIGKILL"):
         for _ in range(20):
             unroller.unroll(6)
     assert time.time() - t0 < 15
