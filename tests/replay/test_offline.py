@@ -19,8 +19,8 @@ from rlf.replay.offline import (export_replay_buffer as export, load_replay_chec
                                 make_offline_replay_buffer, replay_buffer_steps)
 from rlf.trainers import Trainer
 
-ALF_FILE = Path(__file__).resolve().parents[3] / "shared" / "data" / \
-    "alf_pendulum_sac_replay_buffer.pt"
+ALF_FILE = Path(__file__).resolve().parents[1] / "data" / "alf_pendulum_sac_replay_buffer.pt"
+ALF_SHA256 = "07e244c89795eddc623f57295944de9b89758f7ea4dd16f13593d20279da38c7"
 
 
 def _sha(path):
@@ -35,6 +35,7 @@ def pendulum():
 
 
 def test_alf_pendulum_file_loads_by_key_in_time_order(pendulum):
+    assert _sha(ALF_FILE) == ALF_SHA256  # the copy described in tests/data/README.md
     alg = BehaviourCloning(pendulum.observation_spec(), pendulum.action_spec())
     buf = make_offline_replay_buffer(ALF_FILE, alg.offline_experience_spec(),
                                      aliases=alg.offline_replay_aliases())
@@ -168,7 +169,8 @@ def test_bc_trains_on_alf_pendulum_without_error(tmp_path):
         config = TrainerConfig(
             algorithm_ctor=functools.partial(BehaviourCloning, optimizer=functools.partial(
                 torch.optim.Adam, lr=1e-3)),
-            unroll_length=0, offline_buffer_dir=str(ALF_FILE), mini_batch_size=32,
+            unroll_length=0, offline_buffer_dir=str(ALF_FILE), offline_normalized_actions=True,
+            mini_batch_size=32,
             mini_batch_length=1, num_iterations=30, random_seed=0, summary_interval=1)
         result = Trainer(config, tmp_path, progress=False).train()
     finally:
