@@ -1,10 +1,14 @@
 r"""Plays episodes with a trained algorithm and prints their returns.
 
     python -m rlf.bin.play --root_dir runs/a2c_cartpole [--num_episodes 5] \
-        [--record episode.gif|episode.mp4] [--checkpoint_step N]
+        [--record episode.gif|episode.mp4] [--checkpoint_step N] [--debug]
 
 The configuration is ``root_dir/config.gin`` (as written by training); the parameters come
-from the newest (or the given) checkpoint. The policy acts with ``predict_step``. ``--record``
+from the newest complete checkpoint, skipping unreadable ones with a warning as training does
+(``Checkpointer.newest_complete``; play never renames or deletes a file), or from
+``--checkpoint_step``. A mistake (no run directory, a step that does not exist, an unreadable
+checkpoint, a bad binding) prints one line and exits with status 2 (the traceback with
+``--debug`` or ``RLF_DEBUG=1``). The policy acts with ``predict_step``. ``--record``
 saves the first episode: rendered frames for gymnasium environments that render
 ``rgb_array``, the newest observation frame for Atari.
 
@@ -16,6 +20,7 @@ policy stuck in a rally can play for many minutes; cap it with e.g.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import List
@@ -23,7 +28,8 @@ from typing import List
 import numpy as np
 from absl import app, flags
 
-from rlf.bin.gin_utils import ConfigError, parse_config
+from rlf.bin.gin_utils import parse_config
+from rlf.utils.errors import UserError, one_line
 from rlf.utils.video import save_video
 
 FLAGS = flags.FLAGS
@@ -34,32 +40,63 @@ flags.DEFINE_string("record", None, "save the first episode as an animated .gif 
 flags.DEFINE_integer("fps", 30, "frames per second of the recording")
 flags.DEFINE_integer("seed", 0, "environment seed")
 flags.DEFINE_multi_string("conf_param", [], "extra gin bindings")
+flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
+
+
+def _checkpoint(ckpt_dir: Path):
+    """``(step, state)`` of ``--checkpoint_step`` or of the newest complete checkpoint.
+
+    Raises:
+        UserError: for no checkpoint, a step that does not exist (listing those that do), or
+            an unreadable ``--checkpoint_step``.
+    """
+    from rlf.utils.checkpoint import load_checkpoint_file
+    from rlf.utils.checkpointer import Checkpointer
+
+    def warn(message):
+        print(f"WARNING: {message}", file=sys.stderr, flush=True)
+
+    ckpt = Checkpointer(ckpt_dir, companion_names=("replay_buffer",), warn=warn)
+    steps = ckpt.steps()
+    if FLAGS.checkpoint_step is not None:
+        if FLAGS.checkpoint_step not in steps:
+            raise UserError(f"--checkpoint_step {FLAGS.checkpoint_step}: {ckpt_dir} has no "
+                            f"ckpt-{FLAGS.checkpoint_step}.pt; the steps it has: "
+                            f"{steps or 'none'}")
+        return FLAGS.checkpoint_step, load_checkpoint_file(ckpt.path(FLAGS.checkpoint_step))
+    found = ckpt.newest_complete(set_aside_unreadable=False)
+    if found is None:
+        raise UserError(f"no readable checkpoint in {ckpt_dir}"
+                        + (f" (unreadable: steps {steps})" if steps else ""))
+    return found[0], found[1]
 
 
 def main(argv) -> int:
+    """Plays episodes; returns the exit status (module docstring)."""
     del argv
+    try:
+        return _play()
+    except UserError as e:
+        if FLAGS.debug or os.environ.get("RLF_DEBUG", "") not in ("", "0"):
+            raise
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+
+
+def _play() -> int:
     root = Path(FLAGS.root_dir or "")
     if not FLAGS.root_dir or not (root / "config.gin").is_file():
-        print(f"error: --root_dir '{FLAGS.root_dir}' holds no config.gin (a training run's "
-              f"directory is needed)", file=sys.stderr)
-        return 2
-    try:
-        parse_config(str(root / "config.gin"), FLAGS.conf_param)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise UserError(f"--root_dir '{FLAGS.root_dir}' holds no config.gin (a training run's "
+                        f"directory is needed)")
+    parse_config(str(root / "config.gin"), FLAGS.conf_param)
 
     from rlf.algorithms import TrainerConfig
     from rlf.environments import load
     from rlf.trainers import evaluate_episodes
-    from rlf.utils.checkpoint import Checkpointer, load_checkpoint_file
 
     config = TrainerConfig()
-    ckpt = Checkpointer(root / "ckpt")
-    step = FLAGS.checkpoint_step if FLAGS.checkpoint_step is not None else ckpt.latest_step()
-    if step is None:
-        print(f"error: no checkpoint in {root / 'ckpt'}", file=sys.stderr)
-        return 2
+    step, checkpoint = _checkpoint(root / "ckpt")
+    checkpoint_path = root / "ckpt" / f"ckpt-{step}.pt"
     record = FLAGS.record is not None
     kwargs = {}
     env_name = None
@@ -75,7 +112,7 @@ def main(argv) -> int:
                                       action_spec=env.action_spec(),
                                       reward_spec=env.reward_spec(), env=None, config=config)
     algorithm.to(config.device)
-    state = load_checkpoint_file(ckpt.path(step))["algorithm"]
+    state = checkpoint["algorithm"]
     # The metrics' sizes depend on the training environment; only the model is needed here.
     state = {k: v for k, v in state.items()
              if not k.startswith("_metrics.") and k not in ("_optimizers", "_lr_schedulers")}
@@ -106,12 +143,11 @@ def main(argv) -> int:
             on_episode=lambda i, r, n: print(f"episode {i}: return {r:.2f}, length {n}",
                                              flush=True))
     except gym.error.DependencyNotInstalled as e:
-        print(f"error: recording needs the environment's renderer: {e} (or pip install -e "
-              f"'.[play]')", file=sys.stderr)
-        return 2
+        raise UserError(f"recording needs the environment's renderer: {e} (or pip install -e "
+                        f"'.[play]')") from None
     env.close()
     print(f"average return {result['AverageReturn']:.2f} over {len(result['returns'])} "
-          f"episodes (checkpoint {ckpt.path(step)})")
+          f"episodes (checkpoint {checkpoint_path})")
     if record:
         save_video(frames, FLAGS.record, FLAGS.fps)
         print(f"recorded {len(frames)} frames to {FLAGS.record}")

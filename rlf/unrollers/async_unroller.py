@@ -9,7 +9,7 @@ it out and hands the index back. An actor without a free slot waits (back-pressu
 stays bounded and a fast actor cannot run away from a slow one), and no unroll pays for new
 shared memory and file-descriptor passing (torch's queue does both for every tensor it
 sends). Parameters travel the other way through one set of shared-memory tensors that the
-learner overwrites (under a lock, with a version counter) every
+learner overwrites (guarded by a sequence counter, not a lock) every
 ``unroll_parameter_update_period`` iterations; actors copy them in before each unroll. Actors
 run ``niceness`` nice levels below the learner, the usual bottleneck where they share its
 cores.
@@ -159,6 +159,34 @@ def combine_unrolls(results, num_envs_per_actor: int, learner_version: int):
     return experience, {"env_step": env_t, "policy": pol_t}, sum(lags) / len(lags)
 
 
+def read_parameters(params: Dict[str, torch.Tensor], shared: Dict[str, torch.Tensor],
+                    sequence, last: int) -> int:
+    """Copies ``shared`` into ``params`` if the learner has published a new version since
+    ``last``, without a lock (a seqlock: the learner makes ``sequence`` odd while it writes and
+    even again after, and a copy that saw the counter change is repeated). An actor killed
+    while copying holds nothing the learner or a restarted actor waits for.
+
+    Args:
+        params: the actor's tensors.
+        shared: the learner's shared-memory tensors.
+        sequence: the shared counter (``multiprocessing.Value``, lock-free).
+        last: the sequence value of the actor's current copy (-1 for none).
+
+    Returns:
+        The sequence value of the copy now in ``params``; the parameter version is half of it.
+    """
+    while True:
+        start = sequence.value
+        if start == last:
+            return last
+        if start % 2:  # the learner is writing
+            time.sleep(0.0002)
+            continue
+        copy_parameters(params, shared)
+        if sequence.value == start:
+            return start
+
+
 def _get_free_slot(free_queue, stop_event, parent_pid: int) -> Optional[int]:
     """The next free slot index (blocking), or None once stopped or orphaned."""
     while not stop_event.is_set() and os.getppid() == parent_pid:
@@ -171,7 +199,7 @@ def _get_free_slot(free_queue, stop_event, parent_pid: int) -> Optional[int]:
 
 def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor, gin_config: str,
                 num_envs: int, seed: Optional[int], unroll_length: int,
-                shared: Dict[str, torch.Tensor], version, lock, out_queue, free_queue,
+                shared: Dict[str, torch.Tensor], sequence, out_queue, free_queue,
                 num_slots: int, stop_event, num_threads: int, parent_pid: int,
                 flush_denormal: bool, niceness: int, log_file: Optional[str] = None):
     """Body of an actor process (module-level so that *spawn* can import it).
@@ -192,12 +220,9 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor, gin_conf
             raise ValueError(f"actor {index}: the learner shares no tensors for {missing}")
         unroller = SyncUnroller(env, algorithm)
         slots = None
-        local_version = -1
+        local_sequence = -1
         while not stop_event.is_set() and os.getppid() == parent_pid:
-            with lock:
-                if version.value != local_version:
-                    copy_parameters(params, shared)
-                    local_version = version.value
+            local_sequence = read_parameters(params, shared, sequence, local_sequence)
             with torch.no_grad():
                 experience = detach(unroller.unroll(unroll_length))
             if slots is None:  # the first unroll gives the shapes; sent (as fds) only once
@@ -209,7 +234,8 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor, gin_conf
                 return
             with torch.no_grad():
                 nest.map_structure(lambda dst, src: dst.copy_(src), slots[slot], experience)
-            out_queue.put(("ok", index, incarnation, slot, local_version, dict(unroller.times)))
+            out_queue.put(("ok", index, incarnation, slot, local_sequence // 2,
+                           dict(unroller.times)))
     except BaseException:  # report everything, also KeyboardInterrupt/SystemExit
         try:
             text = traceback.format_exc()
@@ -287,8 +313,7 @@ class AsyncUnroller:
         self._timeout = timeout
         self._shared = {k: v.detach().cpu().clone().share_memory_()
                         for k, v in _shared_state(algorithm).items()}
-        self._version = self._ctx.Value("l", 0)
-        self._lock = self._ctx.Lock()
+        self._sequence = self._ctx.Value("l", 0, lock=False)  # read_parameters' seqlock
         self._num_slots = queue_size
         # At most one "slots" and num_slots "ok" messages are outstanding per incarnation.
         self._queues = [self._ctx.Queue() for _ in range(num_actors)]
@@ -319,7 +344,7 @@ class AsyncUnroller:
             target=_actor_main, name=f"rlf-actor-{index}", daemon=True,
             args=(index, self._incarnation[index], self._algorithm_ctor, self._env_ctor,
                   self._gin_config, self._num_envs, seed, self._unroll_length, self._shared,
-                  self._version, self._lock, self._queues[index], free, self._num_slots,
+                  self._sequence, self._queues[index], free, self._num_slots,
                   self._stop, self._num_threads, os.getpid(), self._flush_denormal,
                   self._niceness, None if self._log_dir is None else str(self.log_file(index))))
         p.start()
@@ -435,12 +460,14 @@ class AsyncUnroller:
                 return incarnation, slot, (version, self._slots[index][slot], times)
 
     def update_parameters(self) -> None:
-        """Copies the learner's current parameters to the actors (a new version)."""
-        with self._lock, torch.no_grad():
+        """Copies the learner's current parameters to the actors (a new version; the
+        sequence counter is odd while the copy is under way, see ``read_parameters``)."""
+        self._sequence.value += 1
+        with torch.no_grad():
             for k, v in _shared_state(self._algorithm).items():
                 self._shared[k].copy_(v.detach())
-            self._version.value += 1
-            self._learner_version = self._version.value
+        self._sequence.value += 1
+        self._learner_version = self._sequence.value // 2
 
     def state_dict(self) -> Dict[str, Any]:
         """Nothing to restore: actors restart their episodes after a resume."""

@@ -103,9 +103,10 @@ def load_checkpoint_file(path: str | os.PathLike) -> Dict[str, Any]:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises RuntimeError, pickle errors, EOFError, ...
+        reason = str(e).strip().split(". ")[0].splitlines()[0] if str(e).strip() else ""
         raise CorruptCheckpointError(
             f"checkpoint file {path} is unreadable (truncated or corrupt?): "
-            f"{type(e).__name__}: {e}", path) from e
+            f"{type(e).__name__}: {reason}", path) from e
 
 
 def is_readable(path: str | os.PathLike) -> bool:

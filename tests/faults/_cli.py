@@ -1,0 +1,38 @@
+"""Helpers of the fault tests: run rlf's command-line tools as a user does, hash files."""
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A 3-iteration CartPole run of the shipped IMPALA conf (later --conf_param's win).
+CARTPOLE = ["--conf", "confs/impala_cartpole.gin", "--noprogress",
+            "--conf_param", "TrainerConfig.evaluate=False",
+            "--conf_param", "TrainerConfig.num_env_steps=0",
+            "--conf_param", "TrainerConfig.num_iterations=3"]
+
+
+def run_cli(module: str, *args: str, timeout: float = 180, **env) -> subprocess.CompletedProcess:
+    """``python -m rlf.bin.<module> args`` from the repository root; RLF_DEBUG cleared."""
+    environ = {k: v for k, v in os.environ.items() if k != "RLF_DEBUG"}
+    environ.update(env)
+    return subprocess.run([sys.executable, "-m", f"rlf.bin.{module}", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout, env=environ)
+
+
+def lines(text: str) -> List[str]:
+    """The non-blank lines of ``text``."""
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def digests(directory) -> Dict[str, str]:
+    """``{file name: sha256}`` of every file in ``directory``."""
+    return {p.name: sha256(p) for p in sorted(Path(directory).iterdir()) if p.is_file()}

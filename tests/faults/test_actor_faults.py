@@ -1,0 +1,193 @@
+"""Actor failures on real actor processes: a killed actor stops the run within seconds with a
+checkpoint of the learner and one line naming the actor, the signal and its log; an actor
+that raises leaves its traceback in its log; restarts are logged, summarised and bounded."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlf.unrollers import ActorError
+from rlf.unrollers.actor_failures import RestartPolicy
+from tests.faults._cli import CARTPOLE, REPO, lines
+from tests.unrollers.test_async_unroller import Deterministic, _unroller
+
+ASYNC = [*CARTPOLE, "--conf_param", "TrainerConfig.async_unroll=True",
+         "--conf_param", "TrainerConfig.num_actors=1", "--conf_param", "load.num_envs=4",
+         "--conf_param", "TrainerConfig.num_iterations=1000000",
+         "--conf_param", "TrainerConfig.checkpoint_interval=1000000",
+         "--conf_param", "TrainerConfig.summary_interval=1"]
+
+
+def _actors(parent: int):
+    """Pids of the actor processes (multiprocessing spawn children) of ``parent``."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (d / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"multiprocessing.spawn" in cmdline:
+            pids.append(int(d.name))
+    return pids
+
+
+def _wait_for(condition, seconds=120.0):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def _start(root, *params):
+    args = [a for p in params for a in ("--conf_param", p)]
+    return subprocess.Popen([sys.executable, "-m", "rlf.bin.train", *ASYNC, "--root_dir",
+                             str(root), *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _kill_actor_mid_run(proc, root, find_actor, timeout):
+    """Waits for the actor and some iterations, kills the actor (SIGKILL) and waits for the
+    run to end.
+
+    Returns:
+        ``(actor pid, stderr, seconds from the kill to the end)``.
+    """
+    try:
+        actor = _wait_for(find_actor, 180)
+        _wait_for(lambda: list((root / "train").glob("events*")))
+        time.sleep(3)  # some iterations
+        os.kill(actor, signal.SIGKILL)
+        t0 = time.time()
+        _, err = proc.communicate(timeout=timeout)
+        return actor, err, time.time() - t0
+    finally:
+        proc.kill()
+
+
+def _error_lines(err):
+    return [line for line in lines(err) if line.startswith("error:")]
+
+
+def test_a_killed_actor_stops_the_run_with_a_checkpoint_and_one_line(tmp_path):
+    proc = _start(tmp_path)
+    actor, err, seconds = _kill_actor_mid_run(
+        proc, tmp_path, lambda: (_actors(proc.pid) or [None])[0], timeout=60)
+    assert seconds < 15
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and _error_lines(err) == lines(err)[-1:], err
+    line = lines(err)[-1]
+    log = tmp_path / "actors" / "actor-0.log"
+    assert line.startswith(f"error: actor 0 failed: its process (pid {actor}) was killed by "
+                           f"signal SIGKILL (its output and traceback: {log})"), line
+    ckpts = list((tmp_path / "ckpt").glob("ckpt-*.pt"))
+    assert len(ckpts) == 1 and f"checkpoint written: {ckpts[0]}" in line
+    state = torch.load(ckpts[0], weights_only=True)
+    assert state["trainer"]["iter_num"] == int(ckpts[0].stem.split("-")[1]) > 0
+    assert state["algorithm"]["_extra_state"]["train_iter_num"] == state["trainer"]["iter_num"]
+    assert "killed by signal SIGKILL" in log.read_text()
+    assert not _actors(proc.pid)
+
+
+def test_restarts_are_logged_summarised_and_bounded(tmp_path):
+    proc = _start(tmp_path, "TrainerConfig.restart_failed_actors=True",
+                  "TrainerConfig.max_actor_restarts=1")
+    log = tmp_path / "actors" / "actor-0.log"
+    try:
+        first = _wait_for(lambda: _actors(proc.pid))[0]
+        _wait_for(lambda: log.is_file() and f"[actor 0 start 1, pid {first}" in log.read_text())
+        _wait_for(lambda: list((tmp_path / "train").glob("events*")))
+        time.sleep(3)  # iterations (and summaries) with the first actor
+        os.kill(first, signal.SIGKILL)
+        second = _wait_for(lambda: [p for p in _actors(proc.pid) if p != first])[0]
+        _wait_for(lambda: f"[actor 0 start 2, pid {second}" in log.read_text())
+        time.sleep(3)  # iterations with the restarted actor
+        os.kill(second, signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err
+    restart_lines = [line for line in lines(err) if "restarting it" in line]
+    assert len(restart_lines) == 1 and "restart 1;" in restart_lines[0], err
+    assert f"(pid {first}) was killed by signal SIGKILL" in restart_lines[0]
+    line = lines(err)[-1]
+    assert line.startswith(f"error: actor 0 failed: its process (pid {second}) was killed"), line
+    assert "not restarted: 1 restarts within the last 600 s reached max_actor_restarts=1" in line
+    assert "checkpoint written" in line and list((tmp_path / "ckpt").glob("ckpt-*.pt"))
+    text = log.read_text()
+    assert "restarting it (restart 1;" in text and "not restarted" in text
+    counts = []
+    for f in (tmp_path / "train").glob("events.out.tfevents.*"):
+        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
+        acc.Reload()
+        if "async_unroll/actor_restarts" in acc.Tags()["scalars"]:
+            counts += [e.value for e in acc.Scalars("async_unroll/actor_restarts")]
+    assert counts and counts[0] == 0 and counts[-1] == 1
+
+
+def test_an_actor_that_raises_leaves_its_traceback_in_its_log(tmp_path):
+    unroller = _unroller(Deterministic(), actor_kw={"fail_after": 10}, log_dir=str(tmp_path))
+    with pytest.raises(ActorError) as info:
+        for _ in range(10):
+            unroller.unroll(6)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("actor ") and "failed: raised RuntimeError: boom in rollout_step" \
+        in message and str(tmp_path / "actor-") in message
+    index = message.split()[1]
+    text = (tmp_path / f"actor-{index}.log").read_text()
+    assert "Traceback (most recent call last)" in text and 'raise RuntimeError("boom' in text
+
+
+def test_restart_policy_counts_within_its_window():
+    now = [0.0]
+    policy = RestartPolicy(True, max_restarts=2, window_seconds=600, clock=lambda: now[0])
+    closed = []
+    for t in (0.0, 100.0, 601.0):  # the first restart has left the window by 601 s
+        now[0] = t
+        policy.restart_or_raise(0, "died", None, lambda: closed.append(1))
+    now[0] = 650.0
+    with pytest.raises(ActorError, match="2 restarts within the last 600 s reached "
+                                         "max_actor_restarts=2"):
+        policy.restart_or_raise(1, "died", None, lambda: closed.append(1))
+    assert policy.total == 3 and closed == [1]
+    with pytest.raises(ActorError, match="restart_failed_actors = True"):
+        RestartPolicy(False).restart_or_raise(0, "died", None, lambda: None)
+
+
+def test_a_killed_ray_actor_stops_the_run_with_a_checkpoint(tmp_path):
+    pytest.importorskip("ray")
+    proc = _start(tmp_path, "TrainerConfig.use_ray=True")
+
+    def ray_actor():
+        for d in Path("/proc").iterdir():
+            try:
+                if d.name.isdigit() and (d / "cmdline").read_bytes().startswith(
+                        b"ray::_RayActor"):
+                    return int(d.name)
+            except OSError:
+                pass
+        return None
+
+    _, err, seconds = _kill_actor_mid_run(proc, tmp_path, ray_actor, timeout=120)
+    assert seconds < 60
+    assert proc.returncode == 1, err
+    line = _error_lines(err)[-1]
+    assert line == lines(err)[-1] and "Traceback" not in err
+    assert line.startswith("error: Ray actor 0 failed: ActorDiedError: The actor died "
+                           "unexpectedly") and "checkpoint written" in line, line
+    assert f"(its output and traceback: {tmp_path / 'actors' / 'actor-0.log'})" in line
+    assert list((tmp_path / "ckpt").glob("ckpt-*.pt"))
+    assert ray_actor() is None  # no Ray actor outlives the run

@@ -1,0 +1,173 @@
+"""Checkpoint faults on real runs: an unreadable newest checkpoint (truncated, random bytes,
+empty), broken checkpoint + replay-buffer pairs, the temporary files of killed saves, and
+``rlf.bin.play`` over the same directories. Nothing good may be deleted, nothing unreadable
+counted or deleted, and every skip is one warning line."""
+
+import random
+import subprocess
+import sys
+
+import gin
+import pytest
+import torch
+
+from rlf.bin.gin_utils import parse_config
+from rlf.trainers import Trainer
+from tests.faults._cli import CARTPOLE, REPO, digests, lines, run_cli, sha256
+
+CORRUPTIONS = {
+    "truncated": lambda data: data[:1000],
+    "random_bytes": lambda data: random.Random(0).randbytes(len(data)),
+    "empty": lambda data: b"",
+}
+
+
+def _names(directory):
+    return sorted(p.name for p in directory.iterdir())
+
+
+def _train(root, capsys=None, **bindings):
+    """A CartPole IMPALA run of the shipped conf through ``Trainer``, in this process."""
+    params = [f"TrainerConfig.{k} = {v!r}" for k, v in bindings.items()]
+    parse_config(str(REPO / "confs" / "impala_cartpole.gin"),
+                 ["TrainerConfig.evaluate = False", "TrainerConfig.num_env_steps = 0"] + params)
+    try:
+        from rlf.algorithms import TrainerConfig
+        return Trainer(TrainerConfig(), root, progress=False).train()
+    finally:
+        gin.clear_config()
+
+
+def _warnings(err):
+    return [line for line in lines(err) if line.startswith("WARNING")]
+
+
+@pytest.mark.parametrize("kind", CORRUPTIONS)
+def test_an_unreadable_newest_checkpoint_is_set_aside_not_counted(tmp_path, capsys, kind):
+    ckpt = tmp_path / "ckpt"
+    _train(tmp_path, num_iterations=20, checkpoint_interval=5, num_checkpoints=2)
+    assert _names(ckpt) == ["ckpt-15.pt", "ckpt-20.pt"]
+    newest = ckpt / "ckpt-20.pt"
+    newest.write_bytes(CORRUPTIONS[kind](newest.read_bytes()))
+    bad, good = sha256(newest), sha256(ckpt / "ckpt-15.pt")
+    capsys.readouterr()
+    result = _train(tmp_path, num_iterations=25, checkpoint_interval=5, num_checkpoints=2)
+    out, err = capsys.readouterr()
+    assert result["iterations"] == 25 and "Resuming from iteration 15" in out
+    warnings = _warnings(err)
+    assert len(warnings) == 1, err
+    assert "skipping checkpoint 20" in warnings[0]
+    assert "ckpt-20.pt -> ckpt-20.pt.corrupt" in warnings[0]
+    # the good previous checkpoint was kept until two newer readable ones existed
+    assert _names(ckpt) == ["ckpt-20.pt", "ckpt-20.pt.corrupt", "ckpt-25.pt"]
+    assert sha256(ckpt / "ckpt-20.pt.corrupt") == bad  # moved, byte for byte
+    assert good != sha256(ckpt / "ckpt-20.pt")
+
+
+def test_cli_num_checkpoints_1_keeps_the_new_checkpoints(tmp_path):
+    # The reproduction of the report: the only checkpoint is corrupt, the rerun starts over.
+    args = [*CARTPOLE, "--root_dir", str(tmp_path), "--conf_param",
+            "TrainerConfig.checkpoint_interval=5", "--conf_param",
+            "TrainerConfig.num_checkpoints=1"]
+    r = run_cli("train", *args, "--conf_param", "TrainerConfig.num_iterations=20")
+    assert r.returncode == 0, r.stderr
+    newest = tmp_path / "ckpt" / "ckpt-20.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])
+    bad = sha256(newest)
+    r = run_cli("train", *args, "--conf_param", "TrainerConfig.num_iterations=12")
+    assert r.returncode == 0, r.stderr
+    assert "Starting a new run" in r.stdout and "finished: 12 iterations" in r.stdout
+    assert len(_warnings(r.stderr)) == 1 and "ckpt-20.pt.corrupt" in r.stderr
+    assert _names(tmp_path / "ckpt") == ["ckpt-12.pt", "ckpt-20.pt.corrupt"]
+    assert sha256(tmp_path / "ckpt" / "ckpt-20.pt.corrupt") == bad
+    torch.load(tmp_path / "ckpt" / "ckpt-12.pt", weights_only=True)  # readable
+
+
+def test_a_broken_replay_buffer_falls_back_to_the_newest_complete_pair(tmp_path, capsys):
+    ckpt = tmp_path / "ckpt"
+    _train(tmp_path, num_iterations=20, checkpoint_interval=5, num_checkpoints=2,
+           save_replay_buffer=True)
+    assert _names(ckpt) == ["ckpt-15.pt", "ckpt-20.pt", "replay_buffer-15.pt",
+                            "replay_buffer-20.pt"]
+    replay = ckpt / "replay_buffer-20.pt"
+    replay.write_bytes(replay.read_bytes()[:2000])
+    before = digests(ckpt)
+    capsys.readouterr()
+    result = _train(tmp_path, num_iterations=15, checkpoint_interval=5, num_checkpoints=2,
+                    save_replay_buffer=True)
+    out, err = capsys.readouterr()
+    assert result["iterations"] == 15 and "Resuming from iteration 15" in out
+    warnings = _warnings(err)
+    assert len(warnings) == 1 and "replay_buffer-20.pt is unreadable" in warnings[0], err
+    assert "replay_buffer-20.pt -> replay_buffer-20.pt.corrupt" in warnings[0]
+    assert "ckpt-20.pt -> ckpt-20.pt.unpaired" in warnings[0]
+    after = digests(ckpt)
+    assert after["replay_buffer-20.pt.corrupt"] == before["replay_buffer-20.pt"]
+    assert after["ckpt-20.pt.unpaired"] == before["ckpt-20.pt"]
+    assert after["ckpt-15.pt"] == before["ckpt-15.pt"]
+
+
+def test_a_replay_buffer_without_its_checkpoint_is_never_taken(tmp_path, capsys):
+    ckpt = tmp_path / "ckpt"
+    _train(tmp_path, num_iterations=20, checkpoint_interval=5, num_checkpoints=2,
+           save_replay_buffer=True)
+    (ckpt / "ckpt-20.pt").unlink()  # killed between the replay file's write and the ckpt's
+    orphan = sha256(ckpt / "replay_buffer-20.pt")
+    # a checkpoint written before ckpt files listed their companions still pairs by name
+    old = torch.load(ckpt / "ckpt-15.pt", weights_only=True)
+    del old["_companions"]
+    torch.save(old, ckpt / "ckpt-15.pt")
+    capsys.readouterr()
+    result = _train(tmp_path, num_iterations=17, checkpoint_interval=5, num_checkpoints=2,
+                    save_replay_buffer=True)
+    out, err = capsys.readouterr()
+    assert result["iterations"] == 17 and "Resuming from iteration 15" in out
+    assert not _warnings(err)
+    assert _names(ckpt) == ["ckpt-15.pt", "ckpt-17.pt", "replay_buffer-15.pt",
+                            "replay_buffer-17.pt", "replay_buffer-20.pt"]
+    assert sha256(ckpt / "replay_buffer-20.pt") == orphan  # left for its step's next save
+
+
+def test_temporary_files_of_dead_processes_are_removed_and_only_those(tmp_path, capsys):
+    _train(tmp_path, num_iterations=5, checkpoint_interval=5)
+    ckpt = tmp_path / "ckpt"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    alive = subprocess.Popen(["sleep", "120"])
+    try:
+        stale = [ckpt / f".ckpt-10.pt.tmp-{gone.pid}", ckpt / f".replay_buffer-10.pt.tmp-{gone.pid}",
+                 tmp_path / f".config.gin.tmp-{gone.pid}"]
+        kept = [ckpt / f".ckpt-10.pt.tmp-{alive.pid}", ckpt / ".notes.tmp-x",
+                ckpt / "ckpt-10.pt.tmp"]
+        for p in stale + kept:
+            p.write_bytes(b"half a file")
+        capsys.readouterr()
+        _train(tmp_path, num_iterations=6, checkpoint_interval=5)
+        err = capsys.readouterr().err
+        assert not any(p.exists() for p in stale)
+        assert all(p.read_bytes() == b"half a file" for p in kept)
+        warnings = _warnings(err)
+        assert len(warnings) == 3 and all(f"({gone.pid})" in w for w in warnings), err
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_play_falls_back_like_training_and_lists_existing_steps(tmp_path):
+    _train(tmp_path, num_iterations=20, checkpoint_interval=5, num_checkpoints=2)
+    ckpt = tmp_path / "ckpt"
+    newest = ckpt / "ckpt-20.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])
+    before = digests(ckpt)
+    r = run_cli("play", "--root_dir", str(tmp_path), "--num_episodes", "1")
+    assert r.returncode == 0, r.stderr
+    assert lines(r.stderr) == _warnings(r.stderr) and len(lines(r.stderr)) == 1, r.stderr
+    assert "skipping checkpoint 20" in r.stderr and "ckpt-15.pt" in r.stdout
+    assert digests(ckpt) == before  # play renames nothing
+    r = run_cli("play", "--root_dir", str(tmp_path), "--checkpoint_step", "7")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert "has no ckpt-7.pt; the steps it has: [15, 20]" in r.stderr
+    r = run_cli("play", "--root_dir", str(tmp_path), "--checkpoint_step", "20")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert "ckpt-20.pt is unreadable" in r.stderr
+    assert digests(ckpt) == before

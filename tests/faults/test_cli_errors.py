@@ -1,0 +1,81 @@
+"""Every user mistake at the command line is one line on stderr and exit status 2, and leaves
+nothing on disk; ``--debug`` / ``RLF_DEBUG=1`` show the traceback."""
+
+import pytest
+
+from tests.faults._cli import CARTPOLE, lines, run_cli, sha256
+
+MISTAKES = {
+    "unknown_kwarg": ("ImpalaAlgorithm.discont=0.9",
+                      "ImpalaAlgorithm has no parameter 'discont' (closest: discount, "
+                      "metric_discount)"),
+    "wrong_type_env": ("load.num_envs='four'",
+                       "load.num_envs = 'four': expected int, got str"),
+    "wrong_type_optimizer": ("torch.optim.Adam.lr='fast'",
+                             "torch.optim.Adam.lr = 'fast': expected float | torch.Tensor, "
+                             "got str"),
+    "wrong_type_trainer_config": ("TrainerConfig.num_iterations='ten'",
+                                  "TrainerConfig.num_iterations = 'ten': expected int, got str"),
+    "refused_value": ("TrainerConfig.checkpoint_interval=0",
+                      "TrainerConfig.checkpoint_interval must be >= 1, got 0"),
+    "refused_by_algorithm": ("ImpalaAlgorithm.experience_replay_fraction=2.0",
+                             "ImpalaAlgorithm: experience_replay_fraction must be in [0, 1), "
+                             "got 2.0"),
+    "unknown_environment": ("load.env_name='CartPol-v1'",
+                            "Unknown environment id 'CartPol-v1'"),
+}
+
+
+@pytest.mark.parametrize("case", MISTAKES)
+def test_configuration_mistakes(tmp_path, case):
+    binding, message = MISTAKES[case]
+    root = tmp_path / "run"
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(root), "--conf_param", binding)
+    assert r.returncode == 2, r.stderr
+    assert len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0].startswith(f"error: {message}"), r.stderr
+    assert not root.exists()  # nothing half-made
+
+
+def test_run_directory_mistakes(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    for root, message in ((a_file, f"root_dir {a_file} is a file, not a directory"),
+                          (a_file / "run", f"root_dir {a_file / 'run'} cannot be created: "
+                                           f"{a_file} is a file")):
+        r = run_cli("train", *CARTPOLE, "--root_dir", str(root))
+        assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+        assert message in r.stderr
+    assert a_file.read_text() == "mine"
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    for flag, env in ((["--debug"], {}), ([], {"RLF_DEBUG": "1"})):
+        r = run_cli("train", *CARTPOLE, *flag, "--root_dir", str(tmp_path / "run"),
+                    "--conf_param", "load.env_name='CartPol-v1'", **env)
+        assert r.returncode != 0 and "Traceback" in r.stderr
+        assert "UnknownEnvironmentError" in r.stderr
+
+
+def test_export_replay_never_overwrites_and_refuses_a_directory(tmp_path):
+    run = tmp_path / "run"
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(run), "--conf_param",
+                "TrainerConfig.save_replay_buffer=True")
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "replay.pt"
+    out.write_bytes(b"someone's file")
+    digest = sha256(out)
+    r = run_cli("export_replay", "--root_dir", str(run), "--out", str(out))
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert f"--out {out} exists; pass --overwrite" in r.stderr and sha256(out) == digest
+    r = run_cli("export_replay", "--root_dir", str(run), "--out", str(tmp_path))
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert f"--out {tmp_path} is a directory" in r.stderr
+    r = run_cli("export_replay", "--root_dir", str(run), "--out", str(tmp_path / "new.pt"),
+                "--checkpoint_step", "2")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert "no replay_buffer-2.pt" in r.stderr and "it has steps [3]" in r.stderr
+    assert not (tmp_path / "new.pt").exists()
+    r = run_cli("export_replay", "--root_dir", str(run), "--out", str(out), "--overwrite")
+    assert r.returncode == 0, r.stderr
+    assert sha256(out) == sha256(run / "ckpt" / "replay_buffer-3.pt")
