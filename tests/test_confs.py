@@ -23,27 +23,36 @@ def test_every_conf_parses(name, tmp_path, monkeypatch):
     assert gin.query_parameter("TrainerConfig.algorithm_ctor") is not None
 
 
-def test_async_conf_includes_the_atari_conf_and_overrides_it(tmp_path, monkeypatch):
+def test_the_main_atari_conf_plays_v5_as_defined(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    parse_config(str(CONFS / "impala_atari_async.gin"),
-                 ["TrainerConfig.num_env_steps = 1000"])
-    assert gin.query_parameter("load.env_name") == "ALE/Pong-v5"  # from the included file
-    # The paper's protocol, not v5's sticky default of 0.25 (+19.38 to +20.31 against +16.50).
-    assert gin.query_parameter("load_atari.repeat_action_probability") == 0.0
+    parse_config(str(CONFS / "impala_atari.gin"), ["TrainerConfig.num_env_steps = 1000"])
+    with pytest.raises(ValueError):  # v5's own sticky actions: no shipped conf overrides them
+        gin.query_parameter("load_atari.repeat_action_probability")
+    assert gin.query_parameter("load.env_name") == "ALE/Pong-v5"
     assert gin.query_parameter("TrainerConfig.async_unroll") is True
-    assert gin.query_parameter("ImpalaAlgorithm.is_on_policy") is False
-    assert gin.query_parameter("TrainerConfig.torch_num_threads") == 1  # overridden (was 2)
     assert gin.query_parameter("TrainerConfig.num_env_steps") == 1000  # bindings win
     assert gin.query_parameter("ImpalaAlgorithm.importance_ratio_clipping") == 0.3
-    assert gin.query_parameter("ImpalaAlgorithm.lambda_") == 0.95
-    assert gin.query_parameter("ImpalaAlgorithm.entropy_regularization") == [
-        (0, 0.01), (2500000, 0.0)]  # overrides impala_atari.gin's constant 0.01
 
 
-def test_async_conf_halves_the_rate_at_6m_and_8m_of_its_10m_frames(tmp_path, monkeypatch):
+def test_no_conf_switches_sticky_actions_off():
+    for conf in CONFS.glob("*.gin"):
+        assert "repeat_action_probability" not in conf.read_text(), conf.name
+
+
+def test_the_sync_conf_is_the_main_recipe_in_one_process(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    parse_config(str(CONFS / "impala_atari_sync.gin"))
+    q = gin.query_parameter
+    assert q("TrainerConfig.async_unroll") is False
+    assert q("TrainerConfig.torch_num_threads") == 2 and q("load_atari.num_threads") == 2
+    assert q("ImpalaAlgorithm.lambda_") == 0.95  # from the included main conf
+    assert q("ImpalaAlgorithm.entropy_regularization") == [(0, 0.01), (2500000, 0.0)]
+
+
+def test_atari_conf_halves_the_rate_at_6m_and_8m_of_its_10m_frames(tmp_path, monkeypatch):
     # MultiStepLR counts gradient updates; the milestones must follow the updates per run.
     monkeypatch.chdir(tmp_path)
-    parse_config(str(CONFS / "impala_atari_async.gin"))
+    parse_config(str(CONFS / "impala_atari.gin"))
     q = gin.query_parameter
     num_envs = q("load.num_envs")
     unrolls = q("TrainerConfig.num_env_steps") / (q("TrainerConfig.unroll_length") * num_envs)
