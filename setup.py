@@ -5,7 +5,7 @@ from setuptools import find_packages, setup
 setup(
     name="rlf",
     version="0.1.0",
-    description="PyTorch RL framework: nested TimeStep/Experience, replay, V-trace IMPALA",
+    description="A PyTorch reinforcement-learning framework in the mould of ALF",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
@@ -26,6 +26,8 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7.4"],
+        # The documentation site: mkdocs build --strict (mkdocs.yml).
+        "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
         "ray": ["ray[default]>=2.9"],
         # rlf.bin.play --record: gymnasium's classic-control renderer and GIF writing.
         "play": ["pygame>=2.1", "pillow>=9.0"],

@@ -1,8 +1,8 @@
-"""Pong training throughput with confs/impala_atari.gin, synchronous vs asynchronous
-(actor processes), measured in the same run, plus the learner's idle fraction.
+"""Pong training throughput, synchronous vs asynchronous (actor processes), measured in the
+same run, plus the learner's idle fraction.
 
     python bench/async_throughput.py [--seconds 45] [--rounds 3] [--num_actors 1]
-        [--learner_threads 1] [--actor_ale_threads 2] [--conf confs/impala_atari.gin]
+        [--learner_threads 1] [--actor_ale_threads 2] [--conf confs/impala_atari_sync.gin]
         [--sync_param ...] [--async_param ...]
 
 Sync: the config as it is (one process: the environment's threads and the learner share the
@@ -10,16 +10,13 @@ cores; on-policy if the config says so). Async needs off-policy training
 (``ImpalaAlgorithm.is_on_policy=False``). Async: ``num_actors`` actor processes, each with
 ``load.num_envs / num_actors`` environments on ``actor_ale_threads`` ALE threads and one
 torch thread, and a learner with ``learner_threads`` torch threads
-(``confs/impala_atari_async.gin``'s split, except that its extra updates per unroll are left
-out here so that both modes do the same learning per agent step, and that the actor gets 2
-ALE threads: with one learner update per unroll, an actor on one ALE thread left the learner
-idle 21-25 % of the time). The actors run ``TrainerConfig.actor_niceness`` (default 5) nice
-levels below the learner; ``--async_param TrainerConfig.actor_niceness=0`` measures them at
+(``confs/impala_atari.gin``'s split, but with the actor on 2 ALE threads). Both modes run
+the conf's learning recipe, so they do the same learning per agent step. The actors run
+``TrainerConfig.actor_niceness`` (default 5) nice levels below the learner; ``--async_param TrainerConfig.actor_niceness=0`` measures them at
 the learner's priority. Both train the same total number of
 environments. The learner's idle fraction is the time it waited for actors divided by the
 wall time. The two modes alternate for ``--rounds`` rounds and the medians are reported,
-since the VM's speed drifts between minutes. Target (issue 6) on 2 cores: async >= 1.3x
-sync, learner idle < 10 %.
+since the VM's speed drifts between minutes.
 
 Each mode also prints the cores it kept busy (CPU seconds of the learner process and its
 actor processes, all threads, divided by wall seconds; psutil) and the CPU milliseconds one
@@ -61,6 +58,10 @@ def measure(conf, params, seconds):
     from rlf.trainers.trainer import Trainer
     from rlf.utils import summary
     config = TrainerConfig()
+    from rlf.runtime import configure_process
+    configure_process(num_threads=config.torch_num_threads,
+                      flush_denormal=config.flush_denormal,
+                      reuse_freed_memory=config.reuse_freed_memory)  # as rlf.bin.train does
     trainer = Trainer(config, root_dir="/tmp/rlf_async_bench", progress=False)
     alg = trainer.build()  # environment, algorithm and (async) unroller
     try:
@@ -86,15 +87,15 @@ def measure(conf, params, seconds):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--conf", default="confs/impala_atari.gin")
+    p.add_argument("--conf", default="confs/impala_atari_sync.gin")
     p.add_argument("--seconds", type=float, default=45.0, help="per mode and round")
     p.add_argument("--rounds", type=int, default=3,
                    help="sync and async alternate this many times; medians are reported")
     p.add_argument("--num_actors", type=int, default=1)
     p.add_argument("--learner_threads", type=int, default=1)
     p.add_argument("--actor_ale_threads", type=int, default=2,
-                   help="ALE threads per actor (1 in confs/impala_atari_async.gin, whose "
-                        "extra updates keep its learner the bottleneck)")
+                   help="ALE threads per actor (1 in confs/impala_atari.gin, whose two "
+                        "passes per unroll keep its learner the bottleneck)")
     p.add_argument("--sync_param", action="append", default=[])
     p.add_argument("--async_param", action="append", default=[])
     args = p.parse_args()

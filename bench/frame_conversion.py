@@ -3,12 +3,12 @@ one-call conversion, in both memory formats the encoders use.
 
 Every image encoder starts with this conversion: the learner on its training batch
 (channels-last, ``_ConvStack``'s layout for training), the actors on one step of their
-environments (contiguous, ``build_actor``'s layout). Since session 16 the encoders' first
-layer (``FrameConv2d``) calls ``_scale(..., divide=False)`` and folds the 1/255 into its
-weights, so they run this conversion less the final ``mul_``; the full conversion measured
-here is what ``_scale`` still gives other callers (``MLPEncoder`` on uint8 input). The
-baseline is what the encoders did before session 14: one mixed-dtype
-``torch.mul(x, 1 / 255, out=...)`` into a tensor of the target layout. ``_scale`` converts
+environments (contiguous, ``use_inference_layout``'s layout). The encoders' first layer
+(``FrameConv2d``) calls ``_scale(..., divide=False)`` and folds the 1/255 into its weights, so
+they run this conversion less the final ``mul_``; the full conversion measured here is what
+``_scale`` gives other callers (``MLPEncoder`` on uint8 input). The baseline is torch's
+one-call conversion: one mixed-dtype ``torch.mul(x, 1 / 255, out=...)`` into a tensor of the
+target layout. ``_scale`` converts
 with ``x.float().mul_(1 / 255)`` and, into channels-last, first interleaves the channels with
 OpenCV's ``cv2.merge``. The outputs are checked to be equal.
 
@@ -25,7 +25,7 @@ import time
 import torch
 
 from rlf.networks.encoders import _scale
-from rlf.utils.malloc import reuse_freed_memory
+from rlf.runtime.malloc import reuse_freed_memory
 
 
 def _ms(fn, repeats):

@@ -1,5 +1,5 @@
-"""Training throughput of confs/impala_atari.gin on Pong, next to three baselines measured in
-the same run:
+"""Training throughput of a Pong conf (the synchronous one by default), next to three
+baselines measured in the same run:
 
   (a) the raw ``AtariVectorEnv`` (same settings, same number of environments, random
       actions): the environment's own ceiling;
@@ -13,9 +13,7 @@ stepping, acting, learning, the rest).
 
     pip install -e ".[bench]"
     python bench/impala_atari_throughput.py [--seconds 120] [--sb3_seconds 60]
-        [--conf confs/impala_atari.gin] [--conf_param ...]
-
-Target (issue 5): rlf >= 1.5x A2C's training throughput.
+        [--conf confs/impala_atari_sync.gin] [--conf_param ...]
 """
 
 import argparse
@@ -58,7 +56,7 @@ def _timed(fn, seconds):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--conf", default="confs/impala_atari.gin")
+    p.add_argument("--conf", default="confs/impala_atari_sync.gin")
     p.add_argument("--conf_param", action="append", default=[])
     p.add_argument("--seconds", type=float, default=120.0)
     p.add_argument("--baseline_seconds", type=float, default=15.0)
@@ -69,6 +67,7 @@ def main():
     parse_config(args.conf, args.conf_param)
     from rlf.algorithms import TrainerConfig
     from rlf.environments import load
+    from rlf.unrollers import SyncUnroller
     from rlf.utils import summary
     config = TrainerConfig()
     threads = config.torch_num_threads or torch.get_num_threads()
@@ -120,6 +119,7 @@ def main():
     alg = config.algorithm_ctor(observation_spec=env.observation_spec(),
                                 action_spec=env.action_spec(), reward_spec=env.reward_spec(),
                                 env=env, config=config)
+    alg.set_unroller(SyncUnroller(env, alg))
     for _ in range(3):  # warm-up (buffers, first training iteration)
         alg.train_iter()
     summary.accumulated_times(reset=True)

@@ -7,8 +7,7 @@ For each seed it builds the environment and ``ImpalaAlgorithm`` (and, with
 ``TrainerConfig.async_unroll=True``, the actor processes) from the gin file exactly as the
 trainer does and calls ``train_iter`` until ``Metrics/AverageReturn`` (the mean return of
 the last ``max(16, num_envs)`` training episodes) reaches the threshold. The wall time covers
-training only (not process start-up). Target (issue 5): median <= 150k env steps and <= 90 s
-on 2 cores.
+training only (not process start-up).
 """
 
 import argparse
@@ -22,6 +21,10 @@ def run(seed: int, max_env_steps: int, threshold: float):
     from rlf.algorithms import TrainerConfig
     from rlf.trainers.trainer import Trainer
     config = TrainerConfig(random_seed=seed)
+    from rlf.runtime import configure_process
+    configure_process(num_threads=config.torch_num_threads,
+                      flush_denormal=config.flush_denormal,
+                      reuse_freed_memory=config.reuse_freed_memory)  # as rlf.bin.train does
     trainer = Trainer(config, root_dir="/tmp/rlf_cartpole_bench", progress=False)
     alg = trainer.build()  # environment, algorithm and (with async_unroll) actors
     t0 = time.perf_counter()

@@ -5,7 +5,7 @@ fresh ``mmap`` and unmaps it on ``free``, and it trims freed memory at the heap'
 4 KiB page of such memory is zero-filled by the kernel on first touch (a minor page fault).
 A training step allocates its activations, gradients and the float32 input anew, so it
 faults them in again every iteration. ``TrainerConfig.reuse_freed_memory`` (default True)
-keeps freed memory in the process (``rlf.utils.malloc``).
+keeps freed memory in the process (``rlf.runtime.malloc``).
 
 The step is the learner's: ``ActorCriticNetwork`` (NatureCNN, 6 actions) forward over
 ``N`` uint8 Pong-shaped frames, a loss over its logits and value, backward and an RMSProp
@@ -25,7 +25,7 @@ import sys
 _CHILD = """
 import json, os, resource, sys, time
 import torch
-from rlf.utils.malloc import reuse_freed_memory
+from rlf.runtime.malloc import reuse_freed_memory
 reuse, frames, steps = sys.argv[1] == "1", int(sys.argv[2]), int(sys.argv[3])
 if reuse:
     assert reuse_freed_memory(), "mallopt refused (not glibc?)"

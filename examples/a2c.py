@@ -1,4 +1,4 @@
-"""A2C with GAE in ~80 lines: a research variant written as a subclass of ``RLAlgorithm``.
+"""A2C with GAE in about 100 lines: a research variant written as a subclass of ``RLAlgorithm``.
 
 Mnih et al. 2016 (A3C, synchronous variant) with generalised advantage estimation (Schulman
 et al. 2016, eq. 16). On-policy by default (trains on each unroll's own forward pass); with
@@ -14,6 +14,7 @@ from torch import nn
 
 from rlf.algorithms import RLAlgorithm
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
+from rlf.utils.deprecation import renamed
 
 
 class A2CInfo(NamedTuple):
@@ -33,13 +34,15 @@ class A2C(RLAlgorithm):
 
     Args:
         hidden: sizes of the hidden layers of the actor and the critic.
-        gamma: discount; gae_lambda: GAE's lambda; value_weight, entropy_weight: loss weights.
+        gamma: discount; td_lambda: GAE's lambda; td_loss_weight, entropy_regularization:
+        loss weights (``gae_lambda``, ``value_weight``, ``entropy_weight``: deprecated names).
         Others: see ``RLAlgorithm``.
     """
 
     def __init__(self, observation_spec, action_spec, hidden=(64, 64), gamma=0.99,
-                 gae_lambda=0.95, value_weight=0.5, entropy_weight=0.01, is_on_policy=True,
-                 name="A2C", **kwargs):
+                 td_lambda=0.95, td_loss_weight=0.5, entropy_regularization=0.01,
+                 is_on_policy=True, name="A2C", gae_lambda=None, value_weight=None,
+                 entropy_weight=None, **kwargs):
         super().__init__(observation_spec, action_spec, is_on_policy=is_on_policy, name=name,
                          **kwargs)
         n_in, n_act = observation_spec.numel, int(action_spec.maximum) + 1
@@ -52,8 +55,12 @@ class A2C(RLAlgorithm):
             return nn.Sequential(*layers, nn.Linear(n, n_out))
 
         self._actor, self._critic = mlp(n_act), mlp(1)
-        self._gamma, self._lambda = gamma, gae_lambda
-        self._value_weight, self._entropy_weight = value_weight, entropy_weight
+        self._gamma = gamma
+        self._lambda = renamed("A2C", "td_lambda", td_lambda, "gae_lambda", gae_lambda, 0.95)
+        self._value_weight = renamed("A2C", "td_loss_weight", td_loss_weight, "value_weight",
+                                     value_weight, 0.5)
+        self._entropy_weight = renamed("A2C", "entropy_regularization", entropy_regularization,
+                                       "entropy_weight", entropy_weight, 0.01)
 
     def _forward(self, time_step, action=None):
         obs = time_step.observation.flatten(1).float()

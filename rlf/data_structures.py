@@ -1,6 +1,6 @@
 """The namedtuples that rlf's parts exchange: TimeStep, Experience, AlgStep, LossInfo.
 
-Episode semantics (TF-Agents/ALF; see DESIGN.md §2):
+Episode semantics (TF-Agents/ALF; see docs/design.md, "Data conventions"):
 
 - ``StepType.FIRST`` (0) starts an episode: reward 0, discount 1, ``prev_action`` zeros.
 - ``StepType.MID`` (1) is any other step within an episode.

@@ -31,7 +31,7 @@ def _gae_reference(step_type, discount, reward, value, gamma, lam):
 def test_gae_matches_a_direct_sum_at_episode_ends_and_cuts():
     gamma, lam = 0.9, 0.8
     alg = A2C(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1), gamma=gamma,
-              gae_lambda=lam)
+              td_lambda=lam)
     #           terminated       truncated        cut (restart without LAST)
     step_type = [F, M, L, F, M, M, L, F, M, M, F, M, M]
     discount = [1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]

@@ -45,7 +45,7 @@ def test_the_sync_conf_is_the_main_recipe_in_one_process(tmp_path, monkeypatch):
     q = gin.query_parameter
     assert q("TrainerConfig.async_unroll") is False
     assert q("TrainerConfig.torch_num_threads") == 2 and q("load_atari.num_threads") == 2
-    assert q("ImpalaAlgorithm.lambda_") == 0.95  # from the included main conf
+    assert q("ImpalaAlgorithm.td_lambda") == 0.95  # from the included main conf
     assert q("ImpalaAlgorithm.entropy_regularization") == [(0, 0.01), (2500000, 0.0)]
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable, List, Optional, Union
 
 import gin
 
 __all__ = ["TrainerConfig"]
+
+_warned_removed = set()  # removed fields already warned about
 
 
 @gin.configurable
@@ -34,7 +37,7 @@ class TrainerConfig:
             long as with flushing (``bench/denormal_optimizer_step.py``). This setting is
             process-wide, as ``torch_num_threads`` is.
         reuse_freed_memory: in the learner process, have glibc's malloc keep freed memory
-            for reuse (``rlf.utils.malloc.reuse_freed_memory``) instead of unmapping every
+            for reuse (``rlf.runtime.malloc.reuse_freed_memory``) instead of unmapping every
             block over its mmap threshold on ``free`` and page-faulting it in again at the
             next iteration. Why: NatureCNN's training step (one thread) page-faulted 28,096
             times over 320 frames and 5,429 over 80 with glibc's defaults, and took 1.28x
@@ -71,7 +74,6 @@ class TrainerConfig:
         summaries_flush_secs: seconds between TensorBoard flushes.
         summarize_grads_and_vars: histograms and norms of every gradient and parameter.
         summarize_action_distributions: summaries of the rollout actions.
-        debug_summaries: extra summaries in algorithms.
         metric_min_buffer_size: metrics average over at least this many episodes.
         checkpoint_interval: write a checkpoint every this many iterations (and at the end).
         num_checkpoints: newest checkpoints kept.
@@ -89,8 +91,6 @@ class TrainerConfig:
             its own copy of the environment (so ``num_actors * load.num_envs`` in all), while
             the learner trains; needs an off-policy algorithm.
         num_actors: actors for ``async_unroll``.
-        max_unroll_length: reserved (ALF's ``gather_unroll_results``); each iteration takes
-            one ``unroll_length`` unroll from every actor.
         unroll_queue_size: capacity of the async experience queue, in unrolls (small: every
             queued unroll adds policy lag).
         unroll_parameter_update_period: iterations between parameter broadcasts to actors.
@@ -126,8 +126,10 @@ class TrainerConfig:
             [-1, 1] for a spec with wider bounds is refused as probably normalised.
         offline_fraction: in hybrid training, the fraction of each batch taken from the
             offline data.
-        rl_train_after_update_steps: offline-only updates before online RL training starts.
-        rl_train_every_update_steps: RL update every this many offline updates.
+        debug_summaries: removed, as are ``max_unroll_length``,
+            ``rl_train_after_update_steps`` and ``rl_train_every_update_steps``: accepted (and
+            ignored) so that the ``config.gin`` of older run directories still parses.
+            Setting one to anything but its old default warns once.
 
     Raises:
         ValueError: for negative ``num_iterations``, ``num_env_steps`` or ``unroll_length``;
@@ -165,7 +167,6 @@ class TrainerConfig:
                  summaries_flush_secs: int = 10,
                  summarize_grads_and_vars: bool = False,
                  summarize_action_distributions: bool = True,
-                 debug_summaries: bool = False,
                  metric_min_buffer_size: int = 10,
                  checkpoint_interval: int = 1000,
                  num_checkpoints: int = 3,
@@ -179,7 +180,6 @@ class TrainerConfig:
                  empty_cache: bool = False,
                  async_unroll: bool = False,
                  num_actors: int = 1,
-                 max_unroll_length: int = 0,
                  unroll_queue_size: int = 1,
                  unroll_parameter_update_period: int = 1,
                  restart_failed_actors: bool = False,
@@ -192,6 +192,8 @@ class TrainerConfig:
                  offline_buffer_length: Optional[int] = None,
                  offline_normalized_actions: Optional[bool] = None,
                  offline_fraction: float = 0.5,
+                 debug_summaries: bool = False,
+                 max_unroll_length: int = 0,
                  rl_train_after_update_steps: int = 0,
                  rl_train_every_update_steps: int = 1):
         if num_iterations < 0 or num_env_steps < 0:
@@ -237,7 +239,6 @@ class TrainerConfig:
         self.summaries_flush_secs = summaries_flush_secs
         self.summarize_grads_and_vars = summarize_grads_and_vars
         self.summarize_action_distributions = summarize_action_distributions
-        self.debug_summaries = debug_summaries
         self.metric_min_buffer_size = int(metric_min_buffer_size)
         self.checkpoint_interval = int(checkpoint_interval)
         self.num_checkpoints = int(num_checkpoints)
@@ -251,7 +252,6 @@ class TrainerConfig:
         self.empty_cache = empty_cache
         self.async_unroll = async_unroll
         self.num_actors = int(num_actors)
-        self.max_unroll_length = int(max_unroll_length)
         self.unroll_queue_size = int(unroll_queue_size)
         self.unroll_parameter_update_period = int(unroll_parameter_update_period)
         self.restart_failed_actors = restart_failed_actors
@@ -275,8 +275,15 @@ class TrainerConfig:
             raise ValueError(f"TrainerConfig.offline_fraction must be in [0, 1), got "
                              f"{offline_fraction}")
         self.offline_fraction = offline_fraction
-        self.rl_train_after_update_steps = int(rl_train_after_update_steps)
-        self.rl_train_every_update_steps = int(rl_train_every_update_steps)
+        for name, value, old_default in (
+                ("debug_summaries", debug_summaries, False),
+                ("max_unroll_length", max_unroll_length, 0),
+                ("rl_train_after_update_steps", rl_train_after_update_steps, 0),
+                ("rl_train_every_update_steps", rl_train_every_update_steps, 1)):
+            if value != old_default and name not in _warned_removed:
+                _warned_removed.add(name)
+                warnings.warn(f"TrainerConfig.{name} was removed and is ignored",
+                              FutureWarning, stacklevel=2)
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())

@@ -1,7 +1,7 @@
 """ImpalaAlgorithm: actor-critic with V-trace off-policy correction (Espeholt et al. 2018).
 
-Experience layout (DESIGN.md §2): step ``t`` holds ``x_t``, the action ``a_t`` and the reward
-and discount of the transition *into* ``x_t``. So the transition ``x_t -> x_{t+1}`` has reward
+Experience layout (docs/design.md, "Data conventions"): step ``t`` holds ``x_t``, the action
+``a_t`` and the reward and discount of the transition *into* ``x_t``. So the transition ``x_t -> x_{t+1}`` has reward
 ``reward[t+1]`` and discount ``gamma * discount[t+1]`` (0 after a termination, ``gamma`` after
 a truncation, whose final observation's value is bootstrapped). A step whose ``step_type`` is
 LAST starts no transition (the next step is another episode's FIRST): V-trace gives it
@@ -28,6 +28,7 @@ from rlf.data_structures import AlgStep, LossInfo, starts_transition
 from rlf.networks import ActorCriticNetwork
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
 from rlf.utils import summary
+from rlf.utils.deprecation import renamed
 
 __all__ = ["ImpalaAlgorithm", "ImpalaRolloutInfo", "ImpalaInfo"]
 
@@ -85,14 +86,17 @@ class ImpalaAlgorithm(RLAlgorithm):
         network_ctor: ``network_ctor(observation_spec, action_spec)`` ->
             ``ActorCriticNetwork``-like module returning ``(params, value, state)`` and with
             ``state_spec`` and ``policy_head``.
-        discount: ``gamma``.
+        gamma: the discount ``gamma`` of the returns.
         entropy_regularization: weight of the entropy bonus: a float, or a schedule of
             ``(environment_steps, weight)`` pairs with increasing steps, interpolated
             linearly in ``EnvironmentSteps`` (agent steps) and constant outside them, in
             RLlib's ``entropy_coeff`` format, e.g. ``[(0, 0.01), (2500000, 0.0)]``.
-        value_weight: weight of the baseline loss ``0.5 * (vs - V)^2`` (the paper's
+        td_loss_weight: weight of the baseline loss ``0.5 * (vs - V)^2`` (the paper's
             "baseline cost").
-        clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold, lambda_: V-trace's.
+        clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold: V-trace's
+            ``rho_bar``, ``c_bar`` and the policy gradient's ``rho`` clip.
+        td_lambda: V-trace's trace coefficient ``lambda`` (§4.2: ``c_s = lambda min(c_bar,
+            rho_s)``); 1 is the paper's default.
         importance_ratio_clipping: ``epsilon`` of PPO's clipped surrogate (Schulman et al.
             2017, eq. 7; ALF's ``PPOLoss`` name), which then replaces the policy-gradient
             term, as in APPO (RLlib's ``clip_param``, 0.3 for Pong): ``-min(r_t A_t,
@@ -114,6 +118,8 @@ class ImpalaAlgorithm(RLAlgorithm):
             memory, e.g. ``{"time_step.observation": 4}`` for Atari (one frame stored per
             step).
         optimizer, gradient_clipping, name, ...: see ``Algorithm``.
+        discount, value_weight, lambda_: deprecated names of ``gamma``, ``td_loss_weight``
+            and ``td_lambda`` (they warn once).
 
     Raises:
         ValueError: for an action spec the policy heads do not serve (naming it); for an
@@ -128,13 +134,13 @@ class ImpalaAlgorithm(RLAlgorithm):
                  env=None,
                  config=None,
                  network_ctor=ActorCriticNetwork,
-                 discount: float = 0.99,
+                 gamma: float = 0.99,
                  entropy_regularization: Union[float, Sequence[Tuple[int, float]]] = 0.01,
-                 value_weight: float = 0.5,
+                 td_loss_weight: float = 0.5,
                  clip_rho_threshold: Optional[float] = 1.0,
                  clip_c_threshold: Optional[float] = 1.0,
                  clip_pg_rho_threshold: Optional[float] = 1.0,
-                 lambda_: float = 1.0,
+                 td_lambda: float = 1.0,
                  importance_ratio_clipping: Optional[float] = None,
                  is_on_policy: bool = False,
                  experience_replay_fraction: float = 0.0,
@@ -142,7 +148,14 @@ class ImpalaAlgorithm(RLAlgorithm):
                  max_use: Optional[int] = None,
                  experience_replay_stacked_frames: Optional[dict] = None,
                  name: str = "ImpalaAlgorithm",
+                 discount: Optional[float] = None,
+                 value_weight: Optional[float] = None,
+                 lambda_: Optional[float] = None,
                  **kwargs):
+        gamma = renamed("ImpalaAlgorithm", "gamma", gamma, "discount", discount, 0.99)
+        td_loss_weight = renamed("ImpalaAlgorithm", "td_loss_weight", td_loss_weight,
+                                 "value_weight", value_weight, 0.5)
+        td_lambda = renamed("ImpalaAlgorithm", "td_lambda", td_lambda, "lambda_", lambda_, 1.0)
         if not 0.0 <= experience_replay_fraction < 1.0:
             raise ValueError(f"{name}: experience_replay_fraction must be in [0, 1), got "
                              f"{experience_replay_fraction}")
@@ -154,14 +167,14 @@ class ImpalaAlgorithm(RLAlgorithm):
         network = network_ctor(observation_spec, action_spec)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec,
                          train_state_spec=network.state_spec, env=env, config=config,
-                         is_on_policy=is_on_policy, name=name, metric_discount=discount,
+                         is_on_policy=is_on_policy, name=name, metric_discount=gamma,
                          **kwargs)
         self._network = network
-        self._gamma = discount
+        self._gamma = gamma
         self._entropy_schedule = _entropy_schedule(entropy_regularization, name)
-        self._value_weight = value_weight
+        self._td_loss_weight = td_loss_weight
         self._clips = (clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold)
-        self._lambda = lambda_
+        self._td_lambda = td_lambda
         self._ratio_clipping = importance_ratio_clipping
         self._replay_fraction = experience_replay_fraction
         self._memory_args = dict(max_length=experience_replay_length, max_use=max_use,
@@ -295,7 +308,7 @@ class ImpalaAlgorithm(RLAlgorithm):
                 rewards=info.reward[1:].float(), values=value[:-1].detach(),
                 bootstrap_value=value[-1].detach(), clip_rho_threshold=self._clips[0],
                 clip_c_threshold=self._clips[1], clip_pg_rho_threshold=self._clips[2],
-                lambda_=self._lambda)
+                lambda_=self._td_lambda)
         return returns, log_rhos, valid, target_log_probs
 
     def calc_loss(self, info: ImpalaInfo) -> LossInfo:
@@ -316,7 +329,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         has_next = torch.ones_like(value)
         has_next[-1] = 0
         entropy_weight = self.entropy_regularization
-        loss = (pg_loss + self._value_weight * value_loss
+        loss = (pg_loss + self._td_loss_weight * value_loss
                 - entropy_weight * entropy * has_next)
         if summary.should_record_summaries():
             self._summarize_vtrace(log_rhos, valid, returns.vs, value[:-1])

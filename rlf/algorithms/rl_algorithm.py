@@ -17,6 +17,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import torch
+from torch import nn
 
 from rlf import nest
 from rlf.algorithms.algorithm import Algorithm
@@ -25,7 +26,7 @@ from rlf.metrics import StepMetric, make_default_metrics
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import make_offline_replay_buffer
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
-from rlf.unrollers import ActorError, SyncUnroller
+from rlf.unrollers import ActorError, Unroller
 from rlf.utils import summary
 from rlf.utils.common import detach
 
@@ -64,9 +65,10 @@ class RLAlgorithm(Algorithm):
     Args:
         observation_spec: nest of ``TensorSpec`` of one observation.
         action_spec: nest of ``BoundedTensorSpec`` of one action.
-        train_state_spec, rollout_state_spec, predict_state_spec, is_on_policy, optimizer,
-        checkpoint, debug_summaries, name, gradient_clipping, clip_by_global_norm, lr_scheduler:
-            see ``Algorithm``.
+        train_state_spec: and the other arguments ``Algorithm`` takes (``rollout_state_spec``,
+            ``predict_state_spec``, ``is_on_policy``, ``optimizer``, ``checkpoint``,
+            ``debug_summaries``, ``name``, ``gradient_clipping``, ``clip_by_global_norm``,
+            ``lr_scheduler``): see ``Algorithm``.
         reward_spec: ``TensorSpec(())`` or ``TensorSpec((k,))`` for vector rewards.
         reward_weights: ``k`` weights for vector rewards (``weighted_reward``); ones if None.
         env: the batched training environment; only the root algorithm gets one.
@@ -127,7 +129,9 @@ class RLAlgorithm(Algorithm):
         self.__dict__["_replay_buffer"] = None  # not a submodule: saved in its own file
         self._pending_replay_state = None
         self._metrics = None
-        self._unroller = None
+        self._metric_discount = metric_discount
+        self._unroller: Optional[Unroller] = None
+        self._num_envs = 0
         if env is not None:
             if config is None:
                 raise ValueError(f"{name}: an algorithm given an env needs config=TrainerConfig")
@@ -135,16 +139,6 @@ class RLAlgorithm(Algorithm):
                                        or config.unroll_length != int(config.unroll_length)):
                 raise ValueError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
                                  f"positive integer, got {config.unroll_length}")
-            # With async actors each runs its own copy of env: num_actors * B environments.
-            self._num_envs = env.batch_size * (config.num_actors if config.async_unroll else 1)
-            self._metrics = make_default_metrics(
-                batch_size=self._num_envs, reward_shape=tuple(reward_spec.shape),
-                env_info_spec=env.env_info_spec() if hasattr(env, "env_info_spec") else {},
-                buffer_size=max(config.metric_min_buffer_size, self._num_envs),
-                discount=metric_discount)
-            # AsyncUnroller/RayUnroller need the algorithm's constructor: the trainer sets
-            # them with set_unroller.
-            self._unroller = SyncUnroller(env, self, device=self._device)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -173,14 +167,42 @@ class RLAlgorithm(Algorithm):
         return self._env
 
     @property
-    def unroller(self):
-        """The unroller collecting experience (None without an environment)."""
+    def unroller(self) -> Optional[Unroller]:
+        """The unroller collecting experience (``set_unroller``), or None."""
         return self._unroller
 
-    def set_unroller(self, unroller) -> None:
-        """Replaces the ``SyncUnroller`` (e.g. by an ``AsyncUnroller`` over
-        ``num_actors * B`` environments, as the metrics were sized for)."""
+    def set_unroller(self, unroller: Unroller) -> None:
+        """Gives the algorithm the ``Unroller`` it acts through (the ``Trainer`` builds it:
+        ``SyncUnroller(env, algorithm)``, or an actor unroller over ``num_actors * B``
+        environments) and sizes the episode metrics for its ``batch_size``. Call it once,
+        before the first ``train_iter`` and before restoring a checkpoint (the metrics are
+        part of the state).
+
+        Raises:
+            ValueError: without ``config``, or for a second unroller of another batch size.
+        """
+        if self._config is None:
+            raise ValueError(f"{self._name}: set_unroller needs config=TrainerConfig")
+        if self._metrics is not None and unroller.batch_size != self._num_envs:
+            raise ValueError(f"{self._name}: the metrics were sized for {self._num_envs} "
+                             f"environments, the new unroller has {unroller.batch_size}")
         self._unroller = unroller
+        if self._metrics is None:
+            self._num_envs = unroller.batch_size
+            env = self._env
+            self._metrics = make_default_metrics(
+                batch_size=self._num_envs, reward_shape=tuple(self._reward_spec.shape),
+                env_info_spec=env.env_info_spec() if env is not None else {},
+                buffer_size=max(self._config.metric_min_buffer_size, self._num_envs),
+                discount=self._metric_discount)
+
+    def actor_state_dict(self) -> Dict[str, torch.Tensor]:
+        """The tensors an actor's copy of this algorithm needs to act as it does: every
+        parameter and buffer (by ``nn.Module`` name) except the episode metrics', which are
+        the learner's own. Actor unrollers copy these from the learner to the actors; override
+        to send less (e.g. only the policy's network)."""
+        return {k: v for k, v in nn.Module.state_dict(self, keep_vars=True).items()
+                if isinstance(v, torch.Tensor) and not k.startswith("_metrics.")}
 
     @property
     def rollout_info_spec(self) -> Any:
@@ -339,10 +361,13 @@ class RLAlgorithm(Algorithm):
             ``[T, B]`` ``Experience`` (``rollout_info`` keeps its graph when gradients are
             enabled), or None if ``unroll_length`` is 0.
         """
+        if self._unroller is None:
+            raise RuntimeError(f"{self._name}: no unroller; the Trainer sets one (outside a "
+                               f"Trainer: algorithm.set_unroller(SyncUnroller(env, algorithm)))")
         experience = self._unroller.unroll(unroll_length)
         for name, seconds in self._unroller.times.items():
             summary.add_time(f"time/{name}", seconds)
-        if hasattr(self._unroller, "policy_lag"):
+        if self._unroller.uses_actors:
             summary.scalar("async_unroll/policy_lag", self._unroller.policy_lag)
             summary.scalar("async_unroll/actor_restarts", self._unroller.restarts)
         if experience is None:
@@ -386,7 +411,7 @@ class RLAlgorithm(Algorithm):
             self._train_iter_num -= 1
             summary.set_global_counter(counter)
             raise
-        if (hasattr(self._unroller, "update_parameters") and self._train_iter_num
+        if (self._unroller is not None and self._train_iter_num
                 % self._config.unroll_parameter_update_period == 0):
             self._unroller.update_parameters()
         return steps
@@ -459,7 +484,7 @@ class RLAlgorithm(Algorithm):
     # ------------------------------------------------------------------ lifecycle
     def finish_train(self) -> None:
         """Releases what training holds (actor processes of async unrollers)."""
-        if self._unroller is not None and hasattr(self._unroller, "close"):
+        if self._unroller is not None:
             self._unroller.close()
 
     def get_extra_state(self):

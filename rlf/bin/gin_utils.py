@@ -11,7 +11,7 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import gin
 from gin import config as gin_config
@@ -27,10 +27,10 @@ class ConfigError(UserError):
 
 
 def register_all() -> None:
-    """Imports the rlf modules that define gin configurables."""
-    import rlf.algorithms  # noqa: F401
-    import rlf.environments  # noqa: F401
-    import rlf.replay  # noqa: F401
+    """Imports the rlf modules that define gin configurables
+    (``rlf.trainers.registry.register_configurables``)."""
+    from rlf.trainers.registry import register_configurables
+    register_configurables()
 
 
 def _configurable_names() -> List[str]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from absl import app, flags
 
 from rlf.bin.gin_utils import ConfigError, parse_config
+from rlf.runtime import configure_process
 from rlf.utils.errors import UserError, one_line
 
 FLAGS = flags.FLAGS
@@ -55,6 +56,10 @@ def _train() -> int:
         raise ConfigError(one_line(e)) from e
     root_dir = FLAGS.root_dir or config.root_dir or str(Path("runs") / Path(FLAGS.conf).stem)
     trainer = Trainer(config, root_dir=root_dir, progress=FLAGS.progress)
+    # The learner's process settings; the actors apply theirs themselves (ActorSetup).
+    configure_process(num_threads=config.torch_num_threads,
+                      flush_denormal=config.flush_denormal,
+                      reuse_freed_memory=config.reuse_freed_memory)
     try:
         trainer.build()
     except UserError:

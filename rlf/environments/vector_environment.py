@@ -24,8 +24,8 @@ class VectorEnvironment:
     """Wraps a gymnasium ``VectorEnv`` (``NEXT_STEP`` autoreset) to yield ``TimeStep``s.
 
     gymnasium's ``NEXT_STEP`` autoreset already matches rlf's episode semantics
-    (DESIGN.md §2): after an episode ends, the next ``step`` ignores its action and returns the
-    reset observation with reward 0. This class labels the steps:
+    (docs/design.md, "Data conventions"): after an episode ends, the next ``step`` ignores its
+    action and returns the reset observation with reward 0. This class labels the steps:
 
     - the step after a ``terminated`` or ``truncated`` one -> ``FIRST`` (reward 0,
       discount 1, ``prev_action`` zeros);

@@ -2,8 +2,9 @@
 
 Every metric is an ``nn.Module`` whose counters, accumulators and episode buffers are
 registered buffers, so an algorithm that owns its metrics checkpoints and restores them with
-its ``state_dict``. Episode boundaries follow DESIGN.md §2: a FIRST step is not part of any
-episode (its reward is 0 and it is not counted as a step); a LAST step ends one.
+its ``state_dict``. Episode boundaries follow docs/design.md ("Data conventions"): a FIRST
+step is not part of any episode (its reward is 0 and it is not counted as a step); a LAST
+step ends one.
 """
 
 from __future__ import annotations
@@ -371,7 +372,7 @@ class EpisodicStartAverageDiscountedReturnMetric(AverageEpisodicAggregationMetri
 def make_default_metrics(batch_size: int, reward_shape=(), env_info_spec: Any = None,
                          buffer_size: int = 10, discount: float = 0.99,
                          prefix: str = "Metrics") -> nn.ModuleList:
-    """The eight metrics of DESIGN.md, in ALF's order (the first two are step metrics).
+    """The eight metrics of docs/design.md, in ALF's order (the first two are step metrics).
 
     Args:
         batch_size: ``B``.

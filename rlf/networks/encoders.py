@@ -1,6 +1,7 @@
 """Observation encoders: MLP, NatureCNN (Mnih et al. 2015), and IMPALA's shallow CNN and deep
 ResNet (Espeholt et al. 2018, Fig. 3 left and right). Image encoders take ``uint8`` frames
-and divide by 255 inside, so frames stay ``uint8`` until the first layer (DESIGN.md §2)."""
+and divide by 255 inside, so frames stay ``uint8`` until the first layer (docs/design.md,
+"Data conventions")."""
 
 from __future__ import annotations
 

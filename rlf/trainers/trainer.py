@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import random
@@ -13,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-import gin
 import numpy as np
 import torch
 from tqdm import tqdm
@@ -22,45 +20,21 @@ from rlf.algorithms.algorithm import NonFiniteLossError
 from rlf.environments import load
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
+from rlf.trainers.run_dir import check_run_directory, write_operative_config
+from rlf.trainers.unrollers import make_unroller
 from rlf.unrollers import ActorError
 from rlf.utils import summary
 from rlf.utils.checkpoint import remove_stale_temp_files
 from rlf.utils.checkpointer import Checkpointer
 from rlf.utils.errors import UserError
-from rlf.utils.malloc import reuse_freed_memory
 
-__all__ = ["Trainer", "CheckpointMismatchError", "ActorFailure", "RunDirectoryError",
-           "check_run_directory"]
+__all__ = ["Trainer", "CheckpointMismatchError", "ActorFailure"]
 
 logger = logging.getLogger(__name__)
 
 
 class CheckpointMismatchError(UserError):
     """The checkpoint in root_dir does not fit the configured algorithm."""
-
-
-class RunDirectoryError(UserError):
-    """``root_dir`` is a file, lies under a file, or cannot be written."""
-
-
-def check_run_directory(root_dir: Path) -> None:
-    """Checks, without writing anything, that ``root_dir`` is or can become a writable
-    directory.
-
-    Raises:
-        RunDirectoryError: naming the path and what is wrong with it.
-    """
-    if root_dir.exists() and not root_dir.is_dir():
-        raise RunDirectoryError(f"root_dir {root_dir} is a file, not a directory; pass a "
-                                f"directory (--root_dir)")
-    existing = root_dir
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise RunDirectoryError(f"root_dir {root_dir} cannot be created: {existing} is a file")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise RunDirectoryError(f"root_dir {root_dir} cannot be written: {existing} is not "
-                                f"writable by this user; pass another --root_dir")
 
 
 class ActorFailure(RuntimeError):
@@ -185,17 +159,12 @@ class Trainer:
 
     def _build(self) -> None:
         config = self._config
-        if config.torch_num_threads is not None:
-            torch.set_num_threads(config.torch_num_threads)
-        torch.set_flush_denormal(config.flush_denormal)
-        if config.reuse_freed_memory:
-            reuse_freed_memory()
         self._seed_value = self._seed()
         try:
             self._env = load(seed=self._seed_value)
         except TypeError as e:
             raise UserError(f"cannot create the environment ({e}); set `load.env_name` and "
-                             f"`load.num_envs` in the gin file") from None
+                            f"`load.num_envs` in the gin file") from None
         self._algorithm = config.algorithm_ctor(
             observation_spec=self._env.observation_spec(), action_spec=self._env.action_spec(),
             reward_spec=self._env.reward_spec(), env=self._env, config=config)
@@ -204,50 +173,17 @@ class Trainer:
         if config.offline_buffer_dir:
             if self._algorithm.on_policy:
                 raise UserError("TrainerConfig.offline_buffer_dir needs an off-policy "
-                                 "algorithm")
+                                "algorithm")
             self._algorithm.load_offline_replay_buffer()
-        if config.async_unroll:
-            self._algorithm.set_unroller(self._make_async_unroller())
+        self._algorithm.set_unroller(make_unroller(config, self._env, self._algorithm,
+                                                   self._seed_value, self._root_dir))
         self._checkpointer = Checkpointer(self._root_dir / "ckpt", config.num_checkpoints,
                                           companion_names=("replay_buffer",), warn=_warn,
                                           algorithm=self._algorithm, trainer=self._state,
                                           unroller=self._algorithm.unroller)
 
-    def _make_async_unroller(self):
-        """Actor processes (``AsyncUnroller``) or Ray actors (``RayUnroller``, when
-        ``TrainerConfig.use_ray``) building the same algorithm and environment."""
-        config, env = self._config, self._env
-        if self._algorithm.on_policy:
-            raise UserError("TrainerConfig.async_unroll needs an off-policy algorithm (actors "
-                             "cannot return the rollout's autograd graph); set "
-                             "is_on_policy=False")
-        if config.unroll_length != int(config.unroll_length) or config.unroll_length < 1:
-            raise UserError(f"TrainerConfig.async_unroll needs an integer unroll_length >= 1, "
-                             f"got {config.unroll_length}")
-        algorithm_ctor = functools.partial(
-            config.algorithm_ctor, observation_spec=env.observation_spec(),
-            action_spec=env.action_spec(), reward_spec=env.reward_spec())
-        kwargs = dict(algorithm_ctor=algorithm_ctor, env_ctor=load,
-                      num_actors=config.num_actors, num_envs_per_actor=env.batch_size,
-                      unroll_length=int(config.unroll_length), seed=self._seed_value,
-                      queue_size=config.unroll_queue_size, gin_config=gin.config_str(),
-                      restart_failed_actors=config.restart_failed_actors,
-                      max_restarts=config.max_actor_restarts,
-                      restart_window=config.actor_restart_window,
-                      log_dir=str(self._root_dir / "actors"),
-                      flush_denormal=config.flush_denormal)
-        if config.use_ray:
-            from rlf.unrollers.ray_unroller import RayUnroller
-            return RayUnroller(self._algorithm, address=config.ray_address, **kwargs)
-        from rlf.unrollers import AsyncUnroller
-        return AsyncUnroller(self._algorithm, niceness=config.actor_niceness, **kwargs)
-
     def _write_config(self) -> None:
-        self._root_dir.mkdir(parents=True, exist_ok=True)
-        text = gin.operative_config_str()
-        tmp = self._root_dir / f".config.gin.tmp-{os.getpid()}"
-        tmp.write_text(text)
-        os.replace(tmp, self._root_dir / "config.gin")
+        write_operative_config(self._root_dir)
 
     # ------------------------------------------------------------------ checkpoints
     def _save(self) -> Path:

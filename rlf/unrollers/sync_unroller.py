@@ -9,19 +9,20 @@ import torch
 
 from rlf import nest
 from rlf.data_structures import Experience, TimeStep, make_experience
+from rlf.unrollers.unroller import Unroller
 from rlf.utils.common import detach, reset_state_if_necessary
 
 __all__ = ["SyncUnroller"]
 
 
-class SyncUnroller:
+class SyncUnroller(Unroller):
     """Collects ``[T, B]`` experience by alternating ``rollout_step`` and ``env.step``.
 
     The unroller keeps the current time step and rollout state between calls, so consecutive
     unrolls continue the same episodes: the last time step of one unroll (whose action has
     not been taken yet) is the first of the next. It knows the algorithm only through
-    ``rollout_step(time_step, state) -> AlgStep`` and ``get_initial_rollout_state(B)``, so
-    ``AsyncUnroller`` and ``RayUnroller`` can stand in for it.
+    ``rollout_step(time_step, state) -> AlgStep`` and ``get_initial_rollout_state(B)``; the
+    actor unrollers run one in each actor.
 
     Args:
         env: a batched environment (``reset()``, ``step(action)``, ``batch_size``).
@@ -45,6 +46,11 @@ class SyncUnroller:
     def env(self):
         """The batched environment."""
         return self._env
+
+    @property
+    def batch_size(self) -> int:
+        """The environment's batch size ``B``."""
+        return self._env.batch_size
 
     def unroll(self, unroll_length: int) -> Optional[Experience]:
         """Runs ``unroll_length`` steps of every environment with the current policy.

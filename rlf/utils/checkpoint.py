@@ -24,7 +24,7 @@ import torch
 from rlf.utils.errors import UserError
 
 __all__ = ["atomic_save", "load_checkpoint_file", "is_readable", "set_aside",
-           "remove_stale_temp_files", "Checkpointer", "CorruptCheckpointError", "file_steps",
+           "remove_stale_temp_files", "CorruptCheckpointError", "file_steps",
            "get_rng_states", "set_rng_states"]
 
 _TEMP_FILE = re.compile(r"^\..+\.tmp-(\d+)$")  # atomic_save's .<name>.tmp-<pid>
@@ -66,8 +66,8 @@ def atomic_save(obj: Any, path: str | os.PathLike) -> Path:
         The target path.
 
     Raises:
-        Whatever ``torch.save`` or the file system raises; the target is then untouched and
-        the temporary file is removed.
+        OSError: or whatever ``torch.save`` raises; the target is then untouched and the
+            temporary file is removed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -188,14 +188,6 @@ def remove_stale_temp_files(directory: str | os.PathLike) -> List[Path]:
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed
-
-
-def __getattr__(name: str):
-    # ``Checkpointer`` lives in rlf.utils.checkpointer (it imports this module).
-    if name == "Checkpointer":
-        from rlf.utils.checkpointer import Checkpointer
-        return Checkpointer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_rng_states() -> Dict[str, Any]:

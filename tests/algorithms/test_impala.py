@@ -12,6 +12,7 @@ from rlf.data_structures import StepType
 from rlf.environments import load
 from rlf.networks import ActorCriticNetwork
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+from rlf.unrollers import SyncUnroller
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 
@@ -19,7 +20,7 @@ F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 def test_vtrace_targets_at_termination_and_truncation():
     g = 0.5
     alg = ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
-                          discount=g)
+                          gamma=g)
     # env 0: F M L(truncated: discount 1) F M;  env 1: M L(terminated: discount 0) F M M
     step_type = torch.tensor([[F, M], [M, L], [L, F], [F, M], [M, M]], dtype=torch.int32)
     discount = torch.tensor([[1., 1.], [1., 0.], [1., 1.], [1., 1.], [1., 1.]])
@@ -47,9 +48,10 @@ def test_learns_cartpole():
     config = TrainerConfig(unroll_length=16, whole_replay_buffer_training=True,
                            clear_replay_buffer=True, num_iterations=1)
     alg = ImpalaAlgorithm(
-        env.observation_spec(), env.action_spec(), env=env, config=config, lambda_=0.95,
+        env.observation_spec(), env.action_spec(), env=env, config=config, td_lambda=0.95,
         network_ctor=functools.partial(ActorCriticNetwork, shared_encoder=False),
         optimizer=functools.partial(torch.optim.Adam, lr=2e-3), gradient_clipping=0.5)
+    alg.set_unroller(SyncUnroller(env, alg))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     best = 0.0
@@ -73,6 +75,7 @@ def test_one_pong_iteration(on_policy, lstm):
                           is_on_policy=on_policy,
                           network_ctor=functools.partial(ActorCriticNetwork, lstm_size=lstm),
                           optimizer=functools.partial(torch.optim.RMSprop, lr=1e-4))
+    alg.set_unroller(SyncUnroller(env, alg))
     before = [p.detach().clone() for p in alg.parameters()]
     alg.train_iter()
     alg.train_iter()
@@ -103,6 +106,7 @@ def test_experience_replay_mixes_the_configured_fraction_with_max_use():
     alg = Probe(env.observation_spec(), env.action_spec(), env=env, config=config,
                 experience_replay_fraction=0.5, experience_replay_length=50, max_use=2,
                 optimizer=functools.partial(torch.optim.Adam, lr=1e-2))
+    alg.set_unroller(SyncUnroller(env, alg))
     for _ in range(12):
         alg.train_iter()
     env.close()
@@ -125,6 +129,7 @@ def test_amp_autocast_path_runs_on_cpu(on_policy):
     alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                           is_on_policy=on_policy,
                           optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
+    alg.set_unroller(SyncUnroller(env, alg))
     before = [p.detach().clone() for p in alg.parameters()]
     for _ in range(3):
         alg.train_iter()
@@ -139,6 +144,7 @@ def test_entropy_schedule_is_linear_in_environment_steps_and_weights_the_loss():
     alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                           is_on_policy=True, optimizer=functools.partial(torch.optim.Adam),
                           entropy_regularization=[(0, 0.01), (20, 0.002), (40, 0.0)])
+    alg.set_unroller(SyncUnroller(env, alg))
     seen = []
     try:
         for _ in range(6):
@@ -190,7 +196,7 @@ def _one_transition(reward):
 ])
 def test_clipped_surrogate_by_hand(reward, loss, grad):
     alg = ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
-                          discount=0.5, importance_ratio_clipping=0.2)
+                          gamma=0.5, importance_ratio_clipping=0.2)
     target, info = _one_transition(reward)
     pg_loss = alg.calc_loss(info).extra["pg_loss"]
     assert pg_loss.detach()[:, 0].tolist() == pytest.approx([loss, 0.0])
@@ -234,7 +240,7 @@ def test_vtrace_cuts_an_episode_that_restarts_without_a_last_step():
     # with discount 1.
     g = 0.5
     alg = ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
-                          discount=g)
+                          gamma=g)
     reward = torch.tensor([[0.], [1.], [0.], [3.]])
     value = torch.tensor([[10.], [11.], [12.], [13.]])
     logits = torch.zeros(4, 1, 2)
@@ -254,3 +260,26 @@ def test_vtrace_cuts_an_episode_that_restarts_without_a_last_step():
     assert cut.pg_advantages[1, 0] == 0
     torch.testing.assert_close(cut.vs, truncated.vs)
     torch.testing.assert_close(cut.pg_advantages, truncated.pg_advantages)
+
+
+def test_old_parameter_names_are_aliases_that_warn_once():
+    import warnings
+
+    from rlf.utils import deprecation
+    deprecation._warned.clear()
+    spec = (TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = ImpalaAlgorithm(*spec, discount=0.5, value_weight=0.25, lambda_=0.9)
+        ImpalaAlgorithm(*spec, discount=0.5)
+    assert (old._gamma, old._td_loss_weight, old._td_lambda) == (0.5, 0.25, 0.9)
+    messages = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    assert sorted(messages) == sorted([
+        "ImpalaAlgorithm.discount is deprecated; use ImpalaAlgorithm.gamma (the same "
+        "quantity, ALF's name)",
+        "ImpalaAlgorithm.value_weight is deprecated; use ImpalaAlgorithm.td_loss_weight (the "
+        "same quantity, ALF's name)",
+        "ImpalaAlgorithm.lambda_ is deprecated; use ImpalaAlgorithm.td_lambda (the same "
+        "quantity, ALF's name)"])  # once each, though discount was given twice
+    with pytest.raises(ValueError, match="discount \\(deprecated\\) and gamma are both set"):
+        ImpalaAlgorithm(*spec, discount=0.5, gamma=0.9)

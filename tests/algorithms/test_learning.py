@@ -8,6 +8,7 @@ import torch
 from examples.a2c import A2C
 from rlf.algorithms import TrainerConfig
 from rlf.environments import load
+from rlf.unrollers import SyncUnroller
 
 
 def _train(on_policy: bool, max_iterations: int) -> float:
@@ -19,6 +20,7 @@ def _train(on_policy: bool, max_iterations: int) -> float:
     alg = A2C(env.observation_spec(), env.action_spec(), env=env, config=config,
               is_on_policy=on_policy, gradient_clipping=0.5,
               optimizer=functools.partial(torch.optim.Adam, lr=2e-3))
+    alg.set_unroller(SyncUnroller(env, alg))
     best = 0.0
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -15,7 +15,7 @@ MAX_STEPS = 12  # short enough that some episodes truncate, long enough that oth
 
 
 def reference_trajectory(seed, actions):
-    """Hand-written per-env loop over plain gymnasium.make: the semantics of DESIGN.md §2."""
+    """Hand-written per-env loop over plain gymnasium.make: the semantics of docs/design.md."""
     out = []
     for i in range(B):
         env = gym.make("CartPole-v1", max_episode_steps=MAX_STEPS)

@@ -41,12 +41,15 @@ def _actors(parent: int):
     return pids
 
 
-def _wait_for(condition, seconds=120.0):
+def _wait_for(condition, seconds=120.0, proc=None):
+    """Polls ``condition`` until it is truthy; fails at once if ``proc`` has exited."""
     deadline = time.time() + seconds
     while time.time() < deadline:
         value = condition()
         if value:
             return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run exited ({proc.returncode}): {proc.stderr.read()}")
         time.sleep(0.2)
     raise AssertionError("timed out")
 
@@ -66,7 +69,7 @@ def _kill_actor_mid_run(proc, root, find_actor, timeout):
         ``(actor pid, stderr, seconds from the kill to the end)``.
     """
     try:
-        actor = _wait_for(find_actor, 180)
+        actor = _wait_for(find_actor, 180, proc)
         _wait_for(lambda: list((root / "train").glob("events*")))
         time.sleep(3)  # some iterations
         os.kill(actor, signal.SIGKILL)
@@ -101,19 +104,27 @@ def test_a_killed_actor_stops_the_run_with_a_checkpoint_and_one_line(tmp_path):
     assert not _actors(proc.pid)
 
 
+def _restart_counts(root):
+    """The ``async_unroll/actor_restarts`` values written so far."""
+    counts = []
+    for f in sorted((root / "train").glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
+        acc.Reload()
+        if "async_unroll/actor_restarts" in acc.Tags()["scalars"]:
+            counts += [e.value for e in acc.Scalars("async_unroll/actor_restarts")]
+    return counts
+
+
 def test_restarts_are_logged_summarised_and_bounded(tmp_path):
     proc = _start(tmp_path, "TrainerConfig.restart_failed_actors=True",
-                  "TrainerConfig.max_actor_restarts=1")
+                  "TrainerConfig.max_actor_restarts=1", "TrainerConfig.summaries_flush_secs=1")
     log = tmp_path / "actors" / "actor-0.log"
     try:
-        first = _wait_for(lambda: _actors(proc.pid))[0]
-        _wait_for(lambda: log.is_file() and f"[actor 0 start 1, pid {first}" in log.read_text())
-        _wait_for(lambda: list((tmp_path / "train").glob("events*")))
-        time.sleep(3)  # iterations (and summaries) with the first actor
+        first = _wait_for(lambda: _actors(proc.pid), proc=proc)[0]
+        _wait_for(lambda: 0.0 in _restart_counts(tmp_path), proc=proc)  # unrolls arrive
         os.kill(first, signal.SIGKILL)
-        second = _wait_for(lambda: [p for p in _actors(proc.pid) if p != first])[0]
-        _wait_for(lambda: f"[actor 0 start 2, pid {second}" in log.read_text())
-        time.sleep(3)  # iterations with the restarted actor
+        second = _wait_for(lambda: [p for p in _actors(proc.pid) if p != first], proc=proc)[0]
+        _wait_for(lambda: 1.0 in _restart_counts(tmp_path), proc=proc)  # and again
         os.kill(second, signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -127,14 +138,10 @@ def test_restarts_are_logged_summarised_and_bounded(tmp_path):
     assert "not restarted: 1 restarts within the last 600 s reached max_actor_restarts=1" in line
     assert "checkpoint written" in line and list((tmp_path / "ckpt").glob("ckpt-*.pt"))
     text = log.read_text()
+    assert f"[actor 0 start 2, pid {second}" in text
     assert "restarting it (restart 1;" in text and "not restarted" in text
-    counts = []
-    for f in (tmp_path / "train").glob("events.out.tfevents.*"):
-        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
-        acc.Reload()
-        if "async_unroll/actor_restarts" in acc.Tags()["scalars"]:
-            counts += [e.value for e in acc.Scalars("async_unroll/actor_restarts")]
-    assert counts and counts[0] == 0 and counts[-1] == 1
+    counts = _restart_counts(tmp_path)
+    assert counts[0] == 0 and counts[-1] == 1 and counts == sorted(counts)
 
 
 def test_an_actor_that_raises_leaves_its_traceback_in_its_log(tmp_path):

@@ -135,7 +135,8 @@ def test_temporary_files_of_dead_processes_are_removed_and_only_those(tmp_path, 
     gone.wait()
     alive = subprocess.Popen(["sleep", "120"])
     try:
-        stale = [ckpt / f".ckpt-10.pt.tmp-{gone.pid}", ckpt / f".replay_buffer-10.pt.tmp-{gone.pid}",
+        stale = [ckpt / f".ckpt-10.pt.tmp-{gone.pid}",
+                 ckpt / f".replay_buffer-10.pt.tmp-{gone.pid}",
                  tmp_path / f".config.gin.tmp-{gone.pid}"]
         kept = [ckpt / f".ckpt-10.pt.tmp-{alive.pid}", ckpt / ".notes.tmp-x",
                 ckpt / "ckpt-10.pt.tmp"]

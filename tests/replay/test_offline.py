@@ -85,7 +85,7 @@ def cartpole_gin():
 
 
 def _impala(**kw):
-    return functools.partial(ImpalaAlgorithm, lambda_=0.95,
+    return functools.partial(ImpalaAlgorithm, td_lambda=0.95,
                              optimizer=functools.partial(torch.optim.Adam, lr=1e-3), **kw)
 
 
@@ -132,7 +132,7 @@ def test_save_export_load_round_trip_and_offline_impala(tmp_path, cartpole_gin):
     VectorEnvironment.step = counting_step
     try:
         result = Trainer(_replay_config(
-            algorithm_ctor=functools.partial(Probe, lambda_=0.95, optimizer=functools.partial(
+            algorithm_ctor=functools.partial(Probe, td_lambda=0.95, optimizer=functools.partial(
                 torch.optim.Adam, lr=1e-3)),
             unroll_length=0, offline_buffer_dir=str(out), num_iterations=5,
             save_replay_buffer=False), tmp_path / "offline", progress=False).train()

@@ -15,8 +15,9 @@ from torch import nn
 from rlf.algorithms import RLAlgorithm, TrainerConfig
 from rlf.data_structures import AlgStep
 from rlf.environments import load
-from rlf.unrollers import ActorError, AsyncUnroller, SyncUnroller
-from rlf.unrollers.async_unroller import build_actor, copy_parameters
+from rlf.trainers.actor_setup import ActorSetup
+from rlf.unrollers import ActorError, AsyncUnroller, SyncUnroller, Unroller
+from rlf.unrollers.actor_unroller import build_actor, copy_parameters
 
 REPO = Path(__file__).resolve().parents[2]
 OBS = load("CartPole-v1", 1).observation_spec()
@@ -118,7 +119,7 @@ def test_actors_and_their_threads_run_below_the_learner():
     env.close()
     learner = _niceness(0)
     unroller = AsyncUnroller(ctor(), ctor, env_ctor, num_actors=1, num_envs_per_actor=2,
-                             unroll_length=2, niceness=3, poll_seconds=0.2)
+                             unroll_length=2, setup=ActorSetup(niceness=3), poll_seconds=0.2)
     try:
         assert unroller.unroll(2) is not None  # the actor's environment is running
         proc = unroller.processes[0]
@@ -156,8 +157,7 @@ class WithConv(Deterministic):
 
 
 def test_actor_copy_acts_in_the_contiguous_layout():
-    _, alg, params = build_actor(WithConv, functools.partial(load, "CartPole-v1"), "", 1,
-                                 seed=0, num_threads=torch.get_num_threads())
+    _, alg, params = build_actor(WithConv, functools.partial(load, "CartPole-v1"), 1, seed=0)
     w = alg.conv.weight
     assert w.is_contiguous() and not w.is_contiguous(memory_format=torch.channels_last)
     assert params["conv.weight"] is w  # the tensor the learner's parameters are copied into
@@ -250,7 +250,17 @@ def test_async_config_errors():
     env = load("CartPole-v1", 2)
     config = TrainerConfig(async_unroll=True, num_actors=3)
     alg = Deterministic(env=env, config=config)
-    assert alg.get_metrics()[2]._accumulator.shape == (1, 6)  # metrics sized 3 actors x 2
+
+    class SixEnvironments(Unroller):  # as 3 actors of 2 environments
+        batch_size = 6
+
+        def unroll(self, unroll_length):
+            return None
+
+    alg.set_unroller(SixEnvironments())
+    assert alg.get_metrics()[2]._accumulator.shape == (1, 6)  # metrics sized by the unroller
+    with pytest.raises(ValueError, match="sized for 6 environments, the new unroller has 2"):
+        alg.set_unroller(SyncUnroller(env, alg))
     with pytest.raises(ValueError, match="num_actors"):
         AsyncUnroller(alg, Deterministic, load, num_actors=0, num_envs_per_actor=2,
                       unroll_length=4)

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from rlf.utils import checkpoint
-from rlf.utils.checkpoint import Checkpointer, atomic_save, load_checkpoint_file
+from rlf.utils.checkpoint import atomic_save, load_checkpoint_file
+from rlf.utils.checkpointer import Checkpointer
 
 
 def make_objects():

@@ -9,7 +9,7 @@ import pytest
 
 _PROGRAM = """
 import resource, sys, torch
-from rlf.utils.malloc import reuse_freed_memory
+from rlf.runtime.malloc import reuse_freed_memory
 if sys.argv[1] == "1":
     assert reuse_freed_memory()
 faults = []

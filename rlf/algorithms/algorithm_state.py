@@ -1,0 +1,120 @@
+"""An ``Algorithm``'s checkpoint state: optimizers in ``state_dict``, checked loading, initial
+checkpoints, and the extra (non-tensor) state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict
+
+import torch
+
+__all__ = ["AlgorithmStateMixin"]
+
+
+class AlgorithmStateMixin:
+    """``Algorithm``'s ``state_dict``/``load_state_dict`` (optimizers and schedules included,
+    everything checked before anything is loaded) and ``load_initial_checkpoint``."""
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
+        """The module's state plus, at the root, ``"_optimizers"``: the list of optimizer
+        states (in ``optimizers`` order), and ``"_lr_schedulers"`` when any optimizer has
+        one (None for those without)."""
+        state = super().state_dict(*args, destination=destination, prefix=prefix,
+                                   keep_vars=keep_vars)
+        if prefix == "" and not args:
+            state["_optimizers"] = [opt.state_dict() for opt in self.optimizers]
+            if any(s is not None for s in self._lr_schedulers):
+                state["_lr_schedulers"] = [None if s is None else s.state_dict()
+                                           for s in self._lr_schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: Dict[str, Any], strict: bool = True, assign=False):
+        """Restores ``state_dict()`` output, checking everything first.
+
+        Raises:
+            ValueError: naming missing and unexpected keys, parameters whose shape or dtype
+                differs (expected vs found), and optimizers that do not fit; nothing is
+                changed then.
+        """
+        state_dict = dict(state_dict)
+        opt_states = state_dict.pop("_optimizers", None)
+        sched_states = state_dict.pop("_lr_schedulers", None)
+        own = super().state_dict()
+        own.pop("_optimizers", None)
+        problems = []
+        missing = sorted(k for k in own if k not in state_dict)
+        unexpected = sorted(k for k in state_dict if k not in own)
+        if missing and strict:
+            problems.append(f"missing {missing[:10]}")
+        if unexpected and strict:
+            problems.append(f"unexpected {unexpected[:10]}")
+        for k, v in own.items():
+            found = state_dict.get(k)
+            if isinstance(v, torch.Tensor) and isinstance(found, torch.Tensor) and (
+                    v.shape != found.shape or v.dtype != found.dtype):
+                problems.append(f"'{k}' expected {tuple(v.shape)} {v.dtype}, found "
+                                f"{tuple(found.shape)} {found.dtype}")
+        optimizers = self.optimizers if opt_states is not None else []
+        if opt_states is not None:
+            if len(opt_states) != len(optimizers):
+                problems.append(f"{len(opt_states)} optimizer states for {len(optimizers)} "
+                                f"optimizers")
+            else:
+                for i, (opt, st) in enumerate(zip(optimizers, opt_states)):
+                    sizes = [len(g["params"]) for g in opt.param_groups]
+                    found = [len(g["params"]) for g in st.get("param_groups", [])]
+                    if sizes != found:
+                        problems.append(f"optimizer {i} has parameter groups of sizes {sizes}, "
+                                        f"the checkpoint {found}")
+        if sched_states is not None and opt_states is not None:
+            mine = [s is not None for s in self._lr_schedulers]
+            theirs = [s is not None for s in sched_states]
+            if mine != theirs:
+                problems.append(f"learning-rate schedulers per optimizer: this algorithm "
+                                f"{mine}, the checkpoint {theirs}")
+        if problems:
+            raise ValueError(f"{self._name}: the checkpoint does not fit this algorithm: "
+                             + "; ".join(problems) + " (nothing was loaded)")
+        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        if opt_states is not None:
+            for opt, st in zip(optimizers, opt_states):
+                opt.load_state_dict(st)
+            # a checkpoint without schedules leaves this algorithm's schedules at their start
+            for sched, st in zip(self._lr_schedulers, sched_states or []):
+                if sched is not None:
+                    sched.load_state_dict(st)
+        return result
+
+    def load_initial_checkpoint(self) -> None:
+        """Loads the parameters named by the ``checkpoint`` argument (``"prefix@path"``).
+
+        Raises:
+            FileNotFoundError, ValueError: for a missing or unreadable file, or no matching
+                parameters.
+        """
+        if not self._checkpoint:
+            return
+        from rlf.utils.checkpoint import load_checkpoint_file
+        prefix, _, path = self._checkpoint.rpartition("@")
+        state = load_checkpoint_file(Path(path))
+        state = state.get("algorithm", state)
+        if prefix:
+            state = {k[len(prefix) + 1:]: v for k, v in state.items()
+                     if k.startswith(prefix + ".")}
+        state.pop("_optimizers", None)
+        state.pop("_lr_schedulers", None)
+        if not state:
+            raise ValueError(f"{self._name}: checkpoint {path} has no parameters under "
+                             f"prefix '{prefix}'")
+        self.load_state_dict(state, strict=False)
+
+    def get_extra_state(self) -> Dict[str, Any]:
+        """What ``state_dict`` saves beside tensors (``nn.Module`` hook): the training
+        iteration count. Subclasses extend the dict (call ``super()``)."""
+        return {"train_iter_num": self._train_iter_num}
+
+    def set_extra_state(self, state: Dict[str, Any]) -> None:
+        """Restores ``get_extra_state()`` output; keys missing in older checkpoints get their
+        defaults."""
+        self._train_iter_num = int(state.get("train_iter_num", 0))

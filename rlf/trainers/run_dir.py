@@ -1,0 +1,55 @@
+"""A run directory's layout: checks before anything is written, and the operative config.
+
+``root_dir/config.gin`` is the operative gin configuration (what ``rlf.bin.play`` and a resume
+read), ``root_dir/train/`` the TensorBoard events, ``root_dir/ckpt/`` the checkpoints
+(``rlf.utils.checkpointer``) and ``root_dir/actors/`` the actors' logs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import gin
+
+from rlf.utils.errors import UserError
+
+__all__ = ["RunDirectoryError", "check_run_directory", "write_operative_config"]
+
+
+class RunDirectoryError(UserError):
+    """``root_dir`` is a file, lies under a file, or cannot be written."""
+
+
+def check_run_directory(root_dir: Path) -> None:
+    """Checks, without writing anything, that ``root_dir`` is or can become a writable
+    directory.
+
+    Raises:
+        RunDirectoryError: naming the path and what is wrong with it.
+    """
+    if root_dir.exists() and not root_dir.is_dir():
+        raise RunDirectoryError(f"root_dir {root_dir} is a file, not a directory; pass a "
+                                f"directory (--root_dir)")
+    existing = root_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise RunDirectoryError(f"root_dir {root_dir} cannot be created: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RunDirectoryError(f"root_dir {root_dir} cannot be written: {existing} is not "
+                                f"writable by this user; pass another --root_dir")
+
+
+def write_operative_config(root_dir: Path) -> Path:
+    """Writes ``gin.operative_config_str()`` to ``root_dir/config.gin`` atomically (through a
+    temporary ``.config.gin.tmp-<pid>``).
+
+    Returns:
+        The path written.
+    """
+    root_dir.mkdir(parents=True, exist_ok=True)
+    tmp = root_dir / f".config.gin.tmp-{os.getpid()}"
+    tmp.write_text(gin.operative_config_str())
+    os.replace(tmp, root_dir / "config.gin")
+    return root_dir / "config.gin"

@@ -1,0 +1,64 @@
+"""``make_unroller``: the one place that chooses and builds a run's ``Unroller``."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import gin
+
+from rlf.environments import load
+from rlf.trainers.actor_setup import ActorSetup
+from rlf.unrollers import AsyncUnroller, SyncUnroller, Unroller
+from rlf.utils.errors import UserError
+
+__all__ = ["make_unroller"]
+
+
+def make_unroller(config, env, algorithm, seed: int, root_dir: Path) -> Unroller:
+    """The unroller ``config`` asks for.
+
+    - ``SyncUnroller(env, algorithm)``: the learner steps ``env`` itself;
+    - with ``async_unroll``: ``AsyncUnroller`` (actor processes) or, with ``use_ray``,
+      ``RayUnroller``; each of ``num_actors`` actors builds an environment like ``env`` (gin's
+      ``load``) and a copy of the algorithm from ``config.algorithm_ctor``, after an
+      ``ActorSetup`` with the learner's gin configuration. Actor logs go to
+      ``root_dir/actors/``.
+
+    Args:
+        config: the ``TrainerConfig``.
+        env: the learner's environment (its specs and batch size define the actors').
+        algorithm: the learner's algorithm.
+        seed: the run's seed (actor ``a``'s environment ``i`` gets ``seed + a * B + i``).
+        root_dir: the run's directory.
+
+    Raises:
+        UserError: for ``async_unroll`` with an on-policy algorithm or a fractional
+            ``unroll_length``.
+        ImportError: for ``use_ray`` without Ray installed.
+    """
+    if not config.async_unroll:
+        return SyncUnroller(env, algorithm, device=config.device)
+    if algorithm.on_policy:
+        raise UserError("TrainerConfig.async_unroll needs an off-policy algorithm (actors "
+                        "cannot return the rollout's autograd graph); set is_on_policy=False")
+    if config.unroll_length != int(config.unroll_length) or config.unroll_length < 1:
+        raise UserError(f"TrainerConfig.async_unroll needs an integer unroll_length >= 1, "
+                        f"got {config.unroll_length}")
+    algorithm_ctor = functools.partial(
+        config.algorithm_ctor, observation_spec=env.observation_spec(),
+        action_spec=env.action_spec(), reward_spec=env.reward_spec())
+    # Ray starts its workers at nice 15 by itself; processes get actor_niceness.
+    setup = ActorSetup(gin.config_str(), num_threads=1, flush_denormal=config.flush_denormal,
+                       niceness=0 if config.use_ray else config.actor_niceness)
+    kwargs = dict(algorithm_ctor=algorithm_ctor, env_ctor=load, num_actors=config.num_actors,
+                  num_envs_per_actor=env.batch_size, unroll_length=int(config.unroll_length),
+                  seed=seed, queue_size=config.unroll_queue_size, setup=setup,
+                  restart_failed_actors=config.restart_failed_actors,
+                  max_restarts=config.max_actor_restarts,
+                  restart_window=config.actor_restart_window,
+                  log_dir=str(Path(root_dir) / "actors"))
+    if config.use_ray:
+        from rlf.unrollers.ray_unroller import RayUnroller
+        return RayUnroller(algorithm, address=config.ray_address, **kwargs)
+    return AsyncUnroller(algorithm, **kwargs)

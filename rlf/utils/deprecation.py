@@ -1,0 +1,42 @@
+"""Deprecated parameter names: old names keep working, with one warning per name."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Set, Tuple
+
+from rlf.utils.errors import UserError
+
+__all__ = ["renamed"]
+
+_warned: Set[Tuple[str, str]] = set()
+
+
+def renamed(owner: str, new: str, value: Any, old: str, old_value: Any, default: Any) -> Any:
+    """The value of parameter ``new`` given that it may still be passed as ``old``.
+
+    Args:
+        owner: the class or function, for the messages (``"ImpalaAlgorithm"``).
+        new, value: the parameter's name and the value passed for it (``default`` if not
+            passed).
+        old, old_value: the deprecated name and the value passed for it (None if not
+            passed).
+        default: ``new``'s default.
+
+    Returns:
+        ``old_value`` if only the old name was given (with a ``FutureWarning``, once per
+        owner and name), else ``value``.
+
+    Raises:
+        UserError: if both names were given different values.
+    """
+    if old_value is None:
+        return value
+    if value != default and value != old_value:
+        raise UserError(f"{owner}: {old} (deprecated) and {new} are both set ({old_value!r}, "
+                        f"{value!r}); set {new} only")
+    if (owner, old) not in _warned:
+        _warned.add((owner, old))
+        warnings.warn(f"{owner}.{old} is deprecated; use {owner}.{new} (the same quantity, "
+                      f"ALF's name)", FutureWarning, stacklevel=3)
+    return old_value

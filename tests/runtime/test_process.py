@@ -1,0 +1,47 @@
+"""configure_process applies each process-wide setting, and only when asked."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def _run(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True).stdout.strip()
+
+
+def test_threads_and_denormal_flushing():
+    # In a fresh process: the settings are process-wide.
+    out = _run(
+        "import torch\n"
+        "from rlf.runtime import configure_process\n"
+        "d = torch.tensor([0x00400000], dtype=torch.int32).view(torch.float32)\n"
+        "before = (torch.get_num_threads(), float(d * 1.0) == 0.0)\n"
+        "configure_process(num_threads=1, flush_denormal=True)\n"
+        "print(before, (torch.get_num_threads(), float(d * 1.0) == 0.0))\n")
+    before, after = out.split(") (")
+    assert before.endswith("False") and after == "1, True)"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux's per-thread nice")
+def test_niceness_lowers_every_thread():
+    out = _run(
+        "import os, threading, time\n"
+        "from rlf.runtime import configure_process\n"
+        "base = os.getpriority(os.PRIO_PROCESS, 0)\n"
+        "t = threading.Thread(target=time.sleep, args=(1,)); t.start()\n"
+        "configure_process(niceness=2)\n"
+        "tids = [int(x) for x in os.listdir('/proc/self/task')]\n"
+        "print(len(tids), {os.getpriority(os.PRIO_PROCESS, i) - base for i in tids})\n")
+    count, deltas = out.split(" ", 1)
+    assert int(count) >= 2 and deltas == "{2}"
+
+
+def test_bad_values_raise():
+    from rlf.runtime import configure_process
+    with pytest.raises(ValueError, match="num_threads must be >= 1"):
+        configure_process(num_threads=0)
+    with pytest.raises(ValueError, match="niceness must be >= 0"):
+        configure_process(niceness=-1)
