@@ -8,7 +8,6 @@ import os
 import random
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -254,12 +253,9 @@ class Trainer:
         self._write_config()
         handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT,
                                                                     signal.SIGTERM)}
-        bar = tqdm(total=config.num_iterations or None, initial=self._state.iter_num,
-                   disable=not self._progress, dynamic_ncols=True,
-                   mininterval=1.0 if os.isatty(2) else 30.0)
+        bar = self._progress_bar(algorithm)
         last_eval: Dict[str, Any] = {}
         saved_at = self._state.iter_num if restored is not None else None
-        t_start, steps_start = time.time(), algorithm.get_env_steps()
         try:
             while self._stop_signal is None:
                 if config.num_iterations and self._state.iter_num >= config.num_iterations:
@@ -285,12 +281,7 @@ class Trainer:
                 if it == 1:
                     self._write_config()  # now also holds what was configured lazily
                 if self._progress:
-                    env_steps = algorithm.get_env_steps()
-                    rate = (env_steps - steps_start) / max(time.time() - t_start, 1e-9)
-                    bar.update(1)
-                    bar.set_postfix(env_steps=env_steps, steps_per_s=f"{rate:.0f}",
-                                    AverageReturn=f"{float(algorithm.get_metrics()[2].result()):.2f}",
-                                    refresh=False)
+                    self._advance(bar, algorithm)
                 if it % config.checkpoint_interval == 0:
                     self._save()
                     saved_at = it
@@ -307,6 +298,29 @@ class Trainer:
         return {"iterations": self._state.iter_num, "env_steps": algorithm.get_env_steps(),
                 "metrics": metric_results(algorithm.get_metrics()),
                 "stopped_by_signal": self._stop_signal is not None, "eval": last_eval}
+
+    def _progress_bar(self, algorithm) -> tqdm:
+        """A tqdm bar over the run's bound: environment steps (agent steps) against
+        ``num_env_steps`` when that is set, else iterations against ``num_iterations``; tqdm
+        shows the rate and the time left."""
+        config = self._config
+        by_steps = config.num_env_steps > 0
+        return tqdm(total=config.num_env_steps if by_steps else (config.num_iterations or None),
+                    initial=algorithm.get_env_steps() if by_steps else self._state.iter_num,
+                    unit=" env steps" if by_steps else " it", unit_scale=by_steps,
+                    disable=not self._progress, dynamic_ncols=True,
+                    mininterval=1.0 if os.isatty(2) else 30.0)
+
+    def _advance(self, bar: tqdm, algorithm) -> None:
+        """Moves the bar to the current environment step (or iteration) and shows the latest
+        ``AverageReturn`` (blank before the first episode has ended)."""
+        if self._config.num_env_steps > 0:
+            bar.update(min(algorithm.get_env_steps(), bar.total) - bar.n)
+        else:
+            bar.update(1)
+        metrics = algorithm.get_metrics()
+        if metrics and int(metrics[0].result()) > 0:  # NumberOfEpisodes
+            bar.set_postfix(AverageReturn=f"{float(metrics[2].result()):.2f}", refresh=False)
 
     def _evaluate(self) -> Dict[str, Any]:
         config = self._config

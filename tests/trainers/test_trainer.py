@@ -254,3 +254,12 @@ def test_nan_loss_stops_naming_term_iteration_and_last_checkpoint(tmp_path):
     with pytest.raises(NonFiniteLossError, match=r"(?s)iteration 4.*extra\.value_loss.*ckpt-2\.pt"):
         Trainer(config, tmp_path, progress=False).train()
     assert sorted(p.name for p in (tmp_path / "ckpt").glob("*.pt")) == ["ckpt-2.pt"]
+
+
+def test_progress_counts_environment_steps_against_the_bound(tmp_path, capsys):
+    config = _config(0, num_env_steps=600, checkpoint_interval=1000)
+    Trainer(config, tmp_path, progress=True).train()
+    err = capsys.readouterr().err.replace("\r", "\n")
+    last = [line for line in err.splitlines() if "env steps" in line][-1]
+    assert "100%" in last and "/600 " in last and "env steps/s" in last, last
+    assert "AverageReturn=" in last, last  # CartPole episodes have ended by then
