@@ -26,8 +26,12 @@ from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 __all__ = [
     "StepType", "TimeStep", "Experience", "AlgStep", "LossInfo", "make_experience",
-    "time_step_spec", "starts_transition",
+    "time_step_spec", "starts_transition", "RAW_REWARD",
 ]
+
+#: The ``TimeStep.env_info`` key of the unclipped reward, where the training reward is clipped
+#: (Atari): summed over an episode it is the game's own score (``AverageEpisodeScore``).
+RAW_REWARD = "raw_reward"
 
 
 class StepType:

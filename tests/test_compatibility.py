@@ -9,6 +9,7 @@ from pathlib import Path
 
 import gin
 import pytest
+import torch
 
 from rlf.bin.gin_utils import parse_config
 from rlf.trainers import Trainer
@@ -50,3 +51,27 @@ def test_training_resumes_from_the_old_checkpoint_and_replay_buffer(old_run, cap
     # the old replay file was restored: 64 steps per environment written before, 2 x 16 now
     # (a fresh buffer would count 32)
     assert trainer.algorithm.replay_buffer.state_dict()["_current_pos"].tolist() == [96] * 4
+
+
+def test_a_checkpoint_without_the_episode_score_metric_loads(caplog):
+    # Atari checkpoints written before AverageEpisodeScore existed lack its state.
+    from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
+    from rlf.environments import load
+    from rlf.unrollers import SyncUnroller
+    env = load("ALE/Pong-v5", 2)
+    try:
+        algs = []
+        for _ in range(2):
+            alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env,
+                                  config=TrainerConfig(), optimizer=torch.optim.Adam)
+            alg.set_unroller(SyncUnroller(env, alg))
+            algs.append(alg)
+        old = {k: v for k, v in algs[0].state_dict().items() if not k.startswith("_metrics.8.")}
+        assert len(old) < len(algs[0].state_dict())
+        algs[1].load_state_dict(old)
+        assert "AverageEpisodeScoreMetric" in caplog.text and "start fresh" in caplog.text
+        with pytest.raises(ValueError, match="missing"):  # other keys are still checked
+            algs[1].load_state_dict({k: v for k, v in old.items()
+                                     if not k.startswith("_network.")})
+    finally:
+        env.close()

@@ -487,6 +487,24 @@ class RLAlgorithm(Algorithm):
         if self._unroller is not None:
             self._unroller.close()
 
+    def load_state_dict(self, state_dict: Dict[str, Any], strict: bool = True, assign=False):
+        """``Algorithm.load_state_dict``; a metric the checkpoint has no state for (one added
+        to rlf after the checkpoint was written) starts fresh, with a warning, while every
+        other key is checked as usual.
+
+        Raises:
+            ValueError: see ``Algorithm.load_state_dict``.
+        """
+        own = nn.Module.state_dict(self)
+        missing = [k for k in own if k.startswith("_metrics.") and k not in state_dict]
+        if missing:
+            state_dict = dict(state_dict)
+            state_dict.update({k: own[k] for k in missing})
+            names = sorted({k.split(".")[1] for k in missing})
+            logger.warning("%s: the checkpoint has no state for metrics %s; they start fresh",
+                           self._name, [type(self._metrics[int(i)]).__name__ for i in names])
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
     def get_extra_state(self):
         """``Algorithm``'s extra state plus the carried fraction of ``unroll_length``."""
         state = super().get_extra_state()

@@ -140,13 +140,16 @@ def _play() -> int:
     try:
         result = evaluate_episodes(
             algorithm, env, FLAGS.num_episodes, device=config.device, on_step=on_step,
-            on_episode=lambda i, r, n: print(f"episode {i}: return {r:.2f}, length {n}",
-                                             flush=True))
+            on_episode=lambda i, r, n, s: print(
+                f"episode {i}: return {r:.2f}" + ("" if s is None else f", score {s:.0f}")
+                + f", length {n}", flush=True))
     except gym.error.DependencyNotInstalled as e:
         raise UserError(f"recording needs the environment's renderer: {e} (or pip install -e "
                         f"'.[play]')") from None
     env.close()
-    print(f"average return {result['AverageReturn']:.2f} over {len(result['returns'])} "
+    score = (f", average score {result['AverageEpisodeScore']:.1f}"
+             if "AverageEpisodeScore" in result else "")
+    print(f"average return {result['AverageReturn']:.2f}{score} over {len(result['returns'])} "
           f"episodes (checkpoint {checkpoint_path})")
     if record:
         save_video(frames, FLAGS.record, FLAGS.fps)

@@ -41,7 +41,9 @@ def load_atari(env_name: str,
     The preprocessing is the standard one of Mnih et al. 2015 / Machado et al. 2018, done in
     C++ by ale-py. Observations are ``[B, frame_stack, img_height, img_width]`` uint8
     (``[..., 3]`` appended if not grayscale); actions are ``[B]`` int64 in the game's minimal
-    (or full) action set; ``env_info`` holds ``lives`` (``[B]`` int32).
+    (or full) action set; ``env_info`` holds ``lives`` (``[B]`` int32) and, with
+    ``reward_clipping``, ``raw_reward``: the unclipped reward (``[B]`` float32), whose episode
+    sums are the game's score (``AverageEpisodeScore``).
 
     Args:
         env_name: a registered ALE id, e.g. ``"ALE/Pong-v5"`` or ``"PongNoFrameskip-v4"``.
@@ -60,7 +62,8 @@ def load_atari(env_name: str,
         max_num_frames_per_episode: emulator frames before truncation; None uses the id's
             value (108,000 = 30 minutes).
         episodic_life: end the episode (terminated) on every life loss.
-        reward_clipping: clip each step's reward to ``{-1, 0, 1}``.
+        reward_clipping: clip each step's training reward to ``[-1, 1]`` (Atari rewards are
+            integers, so to ``{-1, 0, 1}``), keeping the unclipped one in ``env_info``.
         use_fire_reset: press FIRE after reset in games that need it.
         num_threads: ale-py worker threads; None uses one per available core (at most
             ``num_envs``): more threads than cores only adds contention.
@@ -103,7 +106,8 @@ def load_atari(env_name: str,
         maxpool=maxpool,
         noop_max=noop_max,
         episodic_life=episodic_life,
-        reward_clipping=reward_clipping,
+        reward_clipping=False,  # VectorEnvironment clips, keeping the raw reward
         use_fire_reset=use_fire_reset)
     return VectorEnvironment(env, seed=seed, name=env_name,
-                             env_info_spec={"lives": TensorSpec((), torch.int32)})
+                             env_info_spec={"lives": TensorSpec((), torch.int32)},
+                             reward_clipping=reward_clipping)

@@ -13,7 +13,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from rlf import nest
-from rlf.data_structures import StepType, TimeStep, time_step_spec
+from rlf.data_structures import RAW_REWARD, StepType, TimeStep, time_step_spec
 from rlf.environments.spec_utils import spec_from_space
 from rlf.tensor_specs import TensorSpec, validate_nest
 
@@ -45,13 +45,17 @@ class VectorEnvironment:
         env_info_spec: dict ``{key: TensorSpec(())}`` of ``info`` entries to pass on in
             ``TimeStep.env_info`` as ``[B]`` tensors (e.g. Atari ``{"lives": int32}``).
         name: a name for messages (usually the environment id).
+        reward_clipping: clip the training reward to ``[-1, 1]`` (Atari's convention) and keep
+            the unclipped one in ``env_info["raw_reward"]`` (float32, 0 at FIRST), from which
+            ``AverageEpisodeScore`` sums the game's own score.
 
     Raises:
         ValueError: if the VectorEnv autoresets in another mode.
     """
 
     def __init__(self, env: gym.vector.VectorEnv, seed: Optional[int] = None,
-                 env_info_spec: Optional[Dict[str, TensorSpec]] = None, name: str = ""):
+                 env_info_spec: Optional[Dict[str, TensorSpec]] = None, name: str = "",
+                 reward_clipping: bool = False):
         mode = env.metadata.get("autoreset_mode")
         if mode is not None and AutoresetMode(mode) != AutoresetMode.NEXT_STEP:
             raise ValueError(f"VectorEnvironment({name}): the vector env autoresets in mode "
@@ -70,6 +74,9 @@ class VectorEnvironment:
         self._action_layout = [(torch.Size((self._num_envs, *s.shape)), s.dtype)
                                for s in action_leaves]
         self._env_info_spec = dict(env_info_spec or {})
+        self._reward_clipping = bool(reward_clipping)
+        if self._reward_clipping:
+            self._env_info_spec[RAW_REWARD] = TensorSpec((), torch.float32)
         self._time_step_spec = time_step_spec(self._observation_spec, self._action_spec,
                                               self._reward_spec, self._env_info_spec)
         self._env_ids = np.arange(self._num_envs, dtype=np.int32)
@@ -233,7 +240,10 @@ class VectorEnvironment:
 
     def _time_step(self, step_type, reward, discount, obs, prev_action, info) -> TimeStep:
         env_info = {k: torch.from_numpy(np.asarray(info[k])).to(spec.dtype)
-                    for k, spec in self._env_info_spec.items()}
+                    for k, spec in self._env_info_spec.items() if k != RAW_REWARD}
+        if self._reward_clipping:
+            env_info[RAW_REWARD] = torch.from_numpy(reward.copy())
+            reward = np.clip(reward, -1.0, 1.0)
         return TimeStep(
             step_type=torch.from_numpy(step_type),
             reward=torch.from_numpy(reward),

@@ -16,12 +16,13 @@ import torch
 from torch import nn
 
 from rlf import nest
-from rlf.data_structures import StepType, TimeStep
+from rlf.data_structures import RAW_REWARD, StepType, TimeStep
 from rlf.utils import summary
 
 __all__ = [
     "StepMetric", "EnvironmentSteps", "NumberOfEpisodes", "AverageEpisodicAggregationMetric",
     "AverageReturnMetric", "AverageEpisodeLengthMetric", "AverageEnvInfoMetric",
+    "AverageEpisodeScoreMetric",
     "AverageDiscountedReturnMetric", "AverageRewardMetric",
     "EpisodicStartAverageDiscountedReturnMetric",
 ]
@@ -302,8 +303,9 @@ class AverageEnvInfoMetric(AverageEpisodicAggregationMetric):
 
     def __init__(self, env_info_spec: Any, batch_size: int, buffer_size: int = 10,
                  name: str = "AverageEnvInfoMetric", prefix: str = "Metrics"):
+        # The raw reward has its own metric (AverageEpisodeScoreMetric).
         self._paths = [p for p, s in nest.flatten_with_path(env_info_spec)
-                       if tuple(s.shape) == ()]
+                       if tuple(s.shape) == () and p != RAW_REWARD]
         super().__init__(self._paths or ["none"], batch_size, buffer_size, name, prefix)
 
     def forward(self, time_step):
@@ -317,6 +319,25 @@ class AverageEnvInfoMetric(AverageEpisodicAggregationMetric):
     def result(self):
         """``{path: float32 scalar}`` per scalar ``env_info`` entry (``{}`` without any)."""
         return super().result() if self._paths else {}
+
+
+class AverageEpisodeScoreMetric(AverageEpisodicAggregationMetric):
+    """The game's own score: per-episode sums of ``env_info["raw_reward"]``, the unclipped
+    reward of environments whose training reward is clipped (Atari), averaged over the last
+    ``buffer_size`` episodes. Papers and Atari tables report this, not ``AverageReturn``
+    (which then counts the clipped rewards).
+
+    Args:
+        batch_size: ``B``.
+        buffer_size: episodes averaged over.
+    """
+
+    def __init__(self, batch_size: int, buffer_size: int = 10,
+                 name: str = "AverageEpisodeScore", prefix: str = "Metrics"):
+        super().__init__([""], batch_size, buffer_size, name, prefix)
+
+    def _extract_metric_values(self, time_step, length):
+        return _np(time_step.env_info[RAW_REWARD]).astype(np.float64)[None]
 
 
 class AverageDiscountedReturnMetric(AverageEpisodicAggregationMetric):
@@ -372,7 +393,8 @@ class EpisodicStartAverageDiscountedReturnMetric(AverageEpisodicAggregationMetri
 def make_default_metrics(batch_size: int, reward_shape=(), env_info_spec: Any = None,
                          buffer_size: int = 10, discount: float = 0.99,
                          prefix: str = "Metrics") -> nn.ModuleList:
-    """The eight metrics of docs/design.md, in ALF's order (the first two are step metrics).
+    """The eight metrics of docs/design.md, in ALF's order (the first two are step metrics),
+    and ``AverageEpisodeScore`` ninth where ``env_info`` has a raw reward (Atari).
 
     Args:
         batch_size: ``B``.
@@ -383,6 +405,8 @@ def make_default_metrics(batch_size: int, reward_shape=(), env_info_spec: Any = 
         prefix: summary tag prefix (``"Eval"`` for evaluation).
     """
     kw = dict(batch_size=batch_size, buffer_size=buffer_size, prefix=prefix)
+    score = ([AverageEpisodeScoreMetric(**kw)] if isinstance(env_info_spec, dict)
+             and RAW_REWARD in env_info_spec else [])
     return nn.ModuleList([
         NumberOfEpisodes(prefix=prefix),
         EnvironmentSteps(prefix=prefix),
@@ -393,7 +417,7 @@ def make_default_metrics(batch_size: int, reward_shape=(), env_info_spec: Any = 
         AverageRewardMetric(reward_shape=reward_shape, **kw),
         EpisodicStartAverageDiscountedReturnMetric(discount=discount,
                                                    reward_shape=reward_shape, **kw),
-    ])
+    ] + score)
 
 
 def metric_results(metrics: Sequence[StepMetric]) -> Dict[str, Any]:

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from rlf import nest
+from rlf.data_structures import RAW_REWARD
 from rlf.utils import summary
 from rlf.utils.common import reset_state_if_necessary
 
@@ -15,7 +16,9 @@ __all__ = ["evaluate_episodes", "EvalResult"]
 
 
 class EvalResult(dict):
-    """``{"AverageReturn", "AverageEpisodeLength", "returns", "lengths"}`` of an evaluation."""
+    """``{"AverageReturn", "AverageEpisodeLength", "returns", "lengths"}`` of an evaluation,
+    plus ``"AverageEpisodeScore"`` and ``"scores"`` (the game's own scores) where the
+    environment clips its rewards and reports the raw ones (Atari)."""
 
 
 @torch.no_grad()
@@ -38,8 +41,9 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
         device: where ``predict_step`` runs.
         on_step: called with every ``[B]`` time step (e.g. to record frames).
         max_steps: stop after this many batched steps even if fewer episodes ended.
-        on_episode: called as ``on_episode(index, return, length)`` when each episode ends
-            (e.g. to print it at once: an Atari episode can take minutes).
+        on_episode: called as ``on_episode(index, return, length, score)`` when each episode
+            ends (e.g. to print it at once: an Atari episode can take minutes); ``score`` is
+            the sum of ``env_info["raw_reward"]``, or None where there is none.
 
     Returns:
         ``EvalResult`` with the mean return and length and the per-episode lists.
@@ -57,6 +61,9 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
     initial_state = algorithm.get_initial_predict_state(batch_size)
     episode_return = np.zeros(batch_size)
     episode_length = np.zeros(batch_size, dtype=np.int64)
+    episode_score = np.zeros(batch_size)
+    scored = RAW_REWARD in time_step.env_info
+    scores: List[float] = []
     returns: List[float] = []
     lengths: List[int] = []
     steps = 0
@@ -71,11 +78,17 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
                 reward = time_step.reward.reshape(batch_size, -1).sum(-1).numpy()
                 episode_return = np.where(first, 0.0, episode_return + reward)
                 episode_length = np.where(first, 0, episode_length + 1)
+                if scored:
+                    raw = time_step.env_info[RAW_REWARD].numpy()
+                    episode_score = np.where(first, 0.0, episode_score + raw)
                 for b in np.flatnonzero(time_step.is_last().numpy()):
                     returns.append(float(episode_return[b]))
                     lengths.append(int(episode_length[b]))
+                    if scored:
+                        scores.append(float(episode_score[b]))
                     if on_episode is not None and len(returns) <= num_episodes:
-                        on_episode(len(returns) - 1, returns[-1], lengths[-1])
+                        on_episode(len(returns) - 1, returns[-1], lengths[-1],
+                                   scores[-1] if scored else None)
                 inputs = nest.utils.convert_device(time_step, device)
                 state = reset_state_if_necessary(state, initial_state, inputs.is_first())
                 step = algorithm.predict_step(inputs, state)
@@ -85,15 +98,23 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
         finally:
             algorithm.train(was_training)
     returns, lengths = returns[:num_episodes], lengths[:num_episodes]
-    return EvalResult(AverageReturn=float(np.mean(returns)) if returns else float("nan"),
-                      AverageEpisodeLength=float(np.mean(lengths)) if lengths else float("nan"),
-                      returns=returns, lengths=lengths)
+    result = EvalResult(AverageReturn=float(np.mean(returns)) if returns else float("nan"),
+                        AverageEpisodeLength=float(np.mean(lengths)) if lengths else float("nan"),
+                        returns=returns, lengths=lengths)
+    if scored:
+        scores = scores[:num_episodes]
+        result.update(AverageEpisodeScore=float(np.mean(scores)) if scores else float("nan"),
+                      scores=scores)
+    return result
 
 
 def write_eval_summaries(result: Dict[str, Any], env_steps: int) -> None:
-    """Writes ``Eval/AverageReturn`` and ``Eval/AverageEpisodeLength`` against the global
-    counter and against ``env_steps`` (``Eval_vs_EnvironmentSteps/...``), always."""
+    """Writes ``Eval/AverageReturn``, ``Eval/AverageEpisodeLength`` and (where there is one)
+    ``Eval/AverageEpisodeScore`` against the global counter and against ``env_steps``
+    (``Eval_vs_EnvironmentSteps/...``), always."""
     with summary.record_if(lambda: True):
-        for key in ("AverageReturn", "AverageEpisodeLength"):
+        for key in ("AverageReturn", "AverageEpisodeLength", "AverageEpisodeScore"):
+            if key not in result:
+                continue
             summary.scalar(f"Eval/{key}", result[key])
             summary.scalar(f"Eval_vs_EnvironmentSteps/{key}", result[key], step=env_steps)

@@ -330,8 +330,10 @@ class Trainer:
         result = evaluate_episodes(self._algorithm, self._eval_env, config.num_eval_episodes,
                                    device=config.device)
         write_eval_summaries(result, self._algorithm.get_env_steps())
+        score = (f", AverageEpisodeScore {result['AverageEpisodeScore']:.1f}"
+                 if "AverageEpisodeScore" in result else "")
         tqdm.write(f"iteration {self._state.iter_num}: eval AverageReturn "
-                   f"{result['AverageReturn']:.2f} over {len(result['returns'])} episodes")
+                   f"{result['AverageReturn']:.2f}{score} over {len(result['returns'])} episodes")
         return result
 
     @property

@@ -118,5 +118,25 @@ def test_sticky_actions_and_limits_follow_the_id(monkeypatch):
     assert set(seen) == {("pong", 0.25), ("pong", 0.0), ("pong", 0.1)}
     v5 = seen["pong", 0.25]
     assert v5["frameskip"] == 4 and v5["stack_num"] == 4 and v5["noop_max"] == 30
-    assert v5["max_num_frames_per_episode"] == 108000 and v5["reward_clipping"]
+    # rlf clips the reward itself, keeping the raw one (test below)
+    assert v5["max_num_frames_per_episode"] == 108000 and not v5["reward_clipping"]
     assert seen["pong", 0.0]["frameskip"] == 4  # NoFrameskip ids get the standard skip of 4
+
+
+def test_rewards_are_clipped_and_the_raw_ones_kept():
+    # Space Invaders pays 5-30 points an alien: random shooting scores within 400 steps.
+    env = load("ALE/SpaceInvaders-v5", 2, seed=0)
+    assert env.env_info_spec()["raw_reward"].dtype == torch.float32
+    ts = env.reset()
+    assert ts.env_info["raw_reward"].eq(0).all()
+    raw, clipped = [], []
+    gen = torch.Generator().manual_seed(0)
+    n = int(env.action_spec().maximum) + 1
+    for _ in range(400):
+        ts = env.step(torch.randint(0, n, (2,), generator=gen))
+        raw.append(ts.env_info["raw_reward"])
+        clipped.append(ts.reward)
+    env.close()
+    raw, clipped = torch.stack(raw), torch.stack(clipped)
+    assert raw.max() >= 5  # unclipped points
+    assert torch.equal(clipped, raw.clamp(-1, 1)) and clipped.max() == 1

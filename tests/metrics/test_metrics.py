@@ -127,3 +127,20 @@ def test_first_steps_are_not_counted():
         m(s)
     assert int(ms[1].result()) == 0 and int(ms[0].result()) == 0
     assert float(ms[2].result()) == 0.0  # no finished episode yet
+
+
+def test_episode_score_sums_the_raw_reward_and_is_ninth():
+    from rlf.metrics import AverageEpisodeScoreMetric
+    ms = make_default_metrics(1, env_info_spec={"lives": TensorSpec((), torch.int32),
+                                                "raw_reward": TensorSpec(())})
+    assert [type(m).__name__ for m in ms][8] == "AverageEpisodeScoreMetric"
+    assert len(make_default_metrics(1, env_info_spec={})) == 8  # no raw reward: eight
+    m = AverageEpisodeScoreMetric(1, buffer_size=2)
+    # F M M L F M L: scores 30 + 5 + 0 = 35 and 200 (the FIRST steps' values are ignored)
+    steps = [(F, 0.0), (M, 30.0), (M, 5.0), (L, 0.0), (F, 99.0), (M, 200.0), (L, 0.0)]
+    for st, raw in steps:
+        m(TimeStep(step_type=torch.tensor([st], dtype=torch.int32), reward=torch.zeros(1),
+                   discount=torch.ones(1), observation=torch.zeros(1),
+                   prev_action=torch.zeros(1), env_id=torch.zeros(1, dtype=torch.int32),
+                   env_info={"raw_reward": torch.tensor([raw])}))
+    assert float(m.result()) == (35.0 + 200.0) / 2

@@ -22,7 +22,7 @@ def test_on_episode_reports_each_episode_as_it_ends_and_no_more():
     seen = []
     try:
         result = evaluate_episodes(AlwaysLeft(), env, 4,
-                                   on_episode=lambda i, r, n: seen.append((i, r, n)))
+                                   on_episode=lambda i, r, n, s: seen.append((i, r, n)))
     finally:
         env.close()
     # With these seeds the 4th and 5th episodes end at the same step (two environments at
