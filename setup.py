@@ -23,6 +23,8 @@ setup(
         # optree 0.18-0.20 flatten ~25-45% slower than 0.17 on this machine (bench/nest_bench.py).
         "optree>=0.14,<0.18",
         "tqdm>=4.66",
+        # rlf.bin.suite's learning-curve plots.
+        "matplotlib>=3.7",
     ],
     extras_require={
         "test": ["pytest>=7.4"],

@@ -10,20 +10,12 @@ Needs matplotlib (``pip install -e ".[bench]"``).
 import argparse
 from pathlib import Path
 
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from rlf.utils.tensorboard_reader import read_scalars as read_tensorboard_scalars
 
 
 def read_scalars(root_dir: Path, tag: str):
     """``(steps, values, wall_times)`` of ``tag`` over every event file of ``root_dir/train``."""
-    points = {}
-    for f in sorted((root_dir / "train").glob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
-        acc.Reload()
-        if tag in acc.Tags()["scalars"]:
-            for e in acc.Scalars(tag):
-                points[e.step] = (e.value, e.wall_time)
-    steps = sorted(points)
-    return steps, [points[s][0] for s in steps], [points[s][1] for s in steps]
+    return read_tensorboard_scalars(root_dir / "train", tag)
 
 
 def main():

@@ -1,0 +1,247 @@
+r"""Runs one conf over Atari games and seeds, then writes a results table and learning curves.
+
+    python -m rlf.bin.suite --conf confs/impala_atari.gin \
+        --games Pong Breakout BeamRider Qbert SpaceInvaders --seeds 0 --frames 10M \
+        --root_dir runs/suite [--conf_param ...] [--debug]
+
+Each (game, seed) is a normal training run (``python -m rlf.bin.train``) of ``ALE/<game>-v5``
+in ``root_dir/<game>/seed<seed>``, bounded by ``--frames`` (agent steps = frames / frameskip).
+A run that finished writes ``suite_result.json`` beside its checkpoints and is skipped when the
+suite is started again; an unfinished one resumes from its checkpoint. Then the suite writes
+``root_dir/results.csv``, ``root_dir/results.md`` and ``root_dir/<game>.png`` (return against
+frames, seeds as thin lines and their mean).
+
+Scores are the game's own (``AverageEpisodeScore``, unclipped), and:
+
+- ``score``: the mean over the last episodes at the end (the run's ``metric_min_buffer_size``,
+  100 in ``confs/impala_atari.gin``, the usual Atari convention);
+- ``score_last_10pct``: the mean of the ``AverageEpisodeScore`` summaries over the last tenth
+  of the frames (frames 9-10M of a 10M run: the measure of Dopamine's baselines);
+- ``human_normalized``: ``score`` normalised with ``rlf.utils.atari_scores``.
+
+A failed run stops the suite with its exit status and one line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+from absl import app, flags
+
+from rlf.utils.atari_scores import human_normalized_score
+from rlf.utils.errors import UserError, one_line
+from rlf.utils.tensorboard_reader import read_scalars
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("conf", None, "gin file of every run")
+flags.DEFINE_list("games", ["Pong", "Breakout", "BeamRider", "Qbert", "SpaceInvaders"],
+                  "ALE game names (ALE/<game>-v5)")
+flags.DEFINE_list("seeds", ["0"], "random seeds")
+flags.DEFINE_string("frames", "10M", "frames per run (k/M suffixes allowed)")
+flags.DEFINE_string("root_dir", "runs/suite", "where the runs and the results go")
+flags.DEFINE_multi_string("conf_param", [], "extra gin bindings for every run")
+flags.DEFINE_integer("frameskip", 4, "emulator frames per agent step (the conf's)")
+flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
+
+SCORE_TAG = "Metrics_vs_EnvironmentSteps/AverageEpisodeScore"
+RETURN_TAG = "Metrics_vs_EnvironmentSteps/AverageReturn"
+RESULT_FILE = "suite_result.json"
+COLUMNS = ["game", "seed", "frames", "score", "score_last_10pct", "human_normalized",
+           "clipped_return", "wall_minutes", "agent_steps_per_s"]
+
+
+def parse_frames(text: str) -> int:
+    """``"10M"`` -> 10,000,000; ``"500k"`` -> 500,000; plain integers as they are.
+
+    Raises:
+        UserError: for anything else.
+    """
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:].lower(), 1)
+    try:
+        value = float(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        raise UserError(f"--frames '{text}' is not a number of frames (e.g. 10M)") from None
+    if value < 1 or value != int(value):
+        raise UserError(f"--frames '{text}' must be a positive whole number of frames")
+    return int(value)
+
+
+def run_dir(root_dir: Path, game: str, seed: int) -> Path:
+    """``root_dir/<game>/seed<seed>``."""
+    return Path(root_dir) / game / f"seed{seed}"
+
+
+def summarize_run(directory: Path, game: str, seed: int, frameskip: int) -> Dict:
+    """The result row of a finished run, read from its TensorBoard events."""
+    steps, scores, walls = read_scalars(directory / "train", SCORE_TAG)
+    if not steps:  # an environment without clipped rewards: the return is the score
+        steps, scores, walls = read_scalars(directory / "train", RETURN_TAG)
+    _, returns, _ = read_scalars(directory / "train", RETURN_TAG)
+    if not steps:
+        raise UserError(f"{directory}/train holds no {SCORE_TAG} or {RETURN_TAG} summaries")
+    frames = steps[-1] * frameskip
+    tail = [s for st, s in zip(steps, scores) if st * frameskip >= 0.9 * frames]
+    wall = walls[-1] - walls[0]
+    return {"game": game, "seed": seed, "frames": frames, "score": scores[-1],
+            "score_last_10pct": sum(tail) / len(tail),
+            "human_normalized": human_normalized_score(game, scores[-1]),
+            "clipped_return": returns[-1] if returns else float("nan"),
+            "wall_minutes": wall / 60, "agent_steps_per_s": (steps[-1] - steps[0]) / wall
+            if wall > 0 else float("nan")}
+
+
+def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
+              frameskip: int, params: List[str]) -> None:
+    """Runs (or resumes) one training run in ``directory``; writes its result file.
+
+    Raises:
+        SuiteRunError: if the training run exits with a non-zero status.
+    """
+    bindings = [f"load.env_name='ALE/{game}-v5'", f"TrainerConfig.random_seed={seed}",
+                f"TrainerConfig.num_env_steps={frames // frameskip}",
+                "TrainerConfig.num_iterations=0"] + list(params)
+    cmd = [sys.executable, "-m", "rlf.bin.train", "--conf", conf, "--root_dir",
+           str(directory), "--noprogress"] + [a for b in bindings for a in ("--conf_param", b)]
+    print(f"[suite] {game} seed {seed}: {' '.join(cmd[2:])}", flush=True)
+    t0 = time.time()
+    rc = subprocess.call(cmd)
+    if rc != 0:
+        raise SuiteRunError(rc, f"the run of {game} seed {seed} in {directory} exited with "
+                                f"status {rc}; start the suite again to resume it")
+    result = summarize_run(directory, game, seed, frameskip)
+    tmp = directory / f".{RESULT_FILE}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(result, indent=1))
+    os.replace(tmp, directory / RESULT_FILE)
+    print(f"[suite] {game} seed {seed}: score {result['score']:.1f} after "
+          f"{result['frames']} frames ({(time.time() - t0) / 60:.1f} min)", flush=True)
+
+
+class SuiteRunError(RuntimeError):
+    """A training run of the suite failed; ``returncode`` is its exit status."""
+
+    def __init__(self, returncode: int, message: str):
+        super().__init__(message)
+        self.returncode = returncode
+
+
+def write_tables(rows: List[Dict], root_dir: Path) -> None:
+    """``results.csv`` (one row per run) and ``results.md`` (per game: the mean over seeds and
+    each seed's score)."""
+    root_dir = Path(root_dir)
+    with open(root_dir / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f"{v:.4g}" if isinstance(v, float) else v)
+                             for k, v in row.items() if k in COLUMNS})
+    lines = ["| game | seeds | score (last episodes) | score, last 10 % of frames | "
+             "human-normalised | frames | minutes |", "|---|---|---|---|---|---|---|"]
+    for game in dict.fromkeys(r["game"] for r in rows):
+        runs = [r for r in rows if r["game"] == game]
+
+        def mean(key):
+            return sum(r[key] for r in runs) / len(runs)
+
+        each = ", ".join(f"{r['score']:.1f}" for r in runs)
+        lines.append(f"| {game} | {', '.join(str(r['seed']) for r in runs)} | "
+                     f"{mean('score'):.1f} ({each}) | {mean('score_last_10pct'):.1f} | "
+                     f"{mean('human_normalized'):.3f} | {runs[0]['frames']:,} | "
+                     f"{mean('wall_minutes'):.0f} |")
+    (root_dir / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def plot_game(game: str, directories: Dict[int, Path], out: Path, frameskip: int) -> None:
+    """One PNG: the score against frames, each seed a thin line, their mean a thick one."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    fig, ax = plt.subplots(figsize=(7, 4))
+    curves = []
+    for seed, directory in sorted(directories.items()):
+        steps, values, _ = read_scalars(directory / "train", SCORE_TAG)
+        if not steps:
+            steps, values, _ = read_scalars(directory / "train", RETURN_TAG)
+        frames = np.asarray(steps, dtype=np.float64) * frameskip
+        ax.plot(frames / 1e6, values, linewidth=0.8, alpha=0.6, label=f"seed {seed}")
+        curves.append((frames, np.asarray(values)))
+    if len(curves) > 1:
+        grid = np.linspace(max(c[0][0] for c in curves), min(c[0][-1] for c in curves), 200)
+        mean = np.mean([np.interp(grid, f, v) for f, v in curves], axis=0)
+        ax.plot(grid / 1e6, mean, color="black", linewidth=2.0, label="mean")
+    ax.set_xlabel("frames (millions)")
+    ax.set_ylabel("score (mean of the last episodes)")
+    ax.set_title(f"ALE/{game}-v5")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_dir: Path,
+              params: List[str] = (), frameskip: int = 4) -> List[Dict]:
+    """Runs every (game, seed) not finished yet, then writes the tables and the plots.
+
+    Returns:
+        The result rows, in game and seed order.
+
+    Raises:
+        SuiteRunError: if a run fails (the suite stops there).
+        UserError: for a missing conf file.
+    """
+    if not Path(conf).is_file():
+        raise UserError(f"conf file '{conf}' does not exist")
+    root_dir = Path(root_dir)
+    rows = []
+    for game in games:
+        for seed in seeds:
+            directory = run_dir(root_dir, game, seed)
+            result_file = directory / RESULT_FILE
+            if result_file.is_file():
+                print(f"[suite] {game} seed {seed}: finished, skipped ({result_file})",
+                      flush=True)
+            else:
+                train_one(conf, directory, game, seed, frames, frameskip, params)
+            rows.append(json.loads(result_file.read_text()))
+    write_tables(rows, root_dir)
+    for game in games:
+        plot_game(game, {s: run_dir(root_dir, game, s) for s in seeds},
+                  root_dir / f"{game}.png", frameskip)
+    print(f"[suite] wrote {root_dir / 'results.csv'}, {root_dir / 'results.md'} and "
+          f"{len(games)} plots", flush=True)
+    return rows
+
+
+def main(argv) -> int:
+    """Runs the suite; returns the exit status (module docstring)."""
+    del argv
+    try:
+        if not FLAGS.conf:
+            raise UserError("--conf is required (e.g. --conf confs/impala_atari.gin)")
+        try:
+            seeds = [int(s) for s in FLAGS.seeds]
+        except ValueError:
+            raise UserError(f"--seeds {FLAGS.seeds}: expected integers") from None
+        run_suite(FLAGS.conf, FLAGS.games, seeds, parse_frames(FLAGS.frames),
+                  Path(FLAGS.root_dir), FLAGS.conf_param, FLAGS.frameskip)
+    except UserError as e:
+        if FLAGS.debug or os.environ.get("RLF_DEBUG", "") not in ("", "0"):
+            raise
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except SuiteRunError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.returncode
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(lambda argv: sys.exit(main(argv)))

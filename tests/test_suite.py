@@ -1,0 +1,92 @@
+"""rlf.bin.suite: human-normalised scores against hand-computed values, the results table, and
+a resumed suite on tiny real Atari runs."""
+
+import csv
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlf.bin.suite import parse_frames, write_tables
+from rlf.utils.atari_scores import game_of, human_normalized_score
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["--conf_param", "load.num_envs=4", "--conf_param", "TrainerConfig.summary_interval=1",
+        "--conf_param", "TrainerConfig.metric_min_buffer_size=4",
+        "--conf_param", "TrainerConfig.checkpoint_interval=5"]
+
+
+def test_human_normalized_scores_by_hand():
+    assert human_normalized_score("Pong", -20.7) == 0.0  # random
+    assert human_normalized_score("Pong", 14.6) == pytest.approx(1.0)  # human
+    assert human_normalized_score("ALE/Breakout-v5", 16.1) == pytest.approx(0.5)  # 14.4 / 28.8
+    assert human_normalized_score("SpaceInvaders", 908.35) == pytest.approx(0.5)
+    assert human_normalized_score("BeamRider", 363.9 + 2 * (16926.5 - 363.9)) == \
+        pytest.approx(2.0)
+    assert math.isnan(human_normalized_score("NoSuchGame", 1.0))
+    assert game_of("BreakoutNoFrameskip-v4") == "Breakout" and game_of("ALE/Qbert-v5") == "Qbert"
+    assert parse_frames("10M") == 10_000_000 and parse_frames("500k") == 500_000
+    with pytest.raises(ValueError, match="not a number of frames"):
+        parse_frames("ten")
+
+
+def test_results_table_has_one_row_per_run_and_the_means_per_game(tmp_path):
+    row = dict(frames=10_000_000, clipped_return=0.0, wall_minutes=40.0,
+               agent_steps_per_s=1000.0)
+    rows = [dict(row, game="Breakout", seed=0, score=20.0, score_last_10pct=18.0,
+                 human_normalized=human_normalized_score("Breakout", 20.0)),
+            dict(row, game="Breakout", seed=1, score=30.0, score_last_10pct=26.0,
+                 human_normalized=human_normalized_score("Breakout", 30.0)),
+            dict(row, game="Pong", seed=0, score=18.0, score_last_10pct=17.5,
+                 human_normalized=human_normalized_score("Pong", 18.0))]
+    write_tables(rows, tmp_path)
+    with open(tmp_path / "results.csv") as f:
+        table = list(csv.DictReader(f))
+    assert [(r["game"], r["seed"], r["score"]) for r in table] == [
+        ("Breakout", "0", "20"), ("Breakout", "1", "30"), ("Pong", "0", "18")]
+    md = (tmp_path / "results.md").read_text().splitlines()
+    # Breakout: mean 25 (20, 30); normalised ((20-1.7) + (30-1.7)) / 2 / 28.8 = 0.809
+    assert md[2] == "| Breakout | 0, 1 | 25.0 (20.0, 30.0) | 22.0 | 0.809 | 10,000,000 | 40 |"
+    assert md[3].startswith("| Pong | 0 | 18.0 (18.0) | 17.5 | 1.096 |")
+
+
+def _suite(root, *extra):
+    return subprocess.run(
+        [sys.executable, "-m", "rlf.bin.suite", "--conf", "confs/impala_atari_sync.gin",
+         "--games", "Breakout", "--seeds", "0,1", "--frames", "4000", "--root_dir", str(root),
+         *TINY, *extra], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_an_interrupted_suite_resumes_the_unfinished_run_and_skips_finished_ones(tmp_path):
+    # seed 0 was interrupted: a checkpoint at 500 of its 1,000 agent steps, no result
+    seed0 = tmp_path / "Breakout" / "seed0"
+    r = subprocess.run(
+        [sys.executable, "-m", "rlf.bin.train", "--conf", "confs/impala_atari_sync.gin",
+         "--root_dir", str(seed0), "--noprogress", "--conf_param",
+         "load.env_name='ALE/Breakout-v5'", "--conf_param", "TrainerConfig.random_seed=0",
+         "--conf_param", "TrainerConfig.num_env_steps=500", *TINY],
+        cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    r = _suite(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "Resuming from iteration" in r.stdout  # seed 0 went on from its checkpoint
+    assert r.stdout.count("Starting a new run") == 1  # seed 1 started afresh
+    table = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert [row["seed"] for row in table] == ["0", "1"]
+    assert all(int(row["frames"]) >= 4000 for row in table)
+    assert (tmp_path / "Breakout.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ckpts = {p: p.stat().st_mtime_ns for p in tmp_path.glob("Breakout/seed*/ckpt/*.pt")}
+    r = _suite(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("finished, skipped") == 2 and "rlf.bin.train" not in r.stdout
+    assert {p: p.stat().st_mtime_ns for p in ckpts} == ckpts  # nothing was retrained
+
+
+def test_a_failing_run_stops_the_suite_with_its_status(tmp_path):
+    r = _suite(tmp_path, "--conf_param", "TrainerConfig.checkpoint_interval=0")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1].startswith(
+        "error: the run of Breakout seed 0 in ")
+    assert not (tmp_path / "results.csv").exists()
