@@ -6,6 +6,7 @@ import warnings
 from typing import Callable, List, Optional, Union
 
 import gin
+import torch
 
 __all__ = ["TrainerConfig"]
 
@@ -114,6 +115,10 @@ class TrainerConfig:
         use_ray: run the actors as Ray actors (``RayUnroller``) instead of processes.
         ray_address: the Ray cluster to join (``ray.init(address=...)``); None starts a local
             one.
+        ray_num_cpus_per_actor: Ray CPU resources each actor reserves.
+        ray_actor_resources: custom Ray resources each actor reserves, e.g.
+            ``{"rlf_actor": 1}``: actors then run only on nodes started with that resource
+            (``ray start --resources='{"rlf_actor": 4}'``), not on the learner's.
         offline_buffer_dir: replay checkpoint file(s) (rlf's or ALF's) for offline or hybrid
             training of off-policy algorithms (``RLAlgorithm.load_offline_replay_buffer``).
             With ``unroll_length = 0`` training is purely offline (no environment step).
@@ -188,6 +193,8 @@ class TrainerConfig:
                  actor_niceness: int = 5,
                  use_ray: bool = False,
                  ray_address: Optional[str] = None,
+                 ray_num_cpus_per_actor: float = 1.0,
+                 ray_actor_resources: Optional[dict] = None,
                  offline_buffer_dir: Optional[Union[str, List[str]]] = None,
                  offline_buffer_length: Optional[int] = None,
                  offline_normalized_actions: Optional[bool] = None,
@@ -247,6 +254,14 @@ class TrainerConfig:
         self.eval_interval = int(eval_interval)
         self.num_eval_episodes = int(num_eval_episodes)
         self.num_eval_environments = int(num_eval_environments)
+        try:
+            kind = torch.device(device).type
+        except (RuntimeError, TypeError):
+            raise ValueError(f"TrainerConfig.device = {device!r} is not a torch device (e.g. "
+                             f"'cpu', 'cuda', 'cuda:1')") from None
+        if kind == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"TrainerConfig.device = {device!r}, but torch sees no CUDA device "
+                             f"on this machine; use device='cpu'")
         self.device = device
         self.enable_amp = enable_amp
         self.empty_cache = empty_cache
@@ -268,6 +283,8 @@ class TrainerConfig:
         self.actor_niceness = int(actor_niceness)
         self.use_ray = use_ray
         self.ray_address = ray_address
+        self.ray_num_cpus_per_actor = float(ray_num_cpus_per_actor)
+        self.ray_actor_resources = dict(ray_actor_resources or {})
         self.offline_buffer_dir = offline_buffer_dir
         self.offline_buffer_length = offline_buffer_length
         self.offline_normalized_actions = offline_normalized_actions

@@ -60,5 +60,7 @@ def make_unroller(config, env, algorithm, seed: int, root_dir: Path) -> Unroller
                   log_dir=str(Path(root_dir) / "actors"))
     if config.use_ray:
         from rlf.unrollers.ray_unroller import RayUnroller
-        return RayUnroller(algorithm, address=config.ray_address, **kwargs)
+        return RayUnroller(algorithm, address=config.ray_address,
+                           num_cpus_per_actor=config.ray_num_cpus_per_actor,
+                           resources_per_actor=config.ray_actor_resources, **kwargs)
     return AsyncUnroller(algorithm, **kwargs)

@@ -50,6 +50,11 @@ class _RayActor:
         """The actor's process id (tests kill it)."""
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The id of the Ray node the actor runs on."""
+        import ray
+        return ray.get_runtime_context().get_node_id()
+
     def close(self) -> None:
         """Closes the actor's environments."""
         self._env.close()
@@ -70,6 +75,8 @@ class RayUnroller(ActorUnroller):
             many CPUs as this machine has (at least ``num_actors``) unless Ray is already
             initialised.
         num_cpus_per_actor: Ray CPU resources each actor reserves.
+        resources_per_actor: custom Ray resources each actor reserves (``{"rlf_actor": 1}``),
+            which places the actors on the nodes that offer them.
         timeout: seconds to wait for an unroll before the actor counts as failed.
 
     Raises:
@@ -85,6 +92,7 @@ class RayUnroller(ActorUnroller):
                  restart_failed_actors: bool = False, max_restarts: int = 3,
                  restart_window: float = 600.0, log_dir: Optional[str] = None,
                  address: Optional[str] = None, num_cpus_per_actor: float = 1.0,
+                 resources_per_actor: Optional[Dict[str, float]] = None,
                  timeout: float = 600.0):
         try:
             import ray
@@ -99,7 +107,8 @@ class RayUnroller(ActorUnroller):
                      num_cpus=None if address else max(os.cpu_count() or 1, num_actors))
         self._in_flight = max(1, queue_size)
         self._timeout = timeout
-        self._remote_cls = ray.remote(num_cpus=num_cpus_per_actor)(_RayActor)
+        self._remote_cls = ray.remote(num_cpus=num_cpus_per_actor,
+                                      resources=dict(resources_per_actor or {}))(_RayActor)
         self._actor_args = (algorithm_ctor, env_ctor, setup, num_envs_per_actor, seed)
         self._params_ref = ray.put(self._params())
         self._actors: List[Any] = [self._make_actor(a) for a in range(num_actors)]
@@ -125,6 +134,10 @@ class RayUnroller(ActorUnroller):
     def actor_pids(self) -> List[int]:
         """Process ids of the actors (on their machines)."""
         return self._ray.get([a.pid.remote() for a in self._actors])
+
+    def actor_nodes(self) -> List[str]:
+        """Ray node ids of the actors."""
+        return self._ray.get([a.node_id.remote() for a in self._actors])
 
     def _take(self, index: int):
         """The next unroll of actor ``index``, keeping ``queue_size`` calls in flight."""

@@ -79,3 +79,15 @@ def test_export_replay_never_overwrites_and_refuses_a_directory(tmp_path):
     r = run_cli("export_replay", "--root_dir", str(run), "--out", str(out), "--overwrite")
     assert r.returncode == 0, r.stderr
     assert sha256(out) == sha256(run / "ckpt" / "replay_buffer-3.pt")
+
+
+def test_a_cuda_device_without_cuda_is_one_line_and_nothing_written(tmp_path):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    root = tmp_path / "run"
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(root),
+                "--conf_param", "TrainerConfig.device='cuda'")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert "TrainerConfig.device = 'cuda', but torch sees no CUDA device" in r.stderr
+    assert not root.exists()

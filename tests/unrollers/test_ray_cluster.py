@@ -1,0 +1,85 @@
+"""Actors on a real multi-node Ray cluster (``ray.cluster_utils.Cluster``: a head node and two
+worker nodes, each its own raylet): the actors are placed on the worker nodes by a custom
+resource, unrolls arrive from every actor with bounded policy lag, CartPole is learned, and a
+worker node whose raylet is killed mid-run has its actor restarted elsewhere. No Ray process
+outlives the test."""
+
+import time
+from pathlib import Path
+
+import gin
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from rlf.bin.gin_utils import parse_config  # noqa: E402
+from rlf.trainers import Trainer  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _ray_processes():
+    """Pids of this machine's Ray daemons (raylet, GCS)."""
+    pids = set()
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and any(
+                    name in (d / "cmdline").read_bytes() for name in (b"raylet", b"gcs_server")):
+                pids.add(int(d.name))
+        except OSError:
+            pass
+    return pids
+
+
+def test_actors_on_worker_nodes_learn_and_survive_a_dead_node(tmp_path):
+    before = _ray_processes()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        # one actor's resource on the first worker, two on the second (room for a restart)
+        first = cluster.add_node(num_cpus=1, resources={"rlf_actor": 1})
+        second = cluster.add_node(num_cpus=2, resources={"rlf_actor": 2})
+        cluster.wait_for_nodes()
+        parse_config(str(REPO / "confs" / "impala_cartpole.gin"), [
+            "TrainerConfig.async_unroll = True", "TrainerConfig.use_ray = True",
+            f"TrainerConfig.ray_address = '{cluster.address}'",
+            "TrainerConfig.ray_actor_resources = {'rlf_actor': 1}",
+            "TrainerConfig.num_actors = 2", "load.num_envs = 8",
+            "TrainerConfig.restart_failed_actors = True", "TrainerConfig.evaluate = False"])
+        from rlf.algorithms import TrainerConfig
+        trainer = Trainer(TrainerConfig(), tmp_path, progress=False)
+        algorithm = trainer.build()
+        unroller = algorithm.unroller
+        try:
+            workers = {first.node_id, second.node_id}
+            nodes = unroller.actor_nodes()
+            assert set(nodes) <= workers and len(nodes) == 2  # none on the driver's node
+            lags, env_ids, best = [], set(), 0.0
+            while algorithm.get_env_steps() < 400_000 and best < 475:
+                algorithm.train_iter()
+                lags.append(unroller.policy_lag)
+                metrics = algorithm.get_metrics()
+                if int(metrics[0].result()) >= 16:
+                    best = max(best, float(metrics[2].result()))
+            assert best >= 475, best  # learned
+            assert max(lags) <= 3  # parameter updates reach the actors
+            # unrolls come from both actors: environment ids 0-7 and 8-15
+            experience = algorithm.unroll(16)
+            env_ids = set(experience.time_step.env_id.flatten().tolist())
+            assert env_ids == set(range(16))
+
+            on_first = nodes.index(first.node_id)
+            cluster.remove_node(first, allow_graceful=False)  # its raylet and actor die
+            t0 = time.time()
+            for _ in range(5):
+                algorithm.train_iter()
+            assert time.time() - t0 < 120  # no hang
+            assert unroller.restarts == 1
+            assert unroller.actor_nodes()[on_first] == second.node_id  # restarted elsewhere
+        finally:
+            trainer.close()
+    finally:
+        gin.clear_config()
+        cluster.shutdown()
+    time.sleep(2)
+    assert not (_ray_processes() - before)  # no Ray process outlives the test
