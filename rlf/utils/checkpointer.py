@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from rlf.utils.checkpoint import (CorruptCheckpointError, atomic_save, file_steps,
-                                  get_rng_states, is_readable, load_checkpoint_file,
-                                  remove_stale_temp_files, set_aside, set_rng_states)
+                                  get_rng_states, is_readable, load_checkpoint_file, set_aside,
+                                  set_rng_states)
 
 __all__ = ["Checkpointer", "RestoredCheckpoint"]
 
@@ -62,8 +62,7 @@ class Checkpointer:
         num_checkpoints: how many of the newest complete checkpoints to keep (>= 1).
         companion_names: the names of companion files (``replay_buffer`` for
             ``replay_buffer-<step>.pt``) this directory may hold.
-        warn: called with each one-line warning (a set aside, a removed leftover); None
-            logs it.
+        warn: called with each one-line warning (a file set aside); None logs it.
         **objects: name -> object with ``state_dict()`` and ``load_state_dict(d)`` (modules,
             optimizers, metrics, ...).
 
@@ -166,19 +165,6 @@ class Checkpointer:
                 if step < kept[-1] and not self.path(step).exists():
                     self._discard(self.companion_path(name, step))
 
-    def remove_stale_temp_files(self) -> List[Path]:
-        """Removes the temporary files of saves whose process was killed (``atomic_save``'s
-        ``.<name>.tmp-<pid>`` with no such process alive), warning once per file.
-
-        Returns:
-            The removed paths.
-        """
-        removed = remove_stale_temp_files(self._dir)
-        for p in removed:
-            self._warn(f"removed {p}: the temporary file of a save interrupted by the end of "
-                       f"process {p.name.rsplit('-', 1)[-1]}")
-        return removed
-
     # ------------------------------------------------------------------ loading
     def load(self, global_step: Optional[int] = None) -> Optional[int]:
         """Restores the objects from one checkpoint, without falling back (``restore``
@@ -219,7 +205,7 @@ class Checkpointer:
 
         Raises:
             ValueError: if the newest complete checkpoint lacks an object's state, or an
-                object's ``load_state_dict`` refuses it; nothing is renamed then.
+                object's ``load_state_dict`` refuses it; that checkpoint is left as it is.
         """
         found = self.newest_complete(set_aside_unreadable, with_companions=True)
         if found is None:
