@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from rlf.algorithms import RLAlgorithm
-from rlf.data_structures import AlgStep, LossInfo, starts_transition
+from rlf.algorithms import value_ops
+from rlf.data_structures import AlgStep, LossInfo
 from rlf.utils.deprecation import renamed
 
 
@@ -84,15 +85,12 @@ class A2C(RLAlgorithm):
 
     def calc_loss(self, info: A2CInfo) -> LossInfo:
         value = info.value.detach()
-        # The transition t -> t+1 has reward and discount in step t+1. A step that starts
-        # none (LAST, or cut before a FIRST) gets advantage 0, which also ends the recursion.
-        starts = starts_transition(info.step_type).float()
-        discount = self._gamma * info.discount[1:]
-        delta = info.reward[1:] + discount * value[1:] - value[:-1]
-        adv = torch.zeros_like(value)
-        for t in reversed(range(delta.shape[0])):
-            adv[t] = (delta[t] + self._lambda * discount[t] * adv[t + 1]) * starts[t]
-        returns = adv + value  # the last step has no successor: it carries no loss
+        # GAE over the transitions t -> t+1 (0 where a step starts none: a LAST or a cut);
+        # the last step has no successor: it carries no loss.
+        adv = value_ops.generalized_advantage_estimation(
+            info.reward, value, info.step_type, self._gamma * info.discount, self._lambda)
+        adv = torch.cat([adv, torch.zeros_like(adv[:1])])
+        returns = adv + value
         has_next = torch.ones_like(value)
         has_next[-1] = 0
         pg_loss = -adv * info.log_prob

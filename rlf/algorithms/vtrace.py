@@ -66,7 +66,8 @@ def from_importance_weights(log_rhos: torch.Tensor,
 
     Args:
         log_rhos: ``[T, B]`` float, ``log pi(a_t|x_t) - log mu(a_t|x_t)`` (target minus
-            behaviour policy).
+            behaviour policy); ``[T, B, ...]`` with trailing dims that broadcast against
+            ``values`` (e.g. ``[T, B, 1]``, as scalable_agent's tests pass them) is accepted too.
         discounts: ``[T, B, ...]`` float, ``gamma * (1 - terminated)`` of transition ``t``.
         rewards: ``[T, B, ...]`` float, reward of transition ``t``. Trailing dims (vector
             rewards) are allowed; ``log_rhos`` broadcasts over them.
@@ -88,11 +89,16 @@ def from_importance_weights(log_rhos: torch.Tensor,
         raise ValueError(f"vtrace: rewards {tuple(rewards.shape)}, discounts "
                          f"{tuple(discounts.shape)} and values {tuple(values.shape)} must have "
                          f"one shape [T, B, ...]")
-    if bootstrap_value.shape != values.shape[1:] or log_rhos.shape != values.shape[:2]:
+    extra = values.ndim - log_rhos.ndim
+    rho_shape = tuple(log_rhos.shape) + (1,) * max(extra, 0)
+    fits = (extra >= 0 and log_rhos.shape[:2] == values.shape[:2]
+            and all(a in (1, b) for a, b in zip(rho_shape, values.shape)))
+    if bootstrap_value.shape != values.shape[1:] or not fits:
         raise ValueError(f"vtrace: bootstrap_value {tuple(bootstrap_value.shape)} must be "
                          f"{tuple(values.shape[1:])} and log_rhos {tuple(log_rhos.shape)} must be "
-                         f"{tuple(values.shape[:2])}")
-    rhos = torch.exp(log_rhos).reshape(log_rhos.shape + (1,) * (values.ndim - 2))
+                         f"[T, B] = {tuple(values.shape[:2])}, with trailing dims that "
+                         f"broadcast against values' {tuple(values.shape[2:])}")
+    rhos = torch.exp(log_rhos).reshape(rho_shape)
     clipped_rhos = _clip(rhos, clip_rho_threshold)
     cs = lambda_ * _clip(rhos, clip_c_threshold)
     values_t_plus_1 = torch.cat([values[1:], bootstrap_value[None]], dim=0)

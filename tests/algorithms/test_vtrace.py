@@ -122,3 +122,26 @@ def test_normal_log_probs_and_shape_errors():
     with pytest.raises(ValueError, match="bootstrap_value"):
         vtrace.from_importance_weights(torch.zeros(2, 3), torch.ones(2, 3), torch.ones(2, 3),
                                        torch.ones(2, 3), torch.ones(2))
+
+
+def test_log_rhos_with_trailing_dims_broadcast_against_values():
+    torch.manual_seed(0)
+    T, B = 5, 3
+    log_rhos = torch.randn(T, B)
+    discounts, rewards = torch.rand(T, B) * 0.9, torch.randn(T, B)
+    values, bootstrap = torch.randn(T, B), torch.randn(B)
+    flat = vtrace.from_importance_weights(log_rhos, discounts, rewards, values, bootstrap)
+    kept = vtrace.from_importance_weights(log_rhos[..., None], discounts[..., None],
+                                          rewards[..., None], values[..., None],
+                                          bootstrap[..., None])
+    torch.testing.assert_close(kept.vs[..., 0], flat.vs)
+    torch.testing.assert_close(kept.pg_advantages[..., 0], flat.pg_advantages)
+    wide = vtrace.from_importance_weights(  # [T, B, 1] rhos over a 3-dim reward
+        log_rhos[..., None], discounts[..., None].expand(T, B, 3),
+        rewards[..., None].expand(T, B, 3), values[..., None].expand(T, B, 3),
+        bootstrap[..., None].expand(B, 3))
+    for k in range(3):
+        torch.testing.assert_close(wide.vs[..., k], flat.vs)
+    with pytest.raises(ValueError, match="broadcast"):
+        vtrace.from_importance_weights(torch.randn(T, B, 2), *(
+            x[..., None].expand(*x.shape, 3) for x in (discounts, rewards, values, bootstrap)))
