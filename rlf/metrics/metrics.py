@@ -227,6 +227,12 @@ class AverageEpisodicAggregationMetric(StepMetric):
         for b in (self._accumulator, self._current_step, self._buffer, self._num_episodes):
             b.zero_()
 
+    def gen_summaries(self, step_metrics: Sequence["StepMetric"] = ()) -> None:
+        """As ``StepMetric.gen_summaries``, but nothing before the first episode has ended:
+        an average over no episode is not a 0 return."""
+        if int(self._num_episodes) > 0:
+            super().gen_summaries(step_metrics)
+
 
 def _reward_keys(reward_shape: Sequence[int]) -> List[str]:
     numel = int(torch.Size(reward_shape).numel())

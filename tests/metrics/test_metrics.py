@@ -144,3 +144,31 @@ def test_episode_score_sums_the_raw_reward_and_is_ninth():
                    prev_action=torch.zeros(1), env_id=torch.zeros(1, dtype=torch.int32),
                    env_info={"raw_reward": torch.tensor([raw])}))
     assert float(m.result()) == (35.0 + 200.0) / 2
+
+
+def test_episode_averages_are_not_summarised_before_an_episode_ends(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlf.utils import summary
+    writer = summary.create_summary_writer(str(tmp_path), flush_secs=1)
+    summary.set_default_writer(writer)
+    summary.set_summary_interval(1)
+    m = make_default_metrics(1)
+    try:
+        for step, st in enumerate([F, M, M, L, F]):
+            summary.set_global_counter(step)
+            ts = TimeStep(step_type=torch.tensor([st], dtype=torch.int32),
+                          reward=torch.tensor([-1.0 if st != F else 0.0]),
+                          discount=torch.ones(1), observation=torch.zeros(1),
+                          prev_action=torch.zeros(1), env_id=torch.zeros(1, dtype=torch.int32),
+                          env_info={})
+            for metric in m:
+                metric(ts)
+                metric.gen_summaries()
+    finally:
+        summary.close()
+    acc = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    acc.Reload()
+    returns = [(e.step, e.value) for e in acc.Scalars("Metrics/AverageReturn")]
+    assert returns == [(3, -3.0), (4, -3.0)]  # nothing at steps 0-2, before the first LAST
+    assert [e.step for e in acc.Scalars("Metrics/EnvironmentSteps")] == [0, 1, 2, 3, 4]
