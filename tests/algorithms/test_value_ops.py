@@ -55,44 +55,38 @@ def test_n_step_by_hand():
     assert _col(value_ops.n_step_return(*CUT, n=5)) == [9.5, 17.0, 30.0, 29.0]
 
 
+def _per_step(v, st, value_of):
+    """``[value_of(t, starts)]`` for every step but the last, ``V_t`` where ``t`` starts no
+    transition; ``starts`` has a trailing False for the last step."""
+    starts = [bool(x) for x in starts_transition(st)] + [False]
+    return [value_of(t, starts) if starts[t] else v[t] for t in range(len(v) - 1)]
+
+
 def _direct_n_step(r, v, st, g, n):
     """Eq. 7.1 as a sum, in Python floats: the chain from t stops at a step that starts no
     transition, at the horizon t + n, or at the sequence's last step."""
-    T = len(r)
-    starts = [bool(x) for x in starts_transition(st)] + [False]
-    out = []
-    for t in range(T - 1):
-        if not starts[t]:
-            out.append(v[t])
-            continue
+    def value_of(t, starts):
         total, scale, s = 0.0, 1.0, t
         while True:
             s += 1
             total += scale * r[s]
             scale *= g[s]
-            if s == T - 1 or s == t + n or not starts[s]:
-                out.append(total + scale * v[s])
-                break
-    return out
+            if s == len(r) - 1 or s == t + n or not starts[s]:
+                return total + scale * v[s]
+    return _per_step(v, st, value_of)
 
 
 def _direct_lambda(r, v, st, g, lam):
     """The lambda-return as the weighted sum of n-step returns (Sutton and Barto eq. 12.3,
     truncated at the chain's end): (1 - lam) sum_n lam^(n-1) G^(n) + lam^(N-1) G^(N)."""
-    T = len(r)
-    starts = [bool(x) for x in starts_transition(st)] + [False]
-    out = []
-    for t in range(T - 1):
-        if not starts[t]:
-            out.append(v[t])
-            continue
+    def value_of(t, starts):
         N = 1  # steps until the chain ends
-        while t + N < T - 1 and starts[t + N]:
+        while t + N < len(r) - 1 and starts[t + N]:
             N += 1
         g_n = [_direct_n_step(r, v, st, g, n)[t] for n in range(1, N + 1)]
-        out.append((1 - lam) * sum(lam ** (n - 1) * g_n[n - 1] for n in range(1, N))
-                   + lam ** (N - 1) * g_n[N - 1])
-    return out
+        return ((1 - lam) * sum(lam ** (n - 1) * g_n[n - 1] for n in range(1, N))
+                + lam ** (N - 1) * g_n[N - 1])
+    return _per_step(v, st, value_of)
 
 
 @pytest.mark.parametrize("seed", range(5))
