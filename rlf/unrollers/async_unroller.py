@@ -63,7 +63,7 @@ def _redirect_output(log_file: Optional[str], index: int, incarnation: int) -> N
 
 
 def read_parameters(params: Dict[str, torch.Tensor], shared: Dict[str, torch.Tensor],
-                    sequence, last: int) -> int:
+                    sequence, last: int, stopped: Callable[[], bool] = lambda: False) -> int:
     """Copies ``shared`` into ``params`` if the learner has published a new version since
     ``last``, without a lock (a seqlock: the learner makes ``sequence`` odd while it writes and
     even again after, and a copy that saw the counter change is repeated). An actor killed
@@ -74,6 +74,8 @@ def read_parameters(params: Dict[str, torch.Tensor], shared: Dict[str, torch.Ten
         shared: the learner's shared-memory tensors.
         sequence: the shared counter (``multiprocessing.Value``, lock-free).
         last: the sequence value of the actor's current copy (-1 for none).
+        stopped: checked while waiting for a write to finish; True (the actor is stopped, or
+            the learner died mid-write) gives up and returns ``last``.
 
     Returns:
         The sequence value of the copy now in ``params``; the parameter version is half of it.
@@ -83,6 +85,8 @@ def read_parameters(params: Dict[str, torch.Tensor], shared: Dict[str, torch.Ten
         if start == last:
             return last
         if start % 2:  # the learner is writing
+            if stopped():
+                return last
             time.sleep(0.0002)
             continue
         copy_parameters(params, shared)
@@ -124,7 +128,9 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor,
         slots = None
         local_sequence = -1
         while not stop_event.is_set() and os.getppid() == parent_pid:
-            local_sequence = read_parameters(params, shared, sequence, local_sequence)
+            local_sequence = read_parameters(
+                params, shared, sequence, local_sequence,
+                lambda: stop_event.is_set() or os.getppid() != parent_pid)
             with torch.no_grad():
                 experience = detach(unroller.unroll(unroll_length))
             if slots is None:  # the first unroll gives the shapes; sent (as fds) only once

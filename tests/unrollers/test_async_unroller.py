@@ -272,3 +272,19 @@ def test_async_config_errors():
     with pytest.raises(ValueError, match="actor_niceness must be an integer >= 0"):
         TrainerConfig(actor_niceness=-1)
     env.close()
+
+
+def test_read_parameters_copies_new_versions_and_gives_up_on_a_dead_writer():
+    import multiprocessing
+
+    from rlf.unrollers.async_unroller import read_parameters
+    shared = {"w": torch.full((3,), 2.0)}
+    params = {"w": torch.zeros(3)}
+    sequence = multiprocessing.Value("l", 2, lock=False)  # one version published
+    assert read_parameters(params, shared, sequence, -1) == 2 and params["w"].eq(2).all()
+    shared["w"].fill_(5.0)
+    assert read_parameters(params, shared, sequence, 2) == 2  # no new version: no copy
+    assert params["w"].eq(2).all()
+    sequence.value = 3  # a writer that died mid-write
+    assert read_parameters(params, shared, sequence, 2, stopped=lambda: True) == 2
+    assert params["w"].eq(2).all()
