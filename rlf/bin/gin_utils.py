@@ -52,14 +52,18 @@ def _explain(message: str) -> str:
     m = re.search(r"Configurable '([^']+)' doesn't have a parameter named '([^']+)'", first)
     if m:
         try:
-            fn = gin_config._REGISTRY.get_match(m.group(1)).wrapped
-            fn = fn.__init__ if inspect.isclass(fn) else fn
-            params = [p for p in inspect.signature(fn).parameters if p not in ("self",)]
+            params, _, _ = _signature_chain(gin_config._REGISTRY.get_match(m.group(1)).wrapped)
         except Exception:
             params = []
-        close = difflib.get_close_matches(m.group(2), params, n=5, cutoff=0.5)
-        return f"{first} (closest: {', '.join(close) if close else ', '.join(params[:10])})"
+        return f"{first} ({_closest(m.group(2), [p.name for p in params])})"
     return first
+
+
+def _closest(name: str, candidates: List[str]) -> str:
+    """``"closest: a, b"``: the valid names nearest to a misspelt ``name`` (the first ten
+    valid names when none is near)."""
+    close = difflib.get_close_matches(name, candidates, n=5, cutoff=0.5)
+    return f"closest: {', '.join(close) if close else ', '.join(candidates[:10])}"
 
 
 _SEARCH_PATHS = set()  # folders given to gin.add_config_file_search_path
@@ -246,10 +250,8 @@ def validate_bindings() -> None:
             if param not in by_name:
                 if open_kwargs or not functions:
                     continue
-                close = difflib.get_close_matches(param, list(by_name), n=5, cutoff=0.5)
-                raise ConfigError(
-                    f"{where} has no parameter '{param}' (closest: "
-                    f"{', '.join(close) if close else ', '.join(list(by_name)[:10])})")
+                raise ConfigError(f"{where} has no parameter '{param}' "
+                                  f"({_closest(param, list(by_name))})")
             annotation = hints.get(param, by_name[param].annotation)
             if isinstance(annotation, str):  # not resolved: judge by the default
                 annotation = inspect.Parameter.empty
