@@ -26,7 +26,7 @@ from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 __all__ = [
     "StepType", "TimeStep", "Experience", "AlgStep", "LossInfo", "make_experience",
-    "time_step_spec", "starts_transition", "RAW_REWARD",
+    "time_step_spec", "starts_transition", "valid_step_mask", "RAW_REWARD",
 ]
 
 #: The ``TimeStep.env_info`` key of the unclipped reward, where the training reward is clipped
@@ -59,6 +59,26 @@ def starts_transition(step_type: torch.Tensor) -> torch.Tensor:
         ``[T-1, ...]`` bool.
     """
     return (step_type[:-1] != StepType.LAST) & (step_type[1:] != StepType.FIRST)
+
+
+def valid_step_mask(step_type: torch.Tensor) -> torch.Tensor:
+    """The loss mask of a sequence: which steps start a transition inside it.
+
+    ``starts_transition`` with a False last row (the last step has no successor in the
+    sequence). It removes LAST steps, steps before an episode cut and the final step. The
+    training loops multiply a ``[T, B]`` per-step loss by it and a ``[T-1, B]`` loss over
+    transitions by its first ``T - 1`` rows (which are ``starts_transition(step_type)``).
+    Computed on a whole experience before it is split into mini-batches, it stays right for
+    each piece, whose own last step may have a successor in the whole.
+
+    Args:
+        step_type: ``[T, ...]`` int ``StepType`` values, time first.
+
+    Returns:
+        ``[T, ...]`` bool.
+    """
+    return torch.cat([starts_transition(step_type),
+                      torch.zeros_like(step_type[:1], dtype=torch.bool)])
 
 
 class TimeStep(NamedTuple):

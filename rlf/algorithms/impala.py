@@ -15,15 +15,15 @@ another episode.
 
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 
 import gin
-import numpy as np
 import torch
 
 from rlf import nest
 from rlf.algorithms import vtrace
 from rlf.algorithms.rl_algorithm import RLAlgorithm
+from rlf.algorithms.schedules import StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
 from rlf.networks import ActorCriticNetwork
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
@@ -51,23 +51,6 @@ class ImpalaInfo(NamedTuple):
     behaviour_params: Any = ()
     target_params: Any = ()
     value: Any = ()
-
-
-def _entropy_schedule(weight, name: str) -> Tuple[List[int], List[float]]:
-    """``(steps, weights)`` of ``ImpalaAlgorithm``'s ``entropy_regularization`` argument."""
-    if isinstance(weight, (int, float)):
-        return [0], [float(weight)]
-    try:
-        pairs = [(int(steps), float(w)) for steps, w in weight]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: entropy_regularization must be a float or a list of "
-                         f"(environment_steps, weight) pairs, got {weight!r}") from None
-    steps = [p[0] for p in pairs]
-    if not pairs or steps[0] < 0 or any(b <= a for a, b in zip(steps, steps[1:])):
-        raise ValueError(f"{name}: entropy_regularization's schedule needs at least one "
-                         f"pair and increasing, non-negative environment steps, got "
-                         f"{weight!r}")
-    return steps, [p[1] for p in pairs]
 
 
 @gin.configurable
@@ -171,7 +154,8 @@ class ImpalaAlgorithm(RLAlgorithm):
                          **kwargs)
         self._network = network
         self._gamma = gamma
-        self._entropy_schedule = _entropy_schedule(entropy_regularization, name)
+        self._entropy_schedule = StepSchedule(entropy_regularization,
+                                             f"{name}.entropy_regularization")
         self._td_loss_weight = td_loss_weight
         self._clips = (clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold)
         self._td_lambda = td_lambda
@@ -184,8 +168,7 @@ class ImpalaAlgorithm(RLAlgorithm):
     @property
     def entropy_regularization(self) -> float:
         """The entropy bonus's weight at the current ``EnvironmentSteps``."""
-        steps, weights = self._entropy_schedule
-        return float(np.interp(self.get_env_steps(), steps, weights))
+        return self._entropy_schedule(self.get_env_steps())
 
     @property
     def experience_replay_memory(self):
@@ -333,7 +316,7 @@ class ImpalaAlgorithm(RLAlgorithm):
                 - entropy_weight * entropy * has_next)
         if summary.should_record_summaries():
             self._summarize_vtrace(log_rhos, valid, returns.vs, value[:-1])
-            if len(self._entropy_schedule[0]) > 1:
+            if not self._entropy_schedule.is_constant:
                 summary.scalar(f"{self._name}/entropy_regularization", entropy_weight)
         return LossInfo(loss=loss, extra={"pg_loss": pg_loss, "value_loss": value_loss,
                                           "entropy": entropy})

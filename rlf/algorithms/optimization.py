@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -26,14 +26,79 @@ def _is_empty(x) -> bool:
     return isinstance(x, tuple) and len(x) == 0
 
 
+def _fit_mask(valid_masks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The ``[T, B]`` mask for ``x``: ``[T, B, ...]`` per step, or ``[T-1, B, ...]`` over
+    transitions (the mask's first ``T - 1`` rows), with trailing dims to broadcast.
+
+    Raises:
+        ValueError: if ``x``'s leading dims fit neither.
+    """
+    t, b = valid_masks.shape[:2]
+    if x.ndim < 2 or x.shape[1] != b or x.shape[0] not in (t, t - 1):
+        raise ValueError(f"a loss of shape {tuple(x.shape)} fits neither the [T, B] = "
+                         f"[{t}, {b}] steps nor the [T-1, B] transitions of its batch")
+    m = valid_masks[:x.shape[0]].to(x.dtype)
+    return m.view(m.shape + (1,) * (x.ndim - 2))
+
+
 class OptimizationMixin:
     """``Algorithm``'s optimizer and gradient-update methods (they use the attributes
     ``Algorithm.__init__`` sets: ``_optimizer_arg``, ``_config``, ``_device``, ...)."""
 
     # ------------------------------------------------------------------ optimizers
-    def _own_parameters(self) -> List[nn.Parameter]:
-        """Parameters of this algorithm not owned by a sub-algorithm with its own optimizer."""
-        excluded = set()
+    def add_optimizer(self, optimizer: Any, modules: Any, lr_scheduler: Any = None,
+                      gradient_clipping: Any = "inherit",
+                      clip_by_global_norm: Optional[bool] = None) -> None:
+        """Gives some sub-modules an optimizer of their own (ALF's ``add_optimizer``), e.g.
+        SAC's actor, critics and temperature, each with its own rate.
+
+        The ``optimizer`` argument of the constructor then covers only the parameters no
+        ``add_optimizer`` claimed. Each optimizer has its own schedule and clipping, is
+        stepped in the same ``update_with_gradient`` (one backward pass of the total loss:
+        keep a term's gradient out of another's parameters, e.g. with
+        ``torch.no_grad`` or ``requires_grad_(False)``) and is checkpointed with its
+        schedule, in the order: per algorithm (root first), its added optimizers in the order
+        added, then its default one.
+
+        Args:
+            optimizer: a ``torch.optim.Optimizer`` class or factory called with the
+                parameters (gin: ``@torch.optim.Adam``), or None to leave these modules to
+                the default optimizer.
+            modules: an ``nn.Module``, an ``nn.Parameter``, or a list of them.
+            lr_scheduler: like ``Algorithm``'s ``lr_scheduler``, for this optimizer.
+            gradient_clipping: like ``Algorithm``'s, for this optimizer; by default the
+                algorithm's.
+            clip_by_global_norm: like ``Algorithm``'s; by default the algorithm's.
+
+        Raises:
+            RuntimeError: once the optimizers exist (after the first update or
+                ``state_dict``): call it in the constructor.
+        """
+        if self._optimizers is not None:
+            raise RuntimeError(f"{self._name}: add_optimizer must be called before the "
+                               f"optimizers are created (in the constructor)")
+        if optimizer is None:
+            return
+        if isinstance(modules, (nn.Module, nn.Parameter)):
+            modules = [modules]
+        self.__dict__.setdefault("_added_optimizers", []).append(dict(
+            optimizer=optimizer, modules=list(modules), lr_scheduler=lr_scheduler,
+            clipping=(self._gradient_clipping if gradient_clipping == "inherit"
+                      else gradient_clipping,
+                      self._clip_by_global_norm if clip_by_global_norm is None
+                      else clip_by_global_norm)))
+
+    @staticmethod
+    def _parameters_of(modules) -> List[nn.Parameter]:
+        params = []
+        for m in modules:
+            params.extend([m] if isinstance(m, nn.Parameter) else m.parameters())
+        return [p for p in params if p.requires_grad]
+
+    def _own_parameters(self, claimed=frozenset()) -> List[nn.Parameter]:
+        """Parameters of this algorithm not owned by a sub-algorithm with its own optimizer
+        nor by an ``add_optimizer`` optimizer (``claimed``: their ids)."""
+        excluded = set(claimed)
         for module in self.modules():
             if module is not self and isinstance(module, OptimizationMixin) and (
                     module._optimizer_arg is not None):
@@ -41,25 +106,39 @@ class OptimizationMixin:
         return [p for p in self.parameters() if id(p) not in excluded and p.requires_grad]
 
     def _create_optimizers(self) -> List[torch.optim.Optimizer]:
-        optimizers, schedulers = [], []
-        for module in self.modules():
-            if not isinstance(module, OptimizationMixin):
-                continue
+        algorithms = [m for m in self.modules() if isinstance(m, OptimizationMixin)]
+        claimed = set()
+        for module in algorithms:
+            for entry in module.__dict__.get("_added_optimizers", []):
+                claimed.update(id(p) for p in self._parameters_of(entry["modules"]))
+        optimizers, schedulers, clipping = [], [], []
+
+        def _add(opt, params, ctor, clip):
+            if not isinstance(opt, torch.optim.Optimizer):
+                if not params:
+                    return
+                opt = opt(params)
+            optimizers.append(opt)
+            schedulers.append(None if ctor is None else ctor(opt))
+            clipping.append(clip)
+
+        for module in algorithms:
+            taken = set()
+            for entry in module.__dict__.get("_added_optimizers", []):
+                params = [p for p in self._parameters_of(entry["modules"])
+                          if id(p) not in taken]
+                taken.update(id(p) for p in params)
+                _add(entry["optimizer"], params, entry["lr_scheduler"], entry["clipping"])
             if module._optimizer_arg is None:
                 if module._lr_scheduler_arg is not None:
                     raise ValueError(f"{module._name}: lr_scheduler needs an optimizer of its "
                                      f"own (set {type(module).__name__}.optimizer)")
                 continue
-            opt = module._optimizer_arg
-            if not isinstance(opt, torch.optim.Optimizer):
-                params = module._own_parameters()
-                if not params:
-                    continue
-                opt = opt(params)
-            optimizers.append(opt)
-            ctor = module._lr_scheduler_arg
-            schedulers.append(None if ctor is None else ctor(opt))
+            _add(module._optimizer_arg, module._own_parameters(claimed),
+                 module._lr_scheduler_arg,
+                 (module._gradient_clipping, module._clip_by_global_norm))
         self._lr_schedulers = schedulers
+        self.__dict__["_optimizer_clipping"] = clipping
         covered = {id(p) for o in optimizers for g in o.param_groups for p in g["params"]}
         uncovered = [n for n, p in self.named_parameters()
                      if p.requires_grad and id(p) not in covered]
@@ -88,14 +167,16 @@ class OptimizationMixin:
                              weight: float = 1.0) -> Tuple[LossInfo, List[nn.Parameter]]:
         """One optimizer step on ``loss_info``.
 
-        The per-step ``loss`` is multiplied by ``valid_masks`` (0 at the LAST -> FIRST
-        non-transition) and averaged over all ``T * B`` entries (ALF's convention: the
-        gradient scale does not depend on how many steps a batch masks), ``scalar_loss`` is
-        added, and the sum is multiplied by ``weight``. Gradients are clipped per optimizer
-        (``gradient_clipping``) before its step.
+        A ``[T, B]`` per-step ``loss`` is multiplied by ``valid_masks`` (``valid_step_mask``:
+        0 at LAST steps, steps before a cut and the sequence's last step), a ``[T-1, B]`` loss
+        over transitions by its first ``T - 1`` rows; either is averaged over all its entries
+        (ALF's convention: the gradient scale does not depend on how many steps a batch
+        masks), ``scalar_loss`` is added, and the sum is multiplied by ``weight``. Gradients
+        are clipped per optimizer (its ``gradient_clipping``) before its step.
 
         Args:
-            loss_info: from ``calc_loss``; ``loss`` ``[T, B]`` or a scalar.
+            loss_info: from ``calc_loss``; ``loss`` ``[T, B, ...]``, ``[T-1, B, ...]`` or a
+                scalar.
             valid_masks: ``[T, B]`` float or bool, or None (all valid).
             weight: multiplies the loss (e.g. the size of a last, partial mini-batch relative
                 to a full one).
@@ -106,11 +187,12 @@ class OptimizationMixin:
         Raises:
             NonFiniteLossError: if the loss or any of its terms is NaN or infinite, naming the
                 term and the iteration; no parameter is changed then.
+            ValueError: if the loss's shape fits neither ``[T, B]`` nor ``[T-1, B]``.
         """
         loss = loss_info.loss
         if isinstance(loss, torch.Tensor) and loss.ndim > 0:
             if valid_masks is not None:
-                loss = loss * valid_masks.to(loss.dtype)
+                loss = loss * _fit_mask(valid_masks, loss)
             loss = loss.mean()
         if not _is_empty(loss_info.scalar_loss):
             loss = loss + loss_info.scalar_loss
@@ -129,7 +211,7 @@ class OptimizationMixin:
             group_params = [p for g in opt.param_groups for p in g["params"]
                             if p.grad is not None]
             params.extend(group_params)
-            self._clip_and_summarize_grads(group_params, i)
+            self._clip_and_summarize_grads(group_params, i, *self._optimizer_clipping[i])
             stepped = True
             if scaler is not None:
                 # GradScaler skips the step when a gradient is inf/NaN; the schedule must
@@ -149,11 +231,11 @@ class OptimizationMixin:
             self._summarize_loss(loss.detach(), loss_info, valid_masks)
         return loss_info._replace(loss=loss.detach()), params
 
-    def _clip_and_summarize_grads(self, params: List[nn.Parameter], index: int) -> None:
+    def _clip_and_summarize_grads(self, params: List[nn.Parameter], index: int,
+                                  clip: Optional[float], by_global_norm: bool) -> None:
         if not params:
             return
-        clip = self._gradient_clipping
-        if clip is not None and not self._clip_by_global_norm:
+        if clip is not None and not by_global_norm:
             torch.nn.utils.clip_grad_value_(params, clip)
             clip = None
         record = summary.should_record_summaries()
@@ -170,8 +252,10 @@ class OptimizationMixin:
             if not isinstance(value, torch.Tensor):
                 continue
             value = value.detach().float()
-            if valid_masks is not None and value.shape == valid_masks.shape:
-                m = valid_masks.to(value.dtype)
+            if valid_masks is not None and value.ndim >= 2 and value.shape[1] == (
+                    valid_masks.shape[1]) and value.shape[0] in (valid_masks.shape[0],
+                                                                 valid_masks.shape[0] - 1):
+                m = _fit_mask(valid_masks, value).expand_as(value)
                 value = (value * m).sum() / m.sum().clamp(min=1)
             summary.scalar(f"loss/{self._name}/{path}", value.mean())
 

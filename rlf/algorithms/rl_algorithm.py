@@ -418,7 +418,8 @@ class RLAlgorithm(Algorithm):
 
     def _train_iter_on_policy(self) -> int:
         summary.increment_global_counter()
-        with summary.record_time("time/unroll"), torch.enable_grad(), self._autocast():
+        with summary.record_time("time/unroll"), torch.set_grad_enabled(
+                self.trains_on_rollout_graph), self._autocast():
             self.train()
             experience = self.unroll(int(self._config.unroll_length))
         self.summarize_rollout(experience)

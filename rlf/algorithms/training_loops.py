@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from rlf import nest
-from rlf.data_structures import Experience, LossInfo, StepType
+from rlf.data_structures import Experience, LossInfo, valid_step_mask
 from rlf.utils import summary
-from rlf.utils.common import reset_state_if_necessary
+from rlf.utils.common import detach, reset_state_if_necessary
 
 __all__ = ["TrainingLoopsMixin"]
 
@@ -25,18 +25,47 @@ class TrainingLoopsMixin:
     ``train_from_replay_buffer``)."""
 
     # ------------------------------------------------------------------ training loops
+    @property
+    def trains_on_rollout_graph(self) -> bool:
+        """Whether on-policy training uses the rollout's own forward pass (one update per
+        unroll, no ``train_step``): on-policy with ``num_updates_per_train_iter = 1`` and
+        neither ``mini_batch_size`` nor ``mini_batch_length`` set. Otherwise an on-policy
+        algorithm unrolls without gradients and trains in epochs (``train_from_unroll``)."""
+        config = self._config
+        return bool(self.on_policy) and (
+            config is None or (config.num_updates_per_train_iter == 1
+                               and config.mini_batch_size is None
+                               and config.mini_batch_length is None))
+
     def train_from_unroll(self, experience: Experience, train_info: Any) -> int:
         """Trains on one on-policy unroll.
 
+        With ``trains_on_rollout_graph``: one update whose loss is ``calc_loss`` of the
+        rollout's own ``[T, B]`` infos. Otherwise (PPO's epochs): the unroll, preceded by the
+        previous unroll's last step (whose transition into this unroll's first step would
+        else never be trained on, as in ALF's ``unroll_length + 1`` ring), goes through
+        ``preprocess_experience`` once as a whole and is then trained on for
+        ``num_updates_per_train_iter`` epochs of shuffled mini-batches (``train_epochs``).
+
         Args:
             experience: ``[T, B]`` ``Experience`` (``rollout_info`` removed).
-            train_info: the unroll's ``[T, B]`` ``rollout_info`` (still holding the graph of
-                ``rollout_step``).
+            train_info: the unroll's ``[T, B]`` ``rollout_info`` (with the graph of
+                ``rollout_step`` if ``trains_on_rollout_graph``).
 
         Returns:
-            The number of steps trained on, ``T * B``.
+            The number of steps trained on (with repetitions).
         """
-        valid_masks = (experience.time_step.step_type != StepType.LAST).float()
+        if not self.trains_on_rollout_graph:
+            experience = detach(experience._replace(rollout_info=train_info))
+            previous = self.__dict__.get("_last_unroll_step")
+            self.__dict__["_last_unroll_step"] = nest.map_structure(
+                lambda x: x[-1:], experience)
+            if previous is not None:
+                experience = nest.utils.cat_nests([previous, experience])
+            return self.train_epochs(
+                nest.map_structure(lambda x: x.transpose(0, 1), experience), None,
+                self._config.num_updates_per_train_iter, shuffle=True)
+        valid_masks = valid_step_mask(experience.time_step.step_type)
         with self._autocast():
             loss_info = self.calc_loss(train_info)
         loss_info, params = self.update_with_gradient(loss_info, valid_masks)
@@ -48,10 +77,11 @@ class TrainingLoopsMixin:
         """Trains on experience from the replay buffer (ALF's semantics).
 
         With ``whole_replay_buffer_training`` every held step is used
-        ``num_updates_per_train_iter`` times, reshuffled into mini-batches of
-        ``mini_batch_size`` sequences of ``mini_batch_length`` steps each pass; otherwise
-        ``mini_batch_size * num_updates_per_train_iter`` sequences are sampled and each is
-        used once.
+        ``num_updates_per_train_iter`` times (``train_epochs`` over the whole buffer);
+        otherwise ``mini_batch_size * num_updates_per_train_iter`` sequences of
+        ``mini_batch_length`` steps are sampled and each is used once, in order.
+        ``preprocess_experience`` sees the whole buffer (or the whole sampled batch) once,
+        before it is split.
 
         Args:
             update_global_counter: advance the global counter per mini-batch if
@@ -60,6 +90,10 @@ class TrainingLoopsMixin:
         Returns:
             The number of steps trained on (with repetitions); 0 if the buffer holds fewer
             than ``config.initial_collect_steps`` steps.
+
+        Raises:
+            ValueError: if sampling is needed and ``mini_batch_size`` or
+                ``mini_batch_length`` is not set.
         """
         config = self._config
         buffer, offline = self.replay_buffer, self.offline_replay_buffer
@@ -76,73 +110,121 @@ class TrainingLoopsMixin:
             experience, _ = offline.get_batch(
                 config.mini_batch_size * config.num_updates_per_train_iter,
                 config.mini_batch_length)
-            batch_info, num_updates = None, 1
+            steps = self.train_epochs(experience, None, 1, shuffle=False,
+                                      update_global_counter=update_global_counter)
         elif config.whole_replay_buffer_training:
             experience = buffer.gather_all(ignore_earliest_frames=True)  # [E, L]
-            batch_info = None
-            length = nest.flatten(experience)[0].shape[1]
-            seq = config.mini_batch_length or length
-            if seq > length:
-                return 0
-            usable = length - length % seq  # drop the oldest steps that fill no sequence
+            steps = self.train_epochs(experience, None, config.num_updates_per_train_iter,
+                                      shuffle=True, mix_offline=offline is not None,
+                                      update_global_counter=update_global_counter)
+        else:
+            experience, batch_info = buffer.get_batch(
+                config.mini_batch_size * config.num_updates_per_train_iter,
+                config.mini_batch_length)
+            steps = self.train_epochs(experience, batch_info, 1, shuffle=False,
+                                      mix_offline=offline is not None,
+                                      update_global_counter=update_global_counter)
+        if config.clear_replay_buffer and not config.whole_replay_buffer_training:
+            buffer.clear()
+        return steps
+
+    def train_epochs(self, experience: Experience, batch_info: Any, num_epochs: int,
+                     shuffle: bool, mix_offline: bool = False,
+                     update_global_counter: bool = False) -> int:
+        """Trains on a batch-major ``[N, L]`` experience in epochs of mini-batches.
+
+        1. The loss mask (``valid_step_mask``) is computed on the whole experience and
+           ``preprocess_experience`` is called once on all of it (GAE, returns, ...).
+        2. If ``config.mini_batch_length`` is set and shorter than ``L``, each row is cut into
+           ``L // mini_batch_length`` sequences (the oldest ``L % mini_batch_length`` steps,
+           which fill none, are dropped); ``mini_batch_length = 1`` gives single steps, so
+           mini-batches are transitions drawn across time and environments.
+        3. Each of the ``num_epochs`` epochs goes through the sequences in mini-batches of
+           ``config.mini_batch_size`` (all if None), in a new random order if ``shuffle``.
+
+        Args:
+            experience: batch-major ``[N, L]`` ``Experience`` (CPU or the algorithm's
+                device).
+            batch_info: the replay buffer's ``BatchInfo`` of the ``N`` rows (priorities), or
+                None; only without a cut (``mini_batch_length`` None or ``L``).
+            num_epochs: passes over the data.
+            shuffle: draw each epoch's mini-batches in a random order.
+            mix_offline: append offline sequences to each mini-batch (hybrid training).
+            update_global_counter: see ``train_from_replay_buffer``.
+
+        Returns:
+            The number of steps trained on (with repetitions); 0 if
+            ``mini_batch_length > L``.
+        """
+        config = self._config
+        length = nest.flatten(experience)[0].shape[1]
+        valid = valid_step_mask(experience.time_step.step_type.transpose(0, 1)).transpose(0, 1)
+        time_step, rollout_info = self.preprocess_experience(
+            experience.time_step, experience.rollout_info, batch_info)
+        experience = experience._replace(time_step=time_step, rollout_info=rollout_info)
+        seq = config.mini_batch_length or length
+        if seq > length:
+            return 0
+        if seq < length:
+            usable = length - length % seq
 
             def _split(x):
                 x = x[:, length - usable:]
                 return x.reshape(x.shape[0] * (usable // seq), seq, *x.shape[2:])
 
-            experience = nest.map_structure(_split, experience)
-            num_updates = config.num_updates_per_train_iter
-        else:
-            experience, batch_info = buffer.get_batch(
-                config.mini_batch_size * config.num_updates_per_train_iter,
-                config.mini_batch_length)
-            num_updates = 1
-        batch_size = nest.flatten(experience)[0].shape[0]
+            experience, valid = nest.map_structure(_split, (experience, valid))
+            batch_info = None
+        batch_size = valid.shape[0]
         mini_batch_size = config.mini_batch_size or batch_size
         steps = 0
-        for _ in range(num_updates):
-            order = (torch.randperm(batch_size) if config.whole_replay_buffer_training
-                     and mini_batch_size < batch_size else None)
+        for _ in range(num_epochs):
+            order = (torch.randperm(batch_size) if shuffle and mini_batch_size < batch_size
+                     else None)
             for b in range(0, batch_size, mini_batch_size):
                 # In order, a slice (a view): the buffer's batch is already a copy, and
                 # indexing would copy it again (~16 ms for a whole [16, 20] Pong batch).
                 idx = (slice(b, b + mini_batch_size) if order is None
                        else order[b:b + mini_batch_size])
-                mb = nest.map_structure(lambda x: x[idx], experience)
+                mb, mb_valid = nest.map_structure(lambda x: x[idx], (experience, valid))
                 mb_info = (None if batch_info is None
                            else nest.map_structure(lambda x: x[idx], batch_info))
-                if online_ready and offline is not None:
-                    mb, mb_info = self._mix_offline(mb, offline)
+                n = mb_valid.shape[0]
+                if mix_offline:
+                    mb, mb_info = self._mix_offline(mb, self.offline_replay_buffer)
                 mb, mb_info = self.mix_experience(mb, mb_info)
+                added = nest.flatten(mb)[0].shape[0] - n
+                if added:  # appended whole sequences: their own mask
+                    extra = mb.time_step.step_type[n:].transpose(0, 1)
+                    mb_valid = torch.cat([mb_valid,
+                                          valid_step_mask(extra).transpose(0, 1)])
                 if update_global_counter and config.update_counter_every_mini_batch:
                     summary.increment_global_counter()
                 size = min(b + mini_batch_size, batch_size) - b
-                steps += self._update(mb, mb_info, weight=size / mini_batch_size)
-        if config.clear_replay_buffer and not config.whole_replay_buffer_training:
-            buffer.clear()
+                steps += self._update(mb, mb_info, mb_valid, weight=size / mini_batch_size)
         return steps
 
-    def _update(self, experience: Experience, batch_info, weight: float) -> int:
-        """One gradient update on a batch-major ``[B, T]`` mini-batch."""
-        time_step, rollout_info = self.preprocess_experience(
-            experience.time_step, experience.rollout_info, batch_info)
-        experience = experience._replace(time_step=time_step, rollout_info=rollout_info)
-        experience = nest.utils.convert_device(
-            nest.map_structure(lambda x: x.transpose(0, 1), experience), self._device)
+    def _update(self, experience: Experience, batch_info, valid: torch.Tensor,
+                weight: float) -> int:
+        """One gradient update on a batch-major ``[B, T]`` mini-batch and its ``[B, T]`` loss
+        mask."""
+        experience, valid = nest.utils.convert_device(
+            nest.map_structure(lambda x: x.transpose(0, 1), (experience, valid)),
+            self._device)
         with self._autocast():
             train_info = self._collect_train_info(experience)
             loss_info = self.calc_loss(train_info)
-        valid_masks = (experience.time_step.step_type != StepType.LAST).float()
         if batch_info is not None and self._config.priority_replay:
-            loss_info = loss_info._replace(
-                loss=loss_info.loss * batch_info.importance_weights.to(self._device)[None])
-        loss_info, params = self.update_with_gradient(loss_info, valid_masks, weight)
+            weights = batch_info.importance_weights.to(self._device)
+            loss_info = loss_info._replace(loss=loss_info.loss * weights.view(
+                (1, -1) + (1,) * (loss_info.loss.ndim - 2)))
+        loss_info, params = self.update_with_gradient(loss_info, valid, weight)
         self.after_update(experience.time_step, train_info)
-        if batch_info is not None and not _is_empty(loss_info.priority):
+        if (batch_info is not None and self._config.priority_replay
+                and not _is_empty(loss_info.priority)):
             self.replay_buffer.update_priority(batch_info.env_ids, batch_info.positions,
                                                loss_info.priority.detach().cpu())
         self.summarize_train(experience, train_info, loss_info, params)
-        return int(valid_masks.numel())
+        return int(valid.numel())
 
     def _collect_train_info(self, experience: Experience) -> Any:
         """``train_step`` over ``[T, B]`` experience; returns the ``[T, B]`` infos."""

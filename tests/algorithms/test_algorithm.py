@@ -211,7 +211,7 @@ def test_sampled_batch_is_split_in_order_into_mini_batches(monkeypatch):
     get_batch = alg.replay_buffer.get_batch
     monkeypatch.setattr(alg.replay_buffer, "get_batch",
                         lambda *a: sampled.append(get_batch(*a)) or sampled[-1])
-    monkeypatch.setattr(alg, "_update", lambda mb, info, weight: updates.append(
+    monkeypatch.setattr(alg, "_update", lambda mb, info, valid, weight: updates.append(
         (mb.time_step.observation, info.positions, weight)) or 0)
     alg.train_from_replay_buffer()
     (batch, info), = sampled

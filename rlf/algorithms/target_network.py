@@ -1,0 +1,64 @@
+"""Target networks: frozen copies of a network, moved towards it by a Polyak average or a
+periodic copy (Mnih et al. 2015; Lillicrap et al. 2016, eq. 7; ALF's ``TargetUpdater``)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Sequence
+
+import torch
+from torch import nn
+
+__all__ = ["make_target_network", "TargetUpdater"]
+
+
+def make_target_network(network: nn.Module) -> nn.Module:
+    """A deep copy of ``network`` whose parameters take no gradient (no optimizer covers
+    them; they are checkpointed with the algorithm as a sub-module)."""
+    target = copy.deepcopy(network)
+    target.requires_grad_(False)
+    return target
+
+
+class TargetUpdater:
+    """Every ``period`` calls, ``target <- tau * online + (1 - tau) * target`` for each
+    parameter and floating buffer; ``tau = 1`` copies.
+
+    Args:
+        networks: the online networks.
+        targets: their target copies, in the same order and of the same structure.
+        tau: the Polyak rate in ``(0, 1]``.
+        period: gradient updates between target updates (>= 1).
+
+    Raises:
+        ValueError: for ``tau`` outside ``(0, 1]``, ``period < 1`` or networks whose
+            parameters differ from their targets'.
+    """
+
+    def __init__(self, networks: Sequence[nn.Module], targets: Sequence[nn.Module],
+                 tau: float = 1.0, period: int = 1):
+        if not 0.0 < tau <= 1.0 or period < 1:
+            raise ValueError(f"TargetUpdater: tau must be in (0, 1] (got {tau}) and period "
+                             f">= 1 (got {period})")
+        self._pairs = []
+        for net, target in zip(networks, targets):
+            src = list(net.state_dict(keep_vars=True).values())
+            dst = list(target.state_dict(keep_vars=True).values())
+            if [t.shape for t in src] != [t.shape for t in dst]:
+                raise ValueError("TargetUpdater: a network and its target differ in structure")
+            self._pairs += [(s, d) for s, d in zip(src, dst) if d.is_floating_point()]
+        self._tau, self._period = tau, period
+        self._count = 0
+
+    @torch.no_grad()
+    def __call__(self) -> None:
+        """Counts one gradient update and updates the targets when the period is reached."""
+        self._count += 1
+        if self._count % self._period:
+            return
+        if self._tau == 1.0:
+            for s, d in self._pairs:
+                d.copy_(s)
+        else:
+            torch._foreach_lerp_([d for _, d in self._pairs], [s for s, _ in self._pairs],
+                                 self._tau)

@@ -1,0 +1,159 @@
+"""Base-class training features: the loss mask, [T-1, B] transition losses, preprocessing of
+the whole experience before it is split, on-policy epochs over shuffled transitions, and
+several optimizers in one algorithm."""
+
+import functools
+
+import pytest
+import torch
+from torch import nn
+
+from rlf.algorithms import Algorithm, RLAlgorithm, TrainerConfig
+from rlf.data_structures import AlgStep, LossInfo, StepType, valid_step_mask
+from rlf.environments import load
+from rlf.unrollers import SyncUnroller
+
+F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
+SGD = functools.partial(torch.optim.SGD, lr=1.0)
+
+
+def test_valid_step_mask_removes_last_steps_steps_before_a_cut_and_the_final_step():
+    # env 0: F M L F M ; env 1: M M F M M (the FIRST after a MID: a cut at step 2)
+    step_type = torch.tensor([[F, M], [M, M], [L, F], [F, M], [M, M]], dtype=torch.int32)
+    expected = torch.tensor([[1, 1], [1, 0], [0, 1], [1, 1], [0, 0]], dtype=torch.bool)
+    assert torch.equal(valid_step_mask(step_type), expected)
+
+
+class Linear(Algorithm):
+    def __init__(self, **kw):
+        super().__init__(optimizer=SGD, **kw)
+        self.w = nn.Parameter(torch.zeros(()))
+
+
+def test_transition_loss_uses_the_first_t_minus_1_rows_and_averages_over_them():
+    alg = Linear()
+    mask = torch.tensor([[1., 1.], [0., 1.], [1., 1.], [0., 0.]])  # [T=4, B=2]
+    loss = alg.w * torch.ones(3, 2)  # [T-1, B]: rows 0-2 of the mask, 5 valid of 6
+    alg.update_with_gradient(LossInfo(loss=loss), mask)
+    assert float(alg.w.detach()) == pytest.approx(-5 / 6)
+    with pytest.raises(ValueError, match=r"fits neither"):
+        alg.update_with_gradient(LossInfo(loss=alg.w * torch.ones(2, 2)), mask)
+
+
+class Recorder(RLAlgorithm):
+    """Records what preprocess_experience and calc_loss see; action always 0."""
+
+    def __init__(self, observation_spec, action_spec, **kw):
+        super().__init__(observation_spec, action_spec, optimizer=SGD, **kw)
+        self.w = nn.Parameter(torch.zeros(()))
+        self.preprocessed, self.batches = [], []
+
+    def rollout_step(self, time_step, state):
+        b = time_step.step_type.shape[0]
+        return AlgStep(output=torch.zeros(b, dtype=torch.int64), state=state,
+                       info={"t": time_step.observation[:, 0].clone()})
+
+    def preprocess_experience(self, root_inputs, rollout_info, batch_info):
+        self.preprocessed.append(root_inputs.step_type.shape)
+        return root_inputs, dict(rollout_info, whole_len=torch.full_like(
+            rollout_info["t"], root_inputs.step_type.shape[1]))
+
+    def train_step(self, time_step, state, rollout_info):
+        return AlgStep(output=(), state=state, info=dict(rollout_info,
+                                                         env_id=time_step.env_id))
+
+    def calc_loss(self, info):
+        self.batches.append(info)
+        return LossInfo(loss=self.w * torch.ones_like(info["t"]))
+
+
+def _recorder(**config):
+    env = load("CartPole-v1", 4, seed=0)
+    alg = Recorder(env.observation_spec(), env.action_spec(), env=env,
+                   config=TrainerConfig(**config))
+    alg.set_unroller(SyncUnroller(env, alg))
+    return alg, env
+
+
+def test_on_policy_epochs_preprocess_the_whole_unroll_then_shuffle_transitions():
+    alg, env = _recorder(unroll_length=6, num_updates_per_train_iter=3, mini_batch_size=8,
+                         mini_batch_length=1)
+    alg._is_on_policy = True
+    assert not alg.trains_on_rollout_graph
+    steps = alg.train_iter()
+    # One preprocess call on the whole [B=4, T=6] unroll, then 3 epochs of 24 transitions
+    # in mini-batches of 8 single steps ([T=1, B=8] in calc_loss).
+    assert alg.preprocessed == [torch.Size([4, 6])]
+    assert len(alg.batches) == 9 and steps == 72
+    assert all(b["t"].shape == (1, 8) for b in alg.batches)
+    assert all(bool((b["whole_len"] == 6).all()) for b in alg.batches)
+    epoch = torch.cat([b["env_id"].flatten() for b in alg.batches[:3]])
+    assert sorted(epoch.tolist()) == sorted(list(range(4)) * 6)  # every transition once
+    first = torch.cat([torch.stack([b["env_id"].flatten(), b["t"].flatten()], -1)
+                       for b in alg.batches[:3]])
+    assert not all(first[i, 0] == first[i + 1, 0] for i in range(len(first) - 1)), \
+        "mini-batches are drawn across environments, not environment by environment"
+    # The next unroll is preceded by this one's last step: 7 steps per environment.
+    alg.preprocessed.clear()
+    alg.train_iter()
+    assert alg.preprocessed == [torch.Size([4, 7])]
+    env.close()
+
+
+def test_whole_buffer_split_into_single_steps_keeps_the_whole_experiences_mask(monkeypatch):
+    alg, env = _recorder(unroll_length=5, whole_replay_buffer_training=True,
+                         clear_replay_buffer=True, mini_batch_length=1, mini_batch_size=6)
+    masks = []
+    update = alg._update
+    monkeypatch.setattr(alg, "_update", lambda mb, info, valid, weight: masks.append(
+        (mb.time_step.env_id, valid)) or update(mb, info, valid, weight))
+    alg.train_iter()
+    alg.train_iter()  # trains on the 6-step ring (the previous unroll's last step included)
+    assert alg.preprocessed == [torch.Size([4, 6])]
+    whole = alg.replay_buffer.gather_all()
+    expected = valid_step_mask(whole.time_step.step_type.transpose(0, 1)).transpose(0, 1)
+    assert sum(int(v.sum()) for _, v in masks) == int(expected.sum())
+    env.close()
+
+
+class TwoParts(Algorithm):
+    """Two sub-modules with their own optimizer and a default optimizer for the rest."""
+
+    def __init__(self, **kw):
+        super().__init__(optimizer=functools.partial(torch.optim.SGD, lr=1.0), **kw)
+        self.a = nn.Linear(1, 1, bias=False)
+        self.b = nn.Linear(1, 1, bias=False)
+        self.c = nn.Parameter(torch.zeros(()))
+        for m in (self.a, self.b):
+            nn.init.zeros_(m.weight)
+        self.add_optimizer(functools.partial(torch.optim.SGD, lr=0.1), self.a,
+                           lr_scheduler=functools.partial(
+                               torch.optim.lr_scheduler.StepLR, step_size=1, gamma=0.5))
+        self.add_optimizer(functools.partial(torch.optim.SGD, lr=0.01), [self.b],
+                           gradient_clipping=0.5)
+
+    def loss(self):
+        x = torch.ones(1, 1)
+        return LossInfo(loss=-(self.a(x).sum() * 4 + self.b(x).sum() * 4 + self.c * 4))
+
+
+def test_added_optimizers_have_their_own_rate_schedule_and_clipping_and_are_checkpointed():
+    alg = TwoParts()
+    assert len(alg.optimizers) == 3  # a, b (added, in order), then the default for c
+    alg.update_with_gradient(alg.loss())
+    # a: lr 0.1, gradient -4 -> +0.4; b: gradient clipped to norm 0.5, lr 0.01 -> +0.005;
+    # c: the default optimizer, lr 1 -> +4.
+    assert float(alg.a.weight.detach()) == pytest.approx(0.4)
+    assert float(alg.b.weight.detach()) == pytest.approx(0.005)
+    assert float(alg.c.detach()) == pytest.approx(4.0)
+    alg.update_with_gradient(alg.loss())  # a's schedule halved its rate: +0.2
+    assert float(alg.a.weight.detach()) == pytest.approx(0.6)
+    state = alg.state_dict()
+    assert len(state["_optimizers"]) == 3
+    assert state["_lr_schedulers"][0] is not None and state["_lr_schedulers"][2] is None
+    other = TwoParts()
+    other.load_state_dict(state)
+    other.update_with_gradient(other.loss())  # the schedule resumed: a's rate is now 0.025
+    assert float(other.a.weight.detach()) == pytest.approx(0.7)
+    with pytest.raises(RuntimeError, match="before the optimizers are created"):
+        other.add_optimizer(torch.optim.SGD, other.c)
