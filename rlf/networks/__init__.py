@@ -1,12 +1,17 @@
 """Networks: encoders (MLP, NatureCNN, ShallowCNN, ImpalaCNN; FrameConv2d, their first layer
-for uint8 frames), policy heads, actor-critic network."""
+for uint8 frames), policy heads, the actor-critic network, SAC's actor, and action-value
+networks (DQN's ``QNetwork``, SAC's ``CriticNetwork``)."""
 
+from rlf.networks import activations  # noqa: F401  (registers torch.nn activations with gin)
 from rlf.networks.actor_critic import ActorCriticNetwork
+from rlf.networks.actor_network import ActorNetwork
 from rlf.networks.encoders import FrameConv2d, ImpalaCNN, MLPEncoder, NatureCNN, ShallowCNN
 from rlf.networks.layouts import use_inference_layout
 from rlf.networks.heads import (CategoricalHead, MultiCategoricalHead, NormalHead,
-                                make_policy_head)
+                                TanhNormalHead, make_policy_head)
+from rlf.networks.value_networks import CriticNetwork, QNetwork
 
-__all__ = ["ActorCriticNetwork", "CategoricalHead", "FrameConv2d", "ImpalaCNN", "MLPEncoder",
-           "use_inference_layout", "MultiCategoricalHead", "NatureCNN", "NormalHead", "ShallowCNN",
-           "make_policy_head"]
+__all__ = ["ActorCriticNetwork", "ActorNetwork", "CategoricalHead", "CriticNetwork", "FrameConv2d",
+           "ImpalaCNN", "MLPEncoder", "MultiCategoricalHead", "NatureCNN", "NormalHead",
+           "QNetwork", "ShallowCNN", "TanhNormalHead", "make_policy_head",
+           "use_inference_layout"]

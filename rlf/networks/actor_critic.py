@@ -29,6 +29,8 @@ class ActorCriticNetwork(nn.Module):
         shared_encoder: one encoder for the policy and the value (IMPALA, images); False gives
             the value its own encoder (often better for small MLPs, e.g. CartPole). Must be
             True with an LSTM core.
+        tanh_squash: for a Box action, a ``TanhNormalHead`` (samples inside the bounds)
+            instead of a ``NormalHead`` (samples the algorithm or environment clips).
 
     Attributes:
         state_spec: ``(h, c)`` specs ``[lstm_size]`` each, or ``()``. The caller resets the
@@ -40,7 +42,8 @@ class ActorCriticNetwork(nn.Module):
 
     def __init__(self, observation_spec: TensorSpec, action_spec,
                  encoder_ctor: Optional[Callable[[TensorSpec], nn.Module]] = None,
-                 lstm_size: Optional[int] = None, shared_encoder: bool = True):
+                 lstm_size: Optional[int] = None, shared_encoder: bool = True,
+                 tanh_squash: bool = False):
         super().__init__()
         if encoder_ctor is None:
             encoder_ctor = NatureCNN if len(observation_spec.shape) == 3 else MLPEncoder
@@ -55,7 +58,7 @@ class ActorCriticNetwork(nn.Module):
             self.lstm = nn.LSTMCell(n, lstm_size)
             n = lstm_size
             self.state_spec = (TensorSpec((lstm_size,)), TensorSpec((lstm_size,)))
-        self.policy_head = make_policy_head(n, action_spec)
+        self.policy_head = make_policy_head(n, action_spec, tanh_squash=tanh_squash)
         self.value_head = nn.Linear(n, 1)
 
     def forward(self, observation: torch.Tensor, state: Any = ()

@@ -1,10 +1,11 @@
 """Policy heads for Discrete (Categorical), MultiDiscrete (independent Categoricals) and Box
-(diagonal Normal) action specs. A head maps features to the policy's *parameters* (a tensor
+(diagonal Normal, unsquashed or tanh-squashed into the bounds) action specs. A head maps features to the policy's *parameters* (a tensor
 or a tuple of tensors, storable in replay as the behaviour policy) and computes samples,
 log-probabilities and entropies from parameters with any outer dims (``[B]`` or ``[T, B]``)."""
 
 from __future__ import annotations
 
+import math
 from typing import Tuple
 
 import torch
@@ -12,7 +13,8 @@ from torch import nn
 
 from rlf.tensor_specs import BoundedTensorSpec
 
-__all__ = ["CategoricalHead", "MultiCategoricalHead", "NormalHead", "make_policy_head"]
+__all__ = ["CategoricalHead", "MultiCategoricalHead", "NormalHead", "TanhNormalHead",
+           "make_policy_head"]
 
 
 class CategoricalHead(nn.Module):
@@ -117,8 +119,105 @@ class NormalHead(nn.Module):
         return torch.distributions.Normal(loc.float(), scale.float()).entropy().sum(-1)
 
 
-def make_policy_head(input_size: int, action_spec) -> nn.Module:
-    """The head for ``action_spec``.
+class TanhNormalHead(nn.Module):
+    """A diagonal Normal squashed by ``tanh`` into a Box's bounds (SAC's policy, Haarnoja et
+    al. 2018, appendix C): ``a = low + (tanh(u) + 1) (high - low) / 2`` with
+    ``u ~ N(loc, scale)``. Parameters are ``(loc, scale)`` of ``u``, each ``[..., d]``.
+
+    Args:
+        input_size: features in.
+        spec: the bounded continuous action spec (finite bounds).
+        state_dependent_std: the log standard deviation is an output of the layer (SAC) or
+            a learned state-independent parameter (PPO).
+        log_std_bounds: ``(min, max)`` of the log standard deviation (state-dependent:
+            squashed smoothly into it).
+        initial_log_std: the log standard deviation's initial value (state-dependent: at
+            zero features).
+
+    Raises:
+        ValueError: if the spec's bounds are not finite.
+    """
+
+    def __init__(self, input_size: int, spec: BoundedTensorSpec,
+                 state_dependent_std: bool = True,
+                 log_std_bounds: Tuple[float, float] = (-5.0, 2.0),
+                 initial_log_std: float = 0.0):
+        super().__init__()
+        self._shape = tuple(spec.shape)
+        d = int(spec.numel)
+        low = torch.as_tensor(spec.minimum, dtype=torch.float32).expand(spec.shape).reshape(-1)
+        high = torch.as_tensor(spec.maximum, dtype=torch.float32).expand(spec.shape).reshape(-1)
+        if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
+            raise ValueError(f"TanhNormalHead needs finite action bounds, got {spec}")
+        self.register_buffer("_low", low.clone(), persistent=False)
+        self.register_buffer("_half_range", ((high - low) / 2).clone(), persistent=False)
+        self._bounds = log_std_bounds
+        self.state_dependent_std = state_dependent_std
+        self.fc = nn.Linear(input_size, 2 * d if state_dependent_std else d)
+        nn.init.orthogonal_(self.fc.weight, gain=0.01)
+        nn.init.zeros_(self.fc.bias)
+        lo, hi = log_std_bounds
+        if state_dependent_std:  # the initial log standard deviation is initial_log_std
+            y = 2 * (float(initial_log_std) - lo) / (hi - lo) - 1
+            with torch.no_grad():
+                self.fc.bias[d:] = math.atanh(min(max(y, -0.999), 0.999))
+        self.log_std = (None if state_dependent_std
+                        else nn.Parameter(torch.full((d,), float(initial_log_std))))
+
+    def forward(self, x) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Features ``[..., input_size]`` -> ``(loc, scale)`` of ``u``, each ``[..., d]``."""
+        if self.state_dependent_std:
+            loc, log_std = self.fc(x).chunk(2, -1)
+            lo, hi = self._bounds
+            log_std = lo + 0.5 * (hi - lo) * (torch.tanh(log_std) + 1)
+            return loc, log_std.exp()
+        loc = self.fc(x)
+        return loc, self.log_std.clamp(*self._bounds).exp().expand_as(loc)
+
+    def _squash(self, u):
+        a = self._low + (torch.tanh(u) + 1) * self._half_range
+        return a.reshape(a.shape[:-1] + self._shape)
+
+    def _log_prob_u(self, params, u) -> torch.Tensor:
+        loc, scale = params
+        # log |da/du| = log(half_range) + log(1 - tanh(u)^2), the latter in a stable form
+        log_det = (torch.log(self._half_range)
+                   + 2 * (math.log(2.0) - u - nn.functional.softplus(-2 * u)))
+        return (torch.distributions.Normal(loc.float(), scale.float()).log_prob(u)
+                - log_det).sum(-1)
+
+    def sample(self, params, greedy: bool = False) -> torch.Tensor:
+        """Actions ``[..., *action_shape]`` inside the bounds (the squashed mean when
+        ``greedy``); no gradient."""
+        loc, scale = params
+        with torch.no_grad():
+            u = loc if greedy else loc + scale * torch.randn_like(loc)
+            return self._squash(u)
+
+    def rsample_with_log_prob(self, params) -> Tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised sample ``[..., *action_shape]`` (gradient flows into ``params``)
+        and its ``log pi(a|x)`` ``[...]`` (with the tanh change of variables)."""
+        loc, scale = params
+        u = loc + scale * torch.randn_like(loc)
+        return self._squash(u), self._log_prob_u(params, u)
+
+    def log_prob(self, params, action) -> torch.Tensor:
+        """``log pi(a|x)`` ``[...]`` float32 of actions inside the bounds (``u`` recovered by
+        ``atanh``, clamped 1e-6 inside the bounds)."""
+        loc, _ = params
+        y = (action.reshape(loc.shape).float() - self._low) / self._half_range - 1
+        u = torch.atanh(y.clamp(-1 + 1e-6, 1 - 1e-6))
+        return self._log_prob_u(params, u)
+
+    def entropy(self, params) -> torch.Tensor:
+        """A one-sample estimate ``-log pi(a|x)`` ``[...]`` of the entropy (nats; there is no
+        closed form), differentiable through the reparameterised sample."""
+        return -self.rsample_with_log_prob(params)[1]
+
+
+def make_policy_head(input_size: int, action_spec, tanh_squash: bool = False) -> nn.Module:
+    """The head for ``action_spec``; ``tanh_squash`` picks ``TanhNormalHead`` (with a
+    state-independent standard deviation) over ``NormalHead`` for a Box.
 
     Raises:
         ValueError: naming the spec, if it is not one bounded discrete scalar (Discrete), a
@@ -130,6 +229,8 @@ def make_policy_head(input_size: int, action_spec) -> nn.Module:
         if action_spec.is_discrete and action_spec.ndim == 1:
             return MultiCategoricalHead(input_size, action_spec)
         if action_spec.is_continuous:
+            if tanh_squash:
+                return TanhNormalHead(input_size, action_spec, state_dependent_std=False)
             return NormalHead(input_size, action_spec)
     raise ValueError(f"no policy head for action spec {action_spec}: supported are a scalar "
                      f"discrete BoundedTensorSpec (Discrete), a rank-1 discrete one "

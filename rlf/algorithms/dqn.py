@@ -1,0 +1,221 @@
+"""DQNAlgorithm: deep Q-learning (Mnih et al. 2015) with double Q-learning (van Hasselt et al.
+2016), n-step returns and optional prioritised replay (Schaul et al. 2016).
+
+Trains from the replay buffer on sampled sequences of ``mini_batch_length`` steps; every
+transition ``t -> t+1`` of a sequence gets the n-step return that the sequence holds
+(``value_ops.n_step_return``: up to ``n_step`` rewards, fewer near the sequence's end, an
+episode's end or a cut), so ``mini_batch_length = n_step + 1`` gives the first transition
+the full n steps. Experience layout: see ``value_ops``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+import gin
+import torch
+
+from rlf.algorithms import value_ops
+from rlf.algorithms.rl_algorithm import RLAlgorithm
+from rlf.algorithms.schedules import Schedule, StepSchedule
+from rlf.algorithms.target_network import TargetUpdater, make_target_network
+from rlf.data_structures import AlgStep, LossInfo, starts_transition
+from rlf.networks import QNetwork
+from rlf.tensor_specs import TensorSpec
+from rlf.utils import summary
+
+__all__ = ["DQNAlgorithm", "DQNInfo", "double_q_bootstrap"]
+
+
+class DQNInfo(NamedTuple):
+    """Per step: the action (all ``rollout_step`` records); in training, ``[T, B]``, the
+    step's reward, step type and discount, the online network's ``Q(x_t, .)`` (with
+    gradient) and the target network's (without)."""
+
+    reward: Any = ()
+    step_type: Any = ()
+    discount: Any = ()
+    action: Any = ()
+    q_values: Any = ()
+    target_q_values: Any = ()
+
+
+def double_q_bootstrap(q_values: torch.Tensor, target_q_values: torch.Tensor) -> torch.Tensor:
+    """Double Q-learning's bootstrap value (van Hasselt et al. 2016, eq. 4): the target
+    network's value of the online network's greedy action,
+    ``Q_target(x, argmax_a Q_online(x, a))``.
+
+    Args:
+        q_values: ``[..., N]`` online action values.
+        target_q_values: ``[..., N]`` target action values.
+
+    Returns:
+        ``[...]`` values, without gradient.
+    """
+    with torch.no_grad():
+        greedy = q_values.argmax(-1, keepdim=True)
+        return target_q_values.gather(-1, greedy).squeeze(-1)
+
+
+@gin.configurable
+class DQNAlgorithm(RLAlgorithm):
+    """DQN with a target network, double Q-learning, n-step returns, a Huber loss, an
+    epsilon-greedy behaviour policy and, with ``TrainerConfig.priority_replay``, priorities
+    ``|delta|`` of each sampled sequence's first transition.
+
+    Args:
+        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``; the
+            action is one Discrete.
+        q_network_ctor: ``q_network_ctor(observation_spec, action_spec)`` -> a module
+            mapping ``[B, ...]`` observations to ``[B, N]`` action values.
+        gamma: discount ``gamma``.
+        n_step: rewards summed before bootstrapping.
+        double_q: select the bootstrap action with the online network and evaluate it with
+            the target network (False: ``max_a Q_target``, the 2015 paper).
+        epsilon_greedy: the behaviour policy's exploration rate, a float or a schedule of
+            ``(environment_steps, epsilon)`` pairs, e.g. ``[(0, 1.0), (50000, 0.05)]``.
+        eval_epsilon: epsilon of ``predict_step`` (evaluation; 0.05 in Mnih et al., 0 for a
+            greedy policy).
+        huber_delta: the Huber loss's ``delta`` (the error where it turns linear); None for
+            the squared error ``0.5 delta^2``.
+        target_update_tau: Polyak rate of the target network (1: copy).
+        target_update_period: gradient updates between target updates.
+        name, optimizer, gradient_clipping, lr_scheduler, ...: see ``Algorithm``.
+
+    Raises:
+        ValueError: for ``n_step < 1``, ``TrainerConfig.mini_batch_length < n_step + 1``, or a
+            bad schedule, target update or action spec.
+    """
+
+    def __init__(self,
+                 observation_spec,
+                 action_spec,
+                 reward_spec: TensorSpec = TensorSpec(()),
+                 env=None,
+                 config=None,
+                 q_network_ctor=QNetwork,
+                 gamma: float = 0.99,
+                 n_step: int = 1,
+                 double_q: bool = True,
+                 epsilon_greedy: Schedule = 0.1,
+                 eval_epsilon: float = 0.0,
+                 huber_delta: Optional[float] = 1.0,
+                 target_update_tau: float = 1.0,
+                 target_update_period: int = 1000,
+                 name: str = "DQNAlgorithm",
+                 **kwargs):
+        if n_step < 1:
+            raise ValueError(f"{name}: n_step must be >= 1, got {n_step}")
+        length = getattr(config, "mini_batch_length", None)
+        if length is not None and length < n_step + 1:
+            raise ValueError(f"{name}: n_step = {n_step} needs sequences of n_step + 1 steps; "
+                             f"set TrainerConfig.mini_batch_length = {n_step + 1} (it is "
+                             f"{length})")
+        network = q_network_ctor(observation_spec, action_spec)
+        super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
+                         config=config, is_on_policy=False, name=name, metric_discount=gamma,
+                         **kwargs)
+        self._q_network = network
+        self._target_q_network = make_target_network(network)
+        self._target_updater = TargetUpdater([network], [self._target_q_network],
+                                             target_update_tau, target_update_period)
+        self._gamma = gamma
+        self._n_step = int(n_step)
+        self._double_q = double_q
+        self._epsilon = StepSchedule(epsilon_greedy, f"{name}.epsilon_greedy")
+        self._eval_epsilon = eval_epsilon
+        self._huber_delta = huber_delta
+        self._min_action = int(action_spec.minimum)
+        self.register_buffer("_behaviour_epsilon",
+                             torch.tensor(self._epsilon(0), dtype=torch.float32))
+
+    @property
+    def q_network(self):
+        """The online Q network."""
+        return self._q_network
+
+    @property
+    def target_q_network(self):
+        """The target Q network."""
+        return self._target_q_network
+
+    @property
+    def epsilon(self) -> float:
+        """The behaviour policy's exploration rate at the current ``EnvironmentSteps``.
+        Actors, which count no steps, act with the learner's latest value, a buffer sent
+        with the parameters."""
+        return self._epsilon(self.get_env_steps())
+
+    def _epsilon_greedy(self, observation, epsilon) -> torch.Tensor:
+        q = self._q_network(observation)
+        action = q.argmax(-1)
+        if not isinstance(epsilon, float) or epsilon > 0:
+            explore = torch.rand(action.shape, device=action.device) < epsilon
+            random = torch.randint_like(action, q.shape[-1])
+            action = torch.where(explore, random, action)
+        return action + self._min_action
+
+    def predict_step(self, time_step, state) -> AlgStep:
+        """``eval_epsilon``-greedy action."""
+        return AlgStep(output=self._epsilon_greedy(time_step.observation, self._eval_epsilon),
+                       state=state)
+
+    def rollout_step(self, time_step, state) -> AlgStep:
+        """``epsilon``-greedy action (``epsilon_greedy``'s schedule)."""
+        if self._metrics is not None:  # the learner (or a sync unroll): follow the schedule
+            self._behaviour_epsilon.fill_(self.epsilon)
+        action = self._epsilon_greedy(time_step.observation, self._behaviour_epsilon)
+        return AlgStep(output=action, state=state, info=DQNInfo(action=action))
+
+    def train_step(self, time_step, state, rollout_info) -> AlgStep:
+        """Online and target ``Q(x_t, .)`` of a replayed step."""
+        with torch.no_grad():
+            target_q = self._target_q_network(time_step.observation)
+        return AlgStep(output=(), state=state, info=DQNInfo(
+            reward=self.weighted_reward(time_step.reward), step_type=time_step.step_type,
+            discount=time_step.discount, action=rollout_info.action,
+            q_values=self._q_network(time_step.observation), target_q_values=target_q))
+
+    def calc_loss(self, info: DQNInfo) -> LossInfo:
+        """The Huber loss of ``Q(x_t, a_t)`` against the n-step double-Q target, ``[T-1, B]``
+        over the transitions of the sequence."""
+        q = info.q_values
+        q_taken = q.gather(-1, (info.action.long() - self._min_action).unsqueeze(-1)
+                           ).squeeze(-1)[:-1]
+        if self._double_q:
+            bootstrap = double_q_bootstrap(q.detach(), info.target_q_values)
+        else:
+            bootstrap = info.target_q_values.max(-1).values
+        returns = value_ops.n_step_return(
+            info.reward.float(), bootstrap, info.step_type,
+            self._gamma * info.discount.float(), self._n_step)
+        td_error = returns - q_taken
+        if self._huber_delta is None:
+            loss = 0.5 * td_error ** 2
+        else:
+            loss = torch.nn.functional.huber_loss(q_taken, returns, reduction="none",
+                                                  delta=self._huber_delta)
+        valid = starts_transition(info.step_type)
+        priority = (td_error[0].detach().abs() * valid[0]).clamp(min=1e-6)
+        if summary.should_record_summaries():
+            with torch.no_grad():
+                if bool(valid.any()):
+                    summary.scalar(f"{self._name}/q_value", q_taken[valid].mean())
+                summary.scalar(f"{self._name}/epsilon", self.epsilon)
+        return LossInfo(loss=loss, extra={"td_loss": loss}, priority=priority)
+
+    def after_update(self, root_inputs, info) -> None:
+        """Moves the target network towards the online one (every ``target_update_period``
+        updates)."""
+        self._target_updater()
+
+    def get_extra_state(self):
+        """``RLAlgorithm``'s extra state plus the target updater's update count."""
+        state = super().get_extra_state()
+        state["target_updates"] = self._target_updater._count
+        return state
+
+    def set_extra_state(self, state):
+        """Restores ``get_extra_state()`` output."""
+        super().set_extra_state(state)
+        self._target_updater._count = int(state.get("target_updates", 0))

@@ -1,0 +1,249 @@
+"""SACAlgorithm: soft actor-critic with a learned temperature (Haarnoja et al. 2018, "Soft
+Actor-Critic Algorithms and Applications", algorithm 1).
+
+Trains from the replay buffer on sampled sequences (``mini_batch_length = 2``: single
+transitions): the critics' loss is over the ``[T-1, B]`` transitions, the actor's and the
+temperature's over the steps that start one. Experience layout: see ``value_ops``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, NamedTuple, Optional
+
+import gin
+import torch
+from torch import nn
+
+from rlf.algorithms.rl_algorithm import RLAlgorithm
+from rlf.algorithms.target_network import TargetUpdater, make_target_network
+from rlf.data_structures import AlgStep, LossInfo
+from rlf.networks import ActorNetwork, CriticNetwork
+from rlf.tensor_specs import TensorSpec
+from rlf.utils import summary
+
+__all__ = ["SACAlgorithm", "SACInfo", "soft_q_target"]
+
+
+class SACInfo(NamedTuple):
+    """Per step: the action (all ``rollout_step`` records); in training, ``[T, B]``:
+
+    Attributes:
+        reward, step_type, discount: of the step.
+        action: the replayed action ``a_t``.
+        critics: ``[T, B, 2]`` ``Q_i(x_t, a_t)`` of the twin critics (with gradient).
+        target_value: ``[T, B]`` ``min_i Q'_i(x_t, a') - alpha log pi(a'|x_t)``, ``a' ~ pi``
+            (no gradient): the soft value that bootstraps the transition into ``x_t``.
+        log_pi: ``[T, B]`` ``log pi(a'|x_t)`` of the reparameterised sample (gradient into
+            the actor).
+        q_new: ``[T, B]`` ``min_i Q_i(x_t, a')`` (gradient into the actor only).
+    """
+
+    action: Any = ()
+    reward: Any = ()
+    step_type: Any = ()
+    discount: Any = ()
+    critics: Any = ()
+    target_value: Any = ()
+    log_pi: Any = ()
+    q_new: Any = ()
+
+
+def soft_q_target(reward: torch.Tensor, discount: torch.Tensor, next_q: torch.Tensor,
+                  next_log_pi: torch.Tensor, alpha: float) -> torch.Tensor:
+    r"""The soft Bellman target (Haarnoja et al. 2018, eqs. 3 and 5):
+
+    .. math:: y = r + \gamma_{t+1} \big(\min_i Q'_i(x', a') - \alpha \log\pi(a'|x')\big)
+
+    Args:
+        reward: ``[...]`` ``r`` of the transition.
+        discount: ``[...]`` ``gamma * d`` (0 after a termination).
+        next_q: ``[...]`` ``min_i Q'_i(x', a')`` of the target critics, ``a' ~ pi(.|x')``.
+        next_log_pi: ``[...]`` ``log pi(a'|x')``.
+        alpha: the temperature.
+
+    Returns:
+        ``[...]`` targets.
+    """
+    return reward + discount * (next_q - alpha * next_log_pi)
+
+
+@contextlib.contextmanager
+def _frozen(module: nn.Module):
+    """Parameters of ``module`` take no gradient inside (its output still passes gradient to
+    its inputs)."""
+    flags = [p.requires_grad for p in module.parameters()]
+    module.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in zip(module.parameters(), flags):
+            p.requires_grad_(flag)
+
+
+@gin.configurable
+class SACAlgorithm(RLAlgorithm):
+    """SAC with twin Q critics, Polyak-averaged target critics, a tanh-squashed Gaussian
+    actor and a learned temperature ``alpha`` (target entropy ``-|A|`` by default), each with
+    its own optimizer (``add_optimizer``).
+
+    Until the first gradient update (``TrainerConfig.initial_collect_steps``) actions are
+    drawn uniformly within the bounds, as SB3's and CleanRL's ``learning_starts``.
+
+    Args:
+        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``; the
+            action is a Box with finite bounds.
+        actor_network_ctor: ``ctor(observation_spec, action_spec)`` -> module returning the
+            ``(loc, scale)`` of a ``TanhNormalHead`` (its ``policy_head``).
+        critic_network_ctor: ``ctor(observation_spec, action_spec)`` -> ``Q(x, a)`` module,
+            built twice.
+        gamma: discount ``gamma``.
+        initial_alpha: the temperature's initial value.
+        target_entropy: the temperature's target entropy; None for ``-|A|`` (the number of
+            action elements).
+        target_update_tau: Polyak rate of the target critics (``tau``, 0.005 in the paper).
+        target_update_period: gradient updates between target updates.
+        actor_optimizer, critic_optimizer, alpha_optimizer: optimizer classes or factories
+            for the actor, the two critics and ``log alpha`` (gin: ``@actor/torch.optim.Adam``
+            with ``actor/torch.optim.Adam.lr = 3e-4``).
+        random_actions_before_training: act uniformly at random until the first update.
+        name, gradient_clipping, ...: see ``Algorithm``.
+
+    Raises:
+        ValueError: if an optimizer is missing (naming the parameters without one).
+    """
+
+    def __init__(self,
+                 observation_spec,
+                 action_spec,
+                 reward_spec: TensorSpec = TensorSpec(()),
+                 env=None,
+                 config=None,
+                 actor_network_ctor=ActorNetwork,
+                 critic_network_ctor=CriticNetwork,
+                 gamma: float = 0.99,
+                 initial_alpha: float = 1.0,
+                 target_entropy: Optional[float] = None,
+                 target_update_tau: float = 0.005,
+                 target_update_period: int = 1,
+                 actor_optimizer: Any = None,
+                 critic_optimizer: Any = None,
+                 alpha_optimizer: Any = None,
+                 random_actions_before_training: bool = True,
+                 name: str = "SACAlgorithm",
+                 **kwargs):
+        super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
+                         config=config, is_on_policy=False, name=name, metric_discount=gamma,
+                         **kwargs)
+        self._actor = actor_network_ctor(observation_spec, action_spec)
+        self._critics = nn.ModuleList(critic_network_ctor(observation_spec, action_spec)
+                                      for _ in range(2))
+        self._target_critics = make_target_network(self._critics)
+        self._target_updater = TargetUpdater([self._critics], [self._target_critics],
+                                             target_update_tau, target_update_period)
+        self._log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha)))
+        self._target_entropy = (-float(action_spec.numel) if target_entropy is None
+                                else float(target_entropy))
+        self._gamma = gamma
+        self._random_actions = random_actions_before_training
+        self.register_buffer("_num_updates", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("_action_low", torch.as_tensor(
+            action_spec.minimum, dtype=torch.float32).expand(action_spec.shape).clone(),
+            persistent=False)
+        self.register_buffer("_action_high", torch.as_tensor(
+            action_spec.maximum, dtype=torch.float32).expand(action_spec.shape).clone(),
+            persistent=False)
+        self.add_optimizer(actor_optimizer, self._actor)
+        self.add_optimizer(critic_optimizer, self._critics)
+        self.add_optimizer(alpha_optimizer, self._log_alpha)
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """The temperature ``exp(log alpha)``, a scalar tensor (with gradient)."""
+        return self._log_alpha.exp()
+
+    @property
+    def actor(self) -> nn.Module:
+        """The actor network."""
+        return self._actor
+
+    @property
+    def critics(self) -> nn.ModuleList:
+        """The two critics."""
+        return self._critics
+
+    @property
+    def target_critics(self) -> nn.ModuleList:
+        """The target critics."""
+        return self._target_critics
+
+    def predict_step(self, time_step, state) -> AlgStep:
+        """The squashed mean action."""
+        params = self._actor(time_step.observation)
+        return AlgStep(output=self._actor.policy_head.sample(params, greedy=True), state=state)
+
+    def rollout_step(self, time_step, state) -> AlgStep:
+        """``a ~ pi(.|x)``, or uniform within the bounds before the first update."""
+        params = self._actor(time_step.observation)
+        action = self._actor.policy_head.sample(params)
+        if self._random_actions:
+            uniform = self._action_low + torch.rand_like(action) * (
+                self._action_high - self._action_low)
+            action = torch.where(self._num_updates == 0, uniform, action)
+        return AlgStep(output=action, state=state, info=SACInfo(action=action))
+
+    def _critic_values(self, critics, observation, action) -> torch.Tensor:
+        return torch.stack([c(observation, action) for c in critics], -1)
+
+    def train_step(self, time_step, state, rollout_info: SACInfo) -> AlgStep:
+        """Critics at the replayed action, a reparameterised action ``a'`` with its
+        ``log pi``, the critics' (frozen) value of ``a'`` and the target soft value."""
+        obs = time_step.observation
+        new_action, log_pi = self._actor.policy_head.rsample_with_log_prob(self._actor(obs))
+        with _frozen(self._critics):
+            q_new = self._critic_values(self._critics, obs, new_action).min(-1).values
+        with torch.no_grad():
+            target_q = self._critic_values(self._target_critics, obs, new_action)
+            target_value = target_q.min(-1).values - self.alpha * log_pi
+        return AlgStep(output=rollout_info.action, state=state, info=SACInfo(
+            action=rollout_info.action, reward=self.weighted_reward(time_step.reward),
+            step_type=time_step.step_type, discount=time_step.discount,
+            critics=self._critic_values(self._critics, obs, rollout_info.action),
+            target_value=target_value, log_pi=log_pi, q_new=q_new))
+
+    def calc_loss(self, info: SACInfo) -> LossInfo:
+        """``[T-1, B]``: the critics' ``0.5 sum_i (Q_i(x_t, a_t) - y_t)^2`` with the soft
+        target ``y_t`` of the transition ``t -> t+1``, plus the actor's
+        ``alpha log pi(a'|x_t) - min_i Q_i(x_t, a')`` and the temperature's
+        ``-log alpha (log pi(a'|x_t) + target_entropy)`` (Haarnoja et al. 2018, eqs. 5, 7
+        and 18)."""
+        with torch.no_grad():
+            target = info.reward[1:].float() + self._gamma * info.discount[1:].float() * (
+                info.target_value[1:])
+        critic_loss = 0.5 * ((info.critics[:-1] - target.unsqueeze(-1)) ** 2).sum(-1)
+        alpha = self.alpha.detach()
+        actor_loss = (alpha * info.log_pi - info.q_new)[:-1]
+        alpha_loss = -self._log_alpha * (info.log_pi.detach() + self._target_entropy)[:-1]
+        if summary.should_record_summaries():
+            summary.scalar(f"{self._name}/alpha", alpha)
+            summary.scalar(f"{self._name}/entropy", -info.log_pi.detach().mean())
+        return LossInfo(loss=critic_loss + actor_loss + alpha_loss,
+                        extra={"critic_loss": critic_loss, "actor_loss": actor_loss,
+                               "alpha_loss": alpha_loss})
+
+    def after_update(self, root_inputs, info) -> None:
+        """Counts the update and moves the target critics towards the critics."""
+        self._num_updates += 1
+        self._target_updater()
+
+    def get_extra_state(self):
+        """``RLAlgorithm``'s extra state plus the target updater's update count."""
+        state = super().get_extra_state()
+        state["target_updates"] = self._target_updater._count
+        return state
+
+    def set_extra_state(self, state):
+        """Restores ``get_extra_state()`` output."""
+        super().set_extra_state(state)
+        self._target_updater._count = int(state.get("target_updates", 0))

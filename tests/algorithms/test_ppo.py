@@ -1,0 +1,132 @@
+"""PPOAlgorithm: the clipped objective and value clipping on hand-computed cases, GAE in
+preprocessing, bounded actions, a short CartPole run that learns, and exact resume."""
+
+import functools
+
+import pytest
+import torch
+
+from rlf.algorithms import PPOAlgorithm, TrainerConfig
+from rlf.algorithms import value_ops
+from rlf.algorithms.ppo import PPOInfo, ppo_clipped_surrogate
+from rlf.data_structures import StepType, TimeStep, valid_step_mask
+from rlf.environments import load
+from rlf import nest
+from rlf.networks import ActorCriticNetwork, TanhNormalHead
+from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+from rlf.unrollers import SyncUnroller
+
+from tests.algorithms._resume import assert_resumes_exactly
+
+F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
+
+
+def test_clipped_surrogate_above_and_below_the_clip():
+    eps = 0.2
+    old = torch.zeros(4)
+    log_prob = torch.log(torch.tensor([1.5, 1.5, 0.5, 0.5])).requires_grad_()
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    loss = ppo_clipped_surrogate(log_prob, old, adv, eps)
+    # r=1.5, A=+1: min(1.5, 1.2) = 1.2 (clipped); A=-1: min(-1.5, -1.2) = -1.5 (unclipped);
+    # r=0.5, A=+1: min(0.5, 0.8) = 0.5 (unclipped); A=-1: min(-0.5, -0.8) = -0.8 (clipped).
+    assert torch.allclose(loss, torch.tensor([-1.2, 1.5, -0.5, 0.8]))
+    loss.sum().backward()
+    # d(-r A)/d log r = -r A where unclipped, 0 where the clip is active.
+    assert torch.allclose(log_prob.grad, torch.tensor([0.0, 1.5, -0.5, 0.0]))
+
+
+def _alg(**kw):
+    obs, act = TensorSpec((3,)), BoundedTensorSpec((), torch.int64, 0, 1)
+    return PPOAlgorithm(obs, act, optimizer=torch.optim.Adam, **kw)
+
+
+def test_value_clipping_takes_the_larger_error():
+    alg = _alg(value_clipping=0.2, normalize_advantages=False, td_loss_weight=1.0)
+    params = torch.zeros(1, 1, 2)
+    info = PPOInfo(action=torch.zeros(1, 1, dtype=torch.int64),
+                   log_prob=torch.log(torch.full((1, 1), 0.5)), value=torch.ones(1, 1),
+                   advantage=torch.zeros(1, 1), returns=torch.full((1, 1), 3.0),
+                   valid=torch.ones(1, 1), params=params, new_value=torch.full((1, 1), 2.0))
+    loss = alg.calc_loss(info)
+    # unclipped 0.5 (3 - 2)^2 = 0.5; clipped value 1 + 0.2 = 1.2: 0.5 (1.8)^2 = 1.62
+    assert float(loss.extra["td_loss"]) == pytest.approx(1.62)
+    assert float(loss.extra["pg_loss"]) == pytest.approx(0.0)
+
+
+def test_preprocess_computes_gae_per_environment_over_the_whole_batch_major_experience():
+    alg = _alg(gamma=0.9, td_lambda=0.8)
+    step_type = torch.tensor([[F, M, M, L], [M, L, F, M]], dtype=torch.int32)  # [B, T]
+    reward = torch.tensor([[0.0, 1.0, 2.0, 3.0], [1.0, -1.0, 0.0, 0.5]])
+    discount = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    value = torch.tensor([[0.5, 1.0, 1.5, 2.0], [0.2, 0.4, 0.6, 0.8]])
+    ts = TimeStep(step_type=step_type, reward=reward, discount=discount)
+    _, info = alg.preprocess_experience(ts, PPOInfo(value=value), None)
+    tm = lambda x: x.transpose(0, 1)  # noqa: E731
+    adv = value_ops.generalized_advantage_estimation(tm(reward), tm(value), tm(step_type),
+                                                     0.9 * tm(discount), 0.8)
+    assert torch.allclose(info.advantage[:, :-1], tm(adv))
+    assert torch.equal(info.advantage[:, -1], torch.zeros(2))
+    assert torch.allclose(info.returns, info.advantage + value)
+    assert torch.equal(info.valid, tm(valid_step_mask(tm(step_type))).float())
+    # hand-computed: env 0, step 2 -> 3 terminates: A_2 = r_3 - V_2 = 3 - 1.5
+    assert float(info.advantage[0, 2]) == pytest.approx(1.5)
+
+
+def test_box_actions_are_clipped_for_the_environment_and_trained_unclipped():
+    obs = TensorSpec((3,))
+    act = BoundedTensorSpec((2,), torch.float32, -0.1, 0.1)
+    alg = PPOAlgorithm(obs, act, optimizer=torch.optim.Adam)
+    ts = TimeStep(step_type=torch.full((64,), M, dtype=torch.int32),
+                  observation=torch.randn(64, 3))
+    with torch.no_grad():
+        step = alg.rollout_step(ts, ())
+    assert float(step.output.abs().max()) <= 0.1 + 1e-7
+    assert float(step.info.action.abs().max()) > 0.1  # the Normal's own sample (std 1)
+    squashed = PPOAlgorithm(obs, act, optimizer=torch.optim.Adam, network_ctor=functools.partial(
+        ActorCriticNetwork, tanh_squash=True))
+    assert isinstance(squashed.network.policy_head, TanhNormalHead)
+    with torch.no_grad():
+        step = squashed.rollout_step(ts, ())
+    assert torch.equal(step.output, step.info.action)
+    assert float(step.output.abs().max()) <= 0.1
+
+
+def _cartpole(num_env_steps=25_000):
+    env = load("CartPole-v1", 8, seed=0)
+    config = TrainerConfig(unroll_length=32, num_updates_per_train_iter=10,
+                           mini_batch_size=64, mini_batch_length=1, num_iterations=0,
+                           num_env_steps=num_env_steps)
+    alg = PPOAlgorithm(
+        env.observation_spec(), env.action_spec(), env=env, config=config, gamma=0.98,
+        td_lambda=0.8, network_ctor=functools.partial(ActorCriticNetwork,
+                                                      shared_encoder=False),
+        optimizer=functools.partial(torch.optim.Adam, lr=1e-3), gradient_clipping=0.5)
+    alg.set_unroller(SyncUnroller(env, alg))
+    return alg, env
+
+
+def test_ppo_learns_cartpole():
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        alg, env = _cartpole()
+        while alg.get_env_steps() < 25_000:
+            alg.train_iter()
+        # A random policy averages ~22.
+        assert float(alg.get_metrics()[2].result()) >= 150
+        env.close()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_ppo_resumes_exactly():
+    def experience(alg):
+        with torch.no_grad():
+            unroll = alg.unroll(4)
+        bm = nest.map_structure(lambda x: x.transpose(0, 1), unroll)
+        ts, info = alg.preprocess_experience(bm.time_step, bm.rollout_info, None)
+        valid = valid_step_mask(unroll.time_step.step_type).transpose(0, 1)
+        return bm._replace(rollout_info=info), valid
+
+    assert_resumes_exactly(_cartpole, 3, experience)
