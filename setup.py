@@ -31,6 +31,8 @@ setup(
         # The documentation site: mkdocs build --strict (mkdocs.yml).
         "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
         "ray": ["ray[default]>=2.9"],
+        # gymnasium's MuJoCo environments (HalfCheetah-v5, ...) for the SAC and PPO confs.
+        "mujoco": ["gymnasium[mujoco]>=1.0", "mujoco>=3.1"],
         # rlf.bin.play --record: gymnasium's classic-control renderer and GIF writing.
         "play": ["pygame>=2.1", "pillow>=9.0"],
         # Peers measured by bench/replay_bench.py.

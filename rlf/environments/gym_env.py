@@ -6,11 +6,22 @@ from typing import Callable, Optional, Sequence
 
 import gin
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from rlf.environments.vector_environment import VectorEnvironment
 
 __all__ = ["load_gym"]
+
+
+def _float32_observations(env: gym.Env) -> gym.Env:
+    """``env`` with float64 ``Box`` observations cast to float32 (others unchanged)."""
+    space = env.observation_space
+    if not (isinstance(space, gym.spaces.Box) and space.dtype == np.float64):
+        return env
+    space32 = gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
+                             space.shape, np.float32)
+    return gym.wrappers.TransformObservation(env, lambda o: o.astype(np.float32), space32)
 
 
 @gin.configurable
@@ -20,6 +31,7 @@ def load_gym(env_name: str,
              vectorization_mode: str = "sync",
              wrappers: Sequence[Callable[[gym.Env], gym.Wrapper]] = (),
              max_episode_steps: Optional[int] = None,
+             float32_observations: bool = True,
              **env_kwargs) -> VectorEnvironment:
     """Creates ``num_envs`` copies of a gymnasium environment as one batched environment.
 
@@ -32,6 +44,8 @@ def load_gym(env_name: str,
             environment's own batched implementation, where it has one).
         wrappers: gymnasium wrappers applied to each copy, innermost first (sync/async only).
         max_episode_steps: overrides the id's ``TimeLimit`` (truncation after this many steps).
+        float32_observations: cast float64 ``Box`` observations (MuJoCo's) to float32, the
+            dtype of rlf's networks (sync/async only).
         **env_kwargs: passed to ``gymnasium.make`` for each copy.
 
     Raises:
@@ -40,6 +54,8 @@ def load_gym(env_name: str,
     """
     if max_episode_steps is not None:
         env_kwargs["max_episode_steps"] = max_episode_steps
+    if float32_observations and vectorization_mode in ("sync", "async"):
+        wrappers = [*wrappers, _float32_observations]
     vector_kwargs = ({"autoreset_mode": AutoresetMode.NEXT_STEP}
                      if vectorization_mode in ("sync", "async") else None)
     env = gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=vectorization_mode,

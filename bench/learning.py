@@ -1,0 +1,67 @@
+"""Shared by the learning benchmarks (``bench/*_learning.py``): train a conf once per seed as
+``rlf.bin.train`` does, and read its curves back from TensorBoard's event files.
+
+Not a benchmark itself; the scripts beside it define the targets.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import List, NamedTuple, Optional, Sequence
+
+from rlf.utils.tensorboard_reader import read_scalars
+
+TRAIN_TAG = "Metrics_vs_EnvironmentSteps/AverageReturn"
+EVAL_TAG = "Eval_vs_EnvironmentSteps/AverageReturn"
+
+
+class Run(NamedTuple):
+    """One training run's curves (``steps`` in environment steps) and its wall-clock time."""
+
+    steps: List[int]
+    train: List[float]
+    eval_steps: List[int]
+    evals: List[float]
+    seconds: float
+
+
+def train(conf: str, seed: int, params: Sequence[str] = (), root_dir: Optional[str] = None,
+          train_tag: str = TRAIN_TAG) -> Run:
+    """Runs ``python -m rlf.bin.train --conf conf`` with ``TrainerConfig.random_seed = seed``
+    and ``params`` (``--conf_param`` values) in ``root_dir`` (a temporary directory if None)
+    and returns its curves.
+
+    Raises:
+        subprocess.CalledProcessError: if the run fails (its output is printed).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(root_dir or tmp)
+        cmd = [sys.executable, "-m", "rlf.bin.train", "--conf", conf, "--root_dir", str(root),
+               "--noprogress", "--conf_param", f"TrainerConfig.random_seed={seed}"]
+        for p in params:
+            cmd += ["--conf_param", p]
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        if done.returncode:
+            print(done.stdout, done.stderr, sep="\n")
+            done.check_returncode()
+        steps, values, _ = read_scalars(root / "train", train_tag)
+        eval_steps, evals, _ = read_scalars(root / "train", EVAL_TAG)
+    return Run(steps, values, eval_steps, evals, seconds)
+
+
+def first_at_least(steps: Sequence[int], values: Sequence[float],
+                   threshold: float) -> Optional[int]:
+    """The first step whose value is ``>= threshold``, or None."""
+    return next((s for s, v in zip(steps, values) if v >= threshold), None)
+
+
+def value_at(steps: Sequence[int], values: Sequence[float], step: int) -> float:
+    """The last value written at or before ``step`` (NaN if none)."""
+    before = [v for s, v in zip(steps, values) if s <= step]
+    return before[-1] if before else float("nan")
