@@ -73,6 +73,8 @@ class OptimizationMixin:
         Raises:
             RuntimeError: once the optimizers exist (after the first update or
                 ``state_dict``): call it in the constructor.
+            ValueError: for a module or parameter that is not an attribute of this
+                algorithm (or of its sub-modules).
         """
         if self._optimizers is not None:
             raise RuntimeError(f"{self._name}: add_optimizer must be called before the "
@@ -81,18 +83,29 @@ class OptimizationMixin:
             return
         if isinstance(modules, (nn.Module, nn.Parameter)):
             modules = [modules]
+        names = []  # by name: moving or loading the algorithm may replace a Parameter object
+        for m in modules:
+            found = (self.named_parameters() if isinstance(m, nn.Parameter)
+                     else self.named_modules())
+            name = next((("p", n) if isinstance(m, nn.Parameter) else ("m", n)
+                         for n, x in found if x is m), None)
+            if name is None:
+                raise ValueError(f"{self._name}: add_optimizer got a {type(m).__name__} that "
+                                 f"is not part of this algorithm; assign it to an attribute "
+                                 f"first")
+            names.append(name)
         self.__dict__.setdefault("_added_optimizers", []).append(dict(
-            optimizer=optimizer, modules=list(modules), lr_scheduler=lr_scheduler,
+            optimizer=optimizer, modules=names, lr_scheduler=lr_scheduler,
             clipping=(self._gradient_clipping if gradient_clipping == "inherit"
                       else gradient_clipping,
                       self._clip_by_global_norm if clip_by_global_norm is None
                       else clip_by_global_norm)))
 
-    @staticmethod
-    def _parameters_of(modules) -> List[nn.Parameter]:
+    def _parameters_of(self, names) -> List[nn.Parameter]:
         params = []
-        for m in modules:
-            params.extend([m] if isinstance(m, nn.Parameter) else m.parameters())
+        for kind, name in names:
+            params.extend([self.get_parameter(name)] if kind == "p"
+                          else self.get_submodule(name).parameters())
         return [p for p in params if p.requires_grad]
 
     def _own_parameters(self, claimed=frozenset()) -> List[nn.Parameter]:
@@ -110,7 +123,7 @@ class OptimizationMixin:
         claimed = set()
         for module in algorithms:
             for entry in module.__dict__.get("_added_optimizers", []):
-                claimed.update(id(p) for p in self._parameters_of(entry["modules"]))
+                claimed.update(id(p) for p in module._parameters_of(entry["modules"]))
         optimizers, schedulers, clipping = [], [], []
 
         def _add(opt, params, ctor, clip):
@@ -125,7 +138,7 @@ class OptimizationMixin:
         for module in algorithms:
             taken = set()
             for entry in module.__dict__.get("_added_optimizers", []):
-                params = [p for p in self._parameters_of(entry["modules"])
+                params = [p for p in module._parameters_of(entry["modules"])
                           if id(p) not in taken]
                 taken.update(id(p) for p in params)
                 _add(entry["optimizer"], params, entry["lr_scheduler"], entry["clipping"])
@@ -197,7 +210,8 @@ class OptimizationMixin:
         if not _is_empty(loss_info.scalar_loss):
             loss = loss + loss_info.scalar_loss
         loss = loss * weight
-        if not bool(torch.isfinite(loss.detach())):
+        # (meta tensors, which the device-placement tests train on, hold no values to check)
+        if loss.device.type != "meta" and not bool(torch.isfinite(loss.detach())):
             self._raise_non_finite(loss_info, loss)
         optimizers = self.optimizers
         for opt in optimizers:
@@ -240,8 +254,10 @@ class OptimizationMixin:
             clip = None
         record = summary.should_record_summaries()
         if clip is not None or record:
+            # foreach kernels (faster on CPU too) exist for every device but meta
             norm = torch.nn.utils.clip_grad_norm_(
-                params, max_norm=math.inf if clip is None else clip, foreach=True)
+                params, max_norm=math.inf if clip is None else clip,
+                foreach=params[0].device.type != "meta")
             if record:
                 summary.scalar(f"global_grad_norm/{self._name}/{index}", norm)
 

@@ -1,6 +1,6 @@
 """V-trace off-policy actor-critic targets (Espeholt et al. 2018, "IMPALA", §4.1).
 
-Pure functions of tensors; this module imports only torch. Conventions (as DeepMind's
+Pure functions of tensors; this module imports only torch and math. Conventions (as DeepMind's
 ``scalable_agent`` and RLlib): index ``t`` of ``rewards`` and ``discounts`` belongs to the
 transition ``x_t -> x_{t+1}``; ``discounts[t] = gamma * (1 - terminated_{t+1})``, so a
 terminated episode does not bootstrap. ``bootstrap_value`` is ``V(x_T)``, the value of the
@@ -19,6 +19,8 @@ and the policy-gradient advantage (§4.2):
 """
 
 from __future__ import annotations
+
+import math
 
 from typing import List, NamedTuple, Optional, Sequence, Union
 
@@ -155,7 +157,9 @@ def normal_log_probs(loc: torch.Tensor, scale: torch.Tensor, actions: torch.Tens
     Returns:
         ``[T, B]`` log-densities (use their difference as ``log_rhos``).
     """
-    lp = torch.distributions.Normal(loc, scale).log_prob(actions)
+    # N(loc, scale)'s log-density, written out: torch.distributions would validate its
+    # arguments on the host (a device synchronisation)
+    lp = -0.5 * ((actions - loc) / scale) ** 2 - torch.log(scale) - 0.5 * math.log(2 * math.pi)
     return lp.sum(dim=tuple(range(-event_dims, 0))) if event_dims else lp
 
 

@@ -17,6 +17,16 @@ __all__ = ["CategoricalHead", "MultiCategoricalHead", "NormalHead", "TanhNormalH
            "make_policy_head"]
 
 
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _normal_log_prob(loc: torch.Tensor, scale: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Elementwise log-density of ``N(loc, scale)`` at ``x``, computed directly: no argument
+    validation, hence no device-to-host synchronisation (``torch.distributions`` checks its
+    arguments on the host)."""
+    return -0.5 * ((x - loc) / scale) ** 2 - torch.log(scale) - _LOG_SQRT_2PI
+
+
 class CategoricalHead(nn.Module):
     """Logits ``[..., N]`` of a Discrete action ``[...]`` int64 in ``[minimum, maximum]``."""
 
@@ -111,12 +121,12 @@ class NormalHead(nn.Module):
         """``log pi(a|x)`` ``[...]`` float32: the density summed over the ``d`` elements."""
         loc, scale = params
         a = action.reshape(loc.shape)
-        return torch.distributions.Normal(loc.float(), scale.float()).log_prob(a).sum(-1)
+        return _normal_log_prob(loc.float(), scale.float(), a.float()).sum(-1)
 
     def entropy(self, params) -> torch.Tensor:
         """Entropy ``[...]`` (nats) of the diagonal Normal."""
-        loc, scale = params
-        return torch.distributions.Normal(loc.float(), scale.float()).entropy().sum(-1)
+        _, scale = params
+        return (0.5 + _LOG_SQRT_2PI + torch.log(scale.float())).sum(-1)
 
 
 class TanhNormalHead(nn.Module):
@@ -183,8 +193,7 @@ class TanhNormalHead(nn.Module):
         # log |da/du| = log(half_range) + log(1 - tanh(u)^2), the latter in a stable form
         log_det = (torch.log(self._half_range)
                    + 2 * (math.log(2.0) - u - nn.functional.softplus(-2 * u)))
-        return (torch.distributions.Normal(loc.float(), scale.float()).log_prob(u)
-                - log_det).sum(-1)
+        return (_normal_log_prob(loc.float(), scale.float(), u) - log_det).sum(-1)
 
     def sample(self, params, greedy: bool = False) -> torch.Tensor:
         """Actions ``[..., *action_shape]`` inside the bounds (the squashed mean when

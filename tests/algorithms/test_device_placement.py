@@ -1,0 +1,71 @@
+"""A GPU-ready learner, checked without a GPU: the learner of each algorithm trains on the
+``meta`` device (tensors with shapes and devices but no data) from experience collected on
+CPU. Any tensor the learner makes on CPU and combines with its own raises there (as it would
+on CUDA), and afterwards every parameter, buffer and optimizer state is on the learner's
+device."""
+
+import functools
+
+import pytest
+import torch
+
+from rlf import nest
+from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm, SACAlgorithm,
+                            TrainerConfig)
+from rlf.environments import load
+from rlf.unrollers import SyncUnroller
+
+ADAM = functools.partial(torch.optim.Adam, lr=1e-3)
+
+CASES = {
+    "impala": ("CartPole-v1", ImpalaAlgorithm, dict(optimizer=ADAM, gradient_clipping=0.5),
+               dict(unroll_length=8, whole_replay_buffer_training=True,
+                    clear_replay_buffer=True, mini_batch_size=2)),
+    "ppo": ("CartPole-v1", PPOAlgorithm, dict(optimizer=ADAM, value_clipping=0.2),
+            dict(unroll_length=8, num_updates_per_train_iter=2, mini_batch_size=16,
+                 mini_batch_length=1)),
+    "sac": ("Pendulum-v1", SACAlgorithm, dict(actor_optimizer=ADAM, critic_optimizer=ADAM,
+                                              alpha_optimizer=ADAM),
+            dict(unroll_length=8, mini_batch_size=8, mini_batch_length=2)),
+    "dqn": ("CartPole-v1", DQNAlgorithm, dict(optimizer=ADAM, n_step=3, gradient_clipping=1.0),
+            # (prioritised replay copies the priorities to the CPU buffer: no data on meta)
+            dict(unroll_length=8, mini_batch_size=8, mini_batch_length=4)),
+}
+
+
+def _build(name, device):
+    env_name, ctor, kwargs, config = CASES[name]
+    env = load(env_name, 2, seed=0)
+    alg = ctor(env.observation_spec(), env.action_spec(), env=env,
+               config=TrainerConfig(num_iterations=10, device=device, **config), **kwargs)
+    alg.to(device)
+    alg.set_unroller(SyncUnroller(env, alg))
+    return alg, env
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_learner_keeps_every_tensor_on_its_device(name):
+    actor, env = _build(name, "cpu")  # acts on CPU, as actors do
+    learner, learner_env = _build(name, "meta")  # moved before set_unroller, as the Trainer
+    # does: its metrics stay on CPU, where the time steps are
+    with torch.no_grad():  # two unrolls: whole-buffer training starts at the second
+        experience = nest.utils.cat_nests([actor.unroll(8), actor.unroll(8)])
+    if learner.on_policy:
+        steps = learner.train_from_unroll(experience._replace(rollout_info=()),
+                                          experience.rollout_info)
+    else:
+        for t in range(experience.time_step.step_type.shape[0]):
+            learner.observe_for_replay(nest.map_structure(lambda x: x[t], experience))
+        steps = learner.train_from_replay_buffer()
+    assert steps > 0
+    stray = [n for n, t in learner.state_dict(keep_vars=True).items()
+             if isinstance(t, torch.Tensor) and t.device.type != "meta"
+             and not n.startswith("_metrics.")]
+    for i, opt in enumerate(learner.optimizers):
+        stray += [f"optimizer {i}: {k}" for s in opt.state.values() for k, v in s.items()
+                  if isinstance(v, torch.Tensor) and v.device.type != "meta" and v.ndim > 0]
+    assert not stray
+    assert all(t.device.type == "cpu" for m in learner.get_metrics()
+               for t in m.state_dict().values())
+    env.close()
+    learner_env.close()
