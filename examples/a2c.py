@@ -84,18 +84,15 @@ class A2C(RLAlgorithm):
                        info=self._forward(time_step, rollout_info.action)[1])
 
     def calc_loss(self, info: A2CInfo) -> LossInfo:
+        # GAE over the T-1 transitions t -> t+1 (0 where a step starts none: a LAST or a
+        # cut); the loss is [T-1, B], which the base class masks with the same steps.
         value = info.value.detach()
-        # GAE over the transitions t -> t+1 (0 where a step starts none: a LAST or a cut);
-        # the last step has no successor: it carries no loss.
         adv = value_ops.generalized_advantage_estimation(
             info.reward, value, info.step_type, self._gamma * info.discount, self._lambda)
-        adv = torch.cat([adv, torch.zeros_like(adv[:1])])
-        returns = adv + value
-        has_next = torch.ones_like(value)
-        has_next[-1] = 0
-        pg_loss = -adv * info.log_prob
-        value_loss = 0.5 * (returns - info.value) ** 2
-        loss = (pg_loss + self._value_weight * value_loss
-                - self._entropy_weight * info.entropy) * has_next
+        returns = adv + value[:-1]
+        pg_loss = -adv * info.log_prob[:-1]
+        value_loss = 0.5 * (returns - info.value[:-1]) ** 2
+        entropy = info.entropy[:-1]
+        loss = pg_loss + self._value_weight * value_loss - self._entropy_weight * entropy
         return LossInfo(loss=loss, extra={"pg_loss": pg_loss, "value_loss": value_loss,
-                                          "entropy": info.entropy})
+                                          "entropy": entropy})

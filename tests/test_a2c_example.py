@@ -46,7 +46,10 @@ def test_gae_matches_a_direct_sum_at_episode_ends_and_cuts():
                    value=torch.tensor(value)[:, None])
     loss = alg.calc_loss(info)
     expected = _gae_reference(step_type, discount, reward, value, gamma, lam)
-    # pg_loss = -A_t * log_prob with log_prob 1
-    np.testing.assert_allclose(-loss.extra["pg_loss"][:, 0].numpy(), expected, rtol=1e-12)
+    # pg_loss = -A_t * log_prob with log_prob 1, over the 12 transitions (the last step has
+    # no successor in the sequence)
+    assert loss.loss.shape == (12, 1)
+    np.testing.assert_allclose(-loss.extra["pg_loss"][:, 0].numpy(), expected[:-1],
+                               rtol=1e-12)
     assert expected[9] == 0 and expected[2] == 0 and expected[6] == 0  # no transition
     assert expected[8] != 0  # the step before the cut still bootstraps from the cut state
