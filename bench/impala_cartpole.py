@@ -15,32 +15,17 @@ reached within 150k environment steps.
 
 import argparse
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 
-from rlf.utils.tensorboard_reader import read_scalars
+import learning
 
 THRESHOLD, MAX_FIRST_CROSSING = 475.0, 150_000
 
 
 def run(conf, seed, params):
     """Trains one seed; returns ``(first crossing or None, last train, last eval, seconds)``."""
-    with tempfile.TemporaryDirectory() as root:
-        cmd = [sys.executable, "-m", "rlf.bin.train", "--conf", conf, "--root_dir", root,
-               "--noprogress", "--conf_param", f"TrainerConfig.random_seed={seed}"]
-        for p in params:
-            cmd += ["--conf_param", p]
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
-        seconds = time.perf_counter() - t0
-        steps, train, _ = read_scalars(Path(root) / "train",
-                                       "Metrics_vs_EnvironmentSteps/AverageReturn")
-        _, evals, _ = read_scalars(Path(root) / "train", "Eval_vs_EnvironmentSteps/AverageReturn")
-    first = next((s for s, v in zip(steps, train) if v >= THRESHOLD), None)
-    return first, train[-1], evals[-1] if evals else float("nan"), seconds
+    r = learning.train(conf, seed, params)
+    first = learning.first_at_least(r.steps, r.train, THRESHOLD)
+    return first, r.train[-1], r.evals[-1] if r.evals else float("nan"), r.seconds
 
 
 def main():
