@@ -127,3 +127,10 @@ def test_dqn_resumes_exactly():
         return batch, valid
 
     assert_resumes_exactly(_cartpole, 6, experience)
+
+
+def test_n_step_longer_than_the_sampled_sequences_is_refused_with_the_fix():
+    obs, act = TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 2)
+    with pytest.raises(ValueError, match=r"mini_batch_length = 4 \(it is 2\)"):
+        DQNAlgorithm(obs, act, optimizer=torch.optim.Adam, n_step=3,
+                     config=TrainerConfig(mini_batch_length=2))

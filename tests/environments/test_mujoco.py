@@ -1,0 +1,42 @@
+"""gymnasium's MuJoCo tasks through rlf.environments.load (the ``[mujoco]`` extra):
+float32 observations, bounded float32 actions, and a SAC learner stepping them."""
+
+import functools
+
+import pytest
+import torch
+
+pytest.importorskip("mujoco", reason="the [mujoco] extra is not installed")
+
+from rlf.algorithms import SACAlgorithm, TrainerConfig  # noqa: E402
+from rlf.environments import load  # noqa: E402
+from rlf.unrollers import SyncUnroller  # noqa: E402
+
+
+def test_halfcheetah_loads_with_float32_observations_and_bounded_actions():
+    env = load("HalfCheetah-v5", 2, seed=0)
+    assert env.observation_spec().dtype == torch.float32
+    assert env.observation_spec().shape == (17,)
+    action_spec = env.action_spec()
+    assert action_spec.dtype == torch.float32 and action_spec.shape == (6,)
+    time_step = env.reset()
+    assert time_step.observation.dtype == torch.float32
+    time_step = env.step(torch.full((2, 6), 1.0))
+    assert time_step.observation.dtype == torch.float32 and time_step.reward.shape == (2,)
+    env.close()
+
+
+def test_sac_trains_on_halfcheetah_with_actions_inside_the_bounds():
+    env = load("HalfCheetah-v5", 1, seed=0)
+    adam = functools.partial(torch.optim.Adam, lr=3e-4)
+    config = TrainerConfig(unroll_length=1, mini_batch_size=16, mini_batch_length=2,
+                           initial_collect_steps=20, num_iterations=40)
+    alg = SACAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
+                       actor_optimizer=adam, critic_optimizer=adam, alpha_optimizer=adam)
+    alg.set_unroller(SyncUnroller(env, alg))
+    for _ in range(40):
+        alg.train_iter()
+    actions = alg.replay_buffer.gather_all().action
+    assert float(actions.abs().max()) <= 1.0
+    assert int(alg._num_updates) > 0
+    env.close()
