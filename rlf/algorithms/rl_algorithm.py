@@ -2,9 +2,22 @@
 
 It adds the environment, the unroller, the metrics, the replay buffer and ``train_iter``:
 
-- on-policy (``is_on_policy=True``): ``unroll(unroll_length)`` with gradients enabled, then
-  ``train_from_unroll`` on the ``[T, B]`` experience and its ``rollout_info``;
-- off-policy: ``unroll`` into the replay buffer, then ``train_from_replay_buffer``.
+- on-policy (``is_on_policy=True``) with one update per unroll (``trains_on_rollout_graph``:
+  ``num_updates_per_train_iter = 1``, no mini-batch settings): ``unroll(unroll_length)``
+  with gradients enabled, then one update on ``calc_loss`` of the rollout's own ``[T, B]``
+  infos (A2C);
+- on-policy with epochs (PPO): ``unroll`` without gradients, ``preprocess_experience`` once
+  on the whole unroll (preceded by the previous unroll's last step), then
+  ``num_updates_per_train_iter`` epochs over shuffled mini-batches of ``mini_batch_size``
+  sequences of ``mini_batch_length`` steps (1: single transitions), each recomputed by
+  ``train_step``;
+- off-policy: ``unroll`` into the replay buffer, then ``train_from_replay_buffer`` (sampled
+  batches, or epochs over the whole buffer), again with ``preprocess_experience`` on the whole
+  batch before it is split.
+
+``calc_loss`` returns a ``[T, B]`` per-step loss or a ``[T-1, B]`` loss over the sequence's
+transitions; either is masked by ``valid_step_mask`` (LAST steps, steps before an episode cut,
+the final step), computed before the split. Several optimizers: ``add_optimizer``.
 
 A research variant subclasses it and writes ``rollout_step``, ``calc_loss`` and (off-policy)
 ``train_step``; see ``examples/a2c.py``.
@@ -61,6 +74,22 @@ def adjust_replay_buffer_length(config, num_earliest_frames_ignored: int = 0) ->
 
 class RLAlgorithm(Algorithm):
     """Base class of reinforcement-learning algorithms.
+
+    Training (the module docstring has the details):
+
+    - ``is_on_policy=True`` trains on each unroll: with ``TrainerConfig``'s
+      ``num_updates_per_train_iter = 1`` and no ``mini_batch_size``/``mini_batch_length``, one
+      update on the rollout's own forward pass; otherwise epochs over shuffled mini-batches
+      of the unroll (``mini_batch_length = 1``: single transitions), recomputed by
+      ``train_step``.
+    - ``preprocess_experience(root_inputs, rollout_info, batch_info)`` is called once on the
+      whole batch-major ``[B, T]`` experience before it is split (compute GAE or returns
+      there, ALF's semantics).
+    - ``calc_loss`` may return a ``[T-1, B]`` loss over transitions instead of a ``[T, B]``
+      per-step one; the loop masks either with ``valid_step_mask``.
+    - ``add_optimizer(optimizer, modules, lr_scheduler=..., gradient_clipping=...)`` gives
+      sub-modules optimizers of their own (SAC's actor, critics and temperature).
+    - The episode metrics write nothing before the first episode ends.
 
     Args:
         observation_spec: nest of ``TensorSpec`` of one observation.
