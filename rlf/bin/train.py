@@ -77,8 +77,11 @@ def _train() -> int:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 1
     metrics, evaluation = result["metrics"], result["eval"]
+    episodes = metrics.get("NumberOfEpisodes", 0)
+    average = (f"AverageReturn {metrics['AverageReturn']:.2f}" if episodes
+               else "no training episode finished")
     print(f"finished: {result['iterations']} iterations, {result['env_steps']} environment "
-          f"steps, AverageReturn {metrics.get('AverageReturn', float('nan')):.2f}"
+          f"steps, {average}"
           + (f", last eval AverageReturn {evaluation['AverageReturn']:.2f}" if evaluation
              else "")
           + (" (stopped by signal; checkpoint written)" if result["stopped_by_signal"] else ""))

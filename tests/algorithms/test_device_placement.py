@@ -69,3 +69,16 @@ def test_the_learner_keeps_every_tensor_on_its_device(name):
                for t in m.state_dict().values())
     env.close()
     learner_env.close()
+
+
+def test_actor_copies_are_built_on_cpu_with_the_learners_parameter_names():
+    from rlf.unrollers.actor_unroller import build_actor
+    learner, learner_env = _build("impala", "meta")
+    ctor = functools.partial(ImpalaAlgorithm, observation_spec=learner.observation_spec,
+                             action_spec=learner.action_spec, optimizer=ADAM)
+    env, actor, params = build_actor(ctor, lambda num_envs, seed: load("CartPole-v1", num_envs,
+                                                                       seed=seed), 2, 0)
+    assert set(params) == set(learner.actor_state_dict())
+    assert all(p.device.type == "cpu" for p in params.values())
+    env.close()
+    learner_env.close()
