@@ -46,6 +46,7 @@ class TrainingLoopsMixin:
         else never be trained on, as in ALF's ``unroll_length + 1`` ring), goes through
         ``preprocess_experience`` once as a whole and is then trained on for
         ``num_updates_per_train_iter`` epochs of shuffled mini-batches (``train_epochs``).
+        That step is not checkpointed: the first unroll after a resume trains without it.
 
         Args:
             experience: ``[T, B]`` ``Experience`` (``rollout_info`` removed).
