@@ -130,3 +130,36 @@ def test_ppo_resumes_exactly():
         return bm._replace(rollout_info=info), valid
 
     assert_resumes_exactly(_cartpole, 3, experience)
+
+
+@pytest.mark.parametrize("action_spec,tanh_squash", [
+    (BoundedTensorSpec((), torch.int64, 0, 3), False),
+    (BoundedTensorSpec((3,), torch.int64, 0, [1, 2, 4]), False),
+    (BoundedTensorSpec((2,), torch.float32, -1.0, 1.0), False),
+    (BoundedTensorSpec((2,), torch.float32, -1.0, 1.0), True),
+], ids=["discrete", "multi_discrete", "box_clipped", "box_tanh"])
+def test_every_policy_kind_goes_through_a_whole_update(action_spec, tanh_squash):
+    obs = TensorSpec((3,))
+    alg = PPOAlgorithm(obs, action_spec, optimizer=torch.optim.Adam,
+                       network_ctor=functools.partial(ActorCriticNetwork,
+                                                      tanh_squash=tanh_squash))
+    t_len, b = 5, 4
+    steps = []
+    with torch.no_grad():
+        for t in range(t_len):
+            ts = TimeStep(step_type=torch.full((b,), F if t == 0 else M, dtype=torch.int32),
+                          reward=torch.randn(b), discount=torch.ones(b),
+                          observation=torch.randn(b, 3))
+            steps.append((ts, alg.rollout_step(ts, ()).info))
+    stack = lambda xs: nest.map_structure(lambda *x: torch.stack(x, 1), *xs)  # noqa: E731
+    ts, info = stack([s[0] for s in steps]), stack([s[1] for s in steps])  # [B, T]
+    ts, info = alg.preprocess_experience(ts, info, None)
+    flat = nest.map_structure(lambda x: x.transpose(0, 1).reshape(t_len * b, *x.shape[2:]),
+                              (ts, info))
+    train_info = alg.train_step(flat[0], (), flat[1]).info
+    train_info = nest.map_structure(lambda x: x.reshape(t_len, b, *x.shape[1:]), train_info)
+    before = [p.detach().clone() for p in alg.parameters()]
+    loss = alg.calc_loss(train_info)
+    assert loss.loss.shape == (t_len, b)
+    alg.update_with_gradient(loss, train_info.valid)
+    assert any(not torch.equal(p0, p) for p0, p in zip(before, alg.parameters()))
