@@ -204,6 +204,11 @@ class DQNAlgorithm(RLAlgorithm):
                 summary.scalar(f"{self._name}/epsilon", self.epsilon)
         return LossInfo(loss=loss, extra={"td_loss": loss}, priority=priority)
 
+    def after_train_iter(self, root_inputs, rollout_info=None) -> None:
+        """Sets the behaviour epsilon that actors receive with the parameters (an actor
+        unroller never calls the learner's ``rollout_step``)."""
+        self._behaviour_epsilon.fill_(self.epsilon)
+
     def after_update(self, root_inputs, info) -> None:
         """Moves the target network towards the online one (every ``target_update_period``
         updates)."""

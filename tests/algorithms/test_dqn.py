@@ -134,3 +134,13 @@ def test_n_step_longer_than_the_sampled_sequences_is_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"mini_batch_length = 4 \(it is 2\)"):
         DQNAlgorithm(obs, act, optimizer=torch.optim.Adam, n_step=3,
                      config=TrainerConfig(mini_batch_length=2))
+
+
+def test_actors_receive_the_scheduled_epsilon_with_the_parameters():
+    alg, env = _cartpole()
+    for _ in range(10):
+        alg.train_iter()
+    expected = 1.0 - 0.96 * alg.get_env_steps() / 4000
+    assert 0.04 < expected < 0.9
+    assert float(alg.actor_state_dict()["_behaviour_epsilon"]) == pytest.approx(expected)
+    env.close()
