@@ -25,7 +25,9 @@ def main():
     p.add_argument("--label", action="append", default=[], help="legend label per run")
     p.add_argument("--out", required=True)
     p.add_argument("--tag", default="Metrics_vs_EnvironmentSteps/AverageReturn")
-    p.add_argument("--frameskip", type=int, default=4)
+    p.add_argument("--frameskip", type=int, default=4,
+                   help="frames per environment step (1 for non-Atari tasks)")
+    p.add_argument("--xlabel", default="frames (millions)")
     p.add_argument("--title", default="IMPALA (rlf), ALE/Pong-v5, 2 CPU cores")
     args = p.parse_args()
     import matplotlib
@@ -45,7 +47,7 @@ def main():
                 label=f"{label} ({minutes:.0f} min, last {values[-1]:.1f})")
         print(f"{root}: {len(steps)} points, last {values[-1]:.2f} at {frames[-1]} frames, "
               f"{minutes:.1f} min, best {max(values):.2f}")
-    ax.set_xlabel("frames (millions)")
+    ax.set_xlabel(args.xlabel)
     ax.set_ylabel("average return (last episodes)")
     ax.set_title(args.title)
     ax.grid(alpha=0.3)
