@@ -40,15 +40,19 @@ class TargetUpdater:
         if not 0.0 < tau <= 1.0 or period < 1:
             raise ValueError(f"TargetUpdater: tau must be in (0, 1] (got {tau}) and period "
                              f">= 1 (got {period})")
-        self._pairs = []
-        for net, target in zip(networks, targets):
-            src = list(net.state_dict(keep_vars=True).values())
-            dst = list(target.state_dict(keep_vars=True).values())
+        self._networks = list(zip(networks, targets))
+        for src, dst in self._pairs_by_network():
             if [t.shape for t in src] != [t.shape for t in dst]:
                 raise ValueError("TargetUpdater: a network and its target differ in structure")
-            self._pairs += [(s, d) for s, d in zip(src, dst) if d.is_floating_point()]
         self._tau, self._period = tau, period
         self._count = 0
+
+    def _pairs_by_network(self):
+        # Looked up at each update, not kept: moving or loading a module may replace its
+        # Parameter objects.
+        return [(list(net.state_dict(keep_vars=True).values()),
+                 list(target.state_dict(keep_vars=True).values()))
+                for net, target in self._networks]
 
     @torch.no_grad()
     def __call__(self) -> None:
@@ -56,9 +60,10 @@ class TargetUpdater:
         self._count += 1
         if self._count % self._period:
             return
+        pairs = [(s, d) for src, dst in self._pairs_by_network() for s, d in zip(src, dst)
+                 if d.is_floating_point()]
         if self._tau == 1.0:
-            for s, d in self._pairs:
+            for s, d in pairs:
                 d.copy_(s)
         else:
-            torch._foreach_lerp_([d for _, d in self._pairs], [s for s, _ in self._pairs],
-                                 self._tau)
+            torch._foreach_lerp_([d for _, d in pairs], [s for s, _ in pairs], self._tau)

@@ -144,3 +144,12 @@ def test_actors_receive_the_scheduled_epsilon_with_the_parameters():
     assert 0.04 < expected < 0.9
     assert float(alg.actor_state_dict()["_behaviour_epsilon"]) == pytest.approx(expected)
     env.close()
+
+
+def test_target_updates_follow_parameters_replaced_by_a_load():
+    alg = _alg(target_update_period=1)
+    state = {k: v.clone() + 1.0 if k.startswith("_q_network.") else v.clone()
+             for k, v in alg.state_dict().items() if isinstance(v, torch.Tensor)}
+    alg.load_state_dict(state, strict=False, assign=True)  # new Parameter objects
+    alg.after_update(None, None)
+    assert torch.equal(alg.target_q_network.head.bias, alg.q_network.head.bias)
