@@ -1,15 +1,15 @@
 """ImpalaAlgorithm: actor-critic with V-trace off-policy correction (Espeholt et al. 2018).
 
 Experience layout (docs/design.md, "Data conventions"): step ``t`` holds ``x_t``, the action
-``a_t`` and the reward and discount of the transition *into* ``x_t``. So the transition ``x_t -> x_{t+1}`` has reward
-``reward[t+1]`` and discount ``gamma * discount[t+1]`` (0 after a termination, ``gamma`` after
-a truncation, whose final observation's value is bootstrapped). A step whose ``step_type`` is
-LAST starts no transition (the next step is another episode's FIRST): V-trace gives it
-importance weight 0, which both zeroes its TD error and cuts the trace there, so the value
-target of a truncated episode's last state is its own value. Its loss is masked too.
-A FIRST step that follows anything but LAST means the episode before it was cut (its
-environment was restarted: a resume with a saved replay buffer, a restarted actor); the step
-before it is then treated as a truncated episode's last state, not as a transition into
+``a_t`` and the reward and discount of the transition *into* ``x_t``. So the transition
+``x_t -> x_{t+1}`` has reward ``reward[t+1]`` and discount ``gamma * discount[t+1]`` (0 after
+a termination, ``gamma`` after a truncation, whose final observation's value is bootstrapped).
+A step whose ``step_type`` is LAST starts no transition (the next step is another episode's
+FIRST): V-trace gives it importance weight 0, which both zeroes its TD error and cuts the trace
+there, so the value target of a truncated episode's last state is its own value. Its loss is
+masked too. A FIRST step that follows anything but LAST means the episode before it was cut
+(its environment was restarted: a resume with a saved replay buffer, a restarted actor); the
+step before it is then treated as a truncated episode's last state, not as a transition into
 another episode.
 """
 

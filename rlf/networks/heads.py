@@ -1,7 +1,8 @@
 """Policy heads for Discrete (Categorical), MultiDiscrete (independent Categoricals) and Box
-(diagonal Normal, unsquashed or tanh-squashed into the bounds) action specs. A head maps features to the policy's *parameters* (a tensor
-or a tuple of tensors, storable in replay as the behaviour policy) and computes samples,
-log-probabilities and entropies from parameters with any outer dims (``[B]`` or ``[T, B]``)."""
+(diagonal Normal, unsquashed or tanh-squashed into the bounds) action specs. A head maps
+features to the policy's *parameters* (a tensor or a tuple of tensors, storable in replay as
+the behaviour policy) and computes samples, log-probabilities and entropies from parameters
+with any outer dims (``[B]`` or ``[T, B]``)."""
 
 from __future__ import annotations
 
