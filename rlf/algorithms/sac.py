@@ -33,8 +33,9 @@ class SACInfo(NamedTuple):
         reward, step_type, discount: of the step.
         action: the replayed action ``a_t``.
         critics: ``[T, B, 2]`` ``Q_i(x_t, a_t)`` of the twin critics (with gradient).
-        target_value: ``[T, B]`` ``min_i Q'_i(x_t, a') - alpha log pi(a'|x_t)``, ``a' ~ pi``
-            (no gradient): the soft value that bootstraps the transition into ``x_t``.
+        target_q: ``[T, B]`` ``min_i Q'_i(x_t, a')`` of the target critics, ``a' ~ pi``
+            (no gradient): with ``log_pi``, the soft value that bootstraps the transition
+            into ``x_t``.
         log_pi: ``[T, B]`` ``log pi(a'|x_t)`` of the reparameterised sample (gradient into
             the actor).
         q_new: ``[T, B]`` ``min_i Q_i(x_t, a')`` (gradient into the actor only).
@@ -45,7 +46,7 @@ class SACInfo(NamedTuple):
     step_type: Any = ()
     discount: Any = ()
     critics: Any = ()
-    target_value: Any = ()
+    target_q: Any = ()
     log_pi: Any = ()
     q_new: Any = ()
 
@@ -204,13 +205,12 @@ class SACAlgorithm(RLAlgorithm):
         with _frozen(self._critics):
             q_new = self._critic_values(self._critics, obs, new_action).min(-1).values
         with torch.no_grad():
-            target_q = self._critic_values(self._target_critics, obs, new_action)
-            target_value = target_q.min(-1).values - self.alpha * log_pi
+            target_q = self._critic_values(self._target_critics, obs, new_action).min(-1).values
         return AlgStep(output=rollout_info.action, state=state, info=SACInfo(
             action=rollout_info.action, reward=self.weighted_reward(time_step.reward),
             step_type=time_step.step_type, discount=time_step.discount,
             critics=self._critic_values(self._critics, obs, rollout_info.action),
-            target_value=target_value, log_pi=log_pi, q_new=q_new))
+            target_q=target_q, log_pi=log_pi, q_new=q_new))
 
     def calc_loss(self, info: SACInfo) -> LossInfo:
         """``[T-1, B]``: the critics' ``0.5 sum_i (Q_i(x_t, a_t) - y_t)^2`` with the soft
@@ -218,11 +218,12 @@ class SACAlgorithm(RLAlgorithm):
         ``alpha log pi(a'|x_t) - min_i Q_i(x_t, a')`` and the temperature's
         ``-log alpha (log pi(a'|x_t) + target_entropy)`` (Haarnoja et al. 2018, eqs. 5, 7
         and 18)."""
-        with torch.no_grad():
-            target = info.reward[1:].float() + self._gamma * info.discount[1:].float() * (
-                info.target_value[1:])
-        critic_loss = 0.5 * ((info.critics[:-1] - target.unsqueeze(-1)) ** 2).sum(-1)
         alpha = self.alpha.detach()
+        with torch.no_grad():
+            target = soft_q_target(info.reward[1:].float(),
+                                   self._gamma * info.discount[1:].float(),
+                                   info.target_q[1:], info.log_pi[1:], alpha)
+        critic_loss = 0.5 * ((info.critics[:-1] - target.unsqueeze(-1)) ** 2).sum(-1)
         actor_loss = (alpha * info.log_pi - info.q_new)[:-1]
         alpha_loss = -self._log_alpha * (info.log_pi.detach() + self._target_entropy)[:-1]
         if summary.should_record_summaries():

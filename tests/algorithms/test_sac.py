@@ -43,11 +43,11 @@ def test_losses_on_a_hand_computed_transition():
                    step_type=torch.tensor([[F, M], [M, L]], dtype=torch.int32),
                    discount=torch.tensor([[1.0, 1.0], [1.0, 0.0]]),
                    critics=torch.tensor([[[1.0, 2.0], [0.0, 0.0]], [[5.0, 5.0], [5.0, 5.0]]]),
-                   target_value=torch.tensor([[9.0, 9.0], [3.0, 7.0]]),
-                   log_pi=torch.tensor([[-1.0, 1.0], [0.0, 0.0]]),
+                   target_q=torch.tensor([[9.0, 9.0], [2.5, 7.0]]),
+                   log_pi=torch.tensor([[-1.0, 1.0], [-1.0, 0.0]]),
                    q_new=torch.tensor([[4.0, 6.0], [0.0, 0.0]]))
     loss = alg.calc_loss(info)
-    # env 0: y = 1 + 0.9 * 3 = 3.7; critic 0.5 ((1 - 3.7)^2 + (2 - 3.7)^2) = 5.09
+    # env 0: y = 1 + 0.9 (2.5 - 0.5 * -1) = 3.7; critic 0.5 ((1 - 3.7)^2 + (2 - 3.7)^2) = 5.09
     # env 1: y = 2 (terminated);     critic 0.5 ((0 - 2)^2 + (0 - 2)^2) = 4
     assert torch.allclose(loss.extra["critic_loss"], torch.tensor([[5.09, 4.0]]))
     # actor: alpha log pi - min Q = 0.5 * -1 - 4 and 0.5 * 1 - 6
@@ -107,7 +107,7 @@ def test_temperature_falls_when_the_policy_is_more_random_than_the_target():
     alg = _alg(initial_alpha=1.0)
     info = SACInfo(reward=torch.zeros(2, 4), step_type=torch.full((2, 4), M),
                    discount=torch.ones(2, 4), critics=torch.zeros(2, 4, 2),
-                   target_value=torch.zeros(2, 4), log_pi=torch.full((2, 4), -5.0),
+                   target_q=torch.zeros(2, 4), log_pi=torch.full((2, 4), -5.0),
                    q_new=torch.zeros(2, 4))  # entropy 5 > target -2
     alg.update_with_gradient(alg.calc_loss(info), torch.ones(2, 4))
     assert float(alg.alpha.detach()) < 1.0
