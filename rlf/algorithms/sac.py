@@ -241,10 +241,10 @@ class SACAlgorithm(RLAlgorithm):
     def get_extra_state(self):
         """``RLAlgorithm``'s extra state plus the target updater's update count."""
         state = super().get_extra_state()
-        state["target_updates"] = self._target_updater._count
+        state["target_updates"] = self._target_updater.num_calls
         return state
 
     def set_extra_state(self, state):
         """Restores ``get_extra_state()`` output."""
         super().set_extra_state(state)
-        self._target_updater._count = int(state.get("target_updates", 0))
+        self._target_updater.num_calls = state.get("target_updates", 0)

@@ -54,6 +54,16 @@ class TargetUpdater:
                  list(target.state_dict(keep_vars=True).values()))
                 for net, target in self._networks]
 
+    @property
+    def num_calls(self) -> int:
+        """Gradient updates counted so far (the algorithms checkpoint it, so that the
+        period's phase survives a resume)."""
+        return self._count
+
+    @num_calls.setter
+    def num_calls(self, value: int) -> None:
+        self._count = int(value)
+
     @torch.no_grad()
     def __call__(self) -> None:
         """Counts one gradient update and updates the targets when the period is reached."""
