@@ -14,6 +14,10 @@ from rlf.environments.vector_environment import VectorEnvironment
 __all__ = ["load_gym"]
 
 
+def _to_float32(observation: np.ndarray) -> np.ndarray:
+    return observation.astype(np.float32)
+
+
 def _float32_observations(env: gym.Env) -> gym.Env:
     """``env`` with float64 ``Box`` observations cast to float32 (others unchanged)."""
     space = env.observation_space
@@ -21,7 +25,8 @@ def _float32_observations(env: gym.Env) -> gym.Env:
         return env
     space32 = gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
                              space.shape, np.float32)
-    return gym.wrappers.TransformObservation(env, lambda o: o.astype(np.float32), space32)
+    # a module-level function, not a lambda: the environment stays picklable (get_state)
+    return gym.wrappers.TransformObservation(env, _to_float32, space32)
 
 
 @gin.configurable
