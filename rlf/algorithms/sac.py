@@ -237,14 +237,3 @@ class SACAlgorithm(RLAlgorithm):
         """Counts the update and moves the target critics towards the critics."""
         self._num_updates += 1
         self._target_updater()
-
-    def get_extra_state(self):
-        """``RLAlgorithm``'s extra state plus the target updater's update count."""
-        state = super().get_extra_state()
-        state["target_updates"] = self._target_updater.num_calls
-        return state
-
-    def set_extra_state(self, state):
-        """Restores ``get_extra_state()`` output."""
-        super().set_extra_state(state)
-        self._target_updater.num_calls = state.get("target_updates", 0)

@@ -20,9 +20,13 @@ def make_target_network(network: nn.Module) -> nn.Module:
     return target
 
 
-class TargetUpdater:
+class TargetUpdater(nn.Module):
     """Every ``period`` calls, ``target <- tau * online + (1 - tau) * target`` for each
     parameter and floating buffer; ``tau = 1`` copies.
+
+    A module without parameters: assigned to an algorithm's attribute it checkpoints its
+    update count (``get_extra_state``), so the period's phase survives a resume. It holds the
+    networks outside the module tree (they belong to the algorithm).
 
     Args:
         networks: the online networks.
@@ -40,7 +44,8 @@ class TargetUpdater:
         if not 0.0 < tau <= 1.0 or period < 1:
             raise ValueError(f"TargetUpdater: tau must be in (0, 1] (got {tau}) and period "
                              f">= 1 (got {period})")
-        self._networks = list(zip(networks, targets))
+        super().__init__()
+        self.__dict__["_networks"] = list(zip(networks, targets))  # not sub-modules
         for src, dst in self._pairs_by_network():
             if [t.shape for t in src] != [t.shape for t in dst]:
                 raise ValueError("TargetUpdater: a network and its target differ in structure")
@@ -56,16 +61,19 @@ class TargetUpdater:
 
     @property
     def num_calls(self) -> int:
-        """Gradient updates counted so far (the algorithms checkpoint it, so that the
-        period's phase survives a resume)."""
+        """Gradient updates counted so far."""
         return self._count
 
-    @num_calls.setter
-    def num_calls(self, value: int) -> None:
-        self._count = int(value)
+    def get_extra_state(self):
+        """The update count (``nn.Module`` hook, saved with the owner's ``state_dict``)."""
+        return {"num_calls": self._count}
+
+    def set_extra_state(self, state) -> None:
+        """Restores ``get_extra_state()`` output."""
+        self._count = int(state["num_calls"])
 
     @torch.no_grad()
-    def __call__(self) -> None:
+    def forward(self) -> None:
         """Counts one gradient update and updates the targets when the period is reached."""
         self._count += 1
         if self._count % self._period:
