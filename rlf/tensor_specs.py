@@ -197,6 +197,12 @@ class BoundedTensorSpec(TensorSpec):
         """Upper bound, numpy array broadcastable to ``shape`` (float64 or int64)."""
         return self._maximum
 
+    def bounds(self, dtype: torch.dtype = torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``(minimum, maximum)`` as new tensors of ``shape`` and ``dtype`` (each bound
+        broadcast over the shape), e.g. for clipping or rescaling actions."""
+        return tuple(torch.as_tensor(b, dtype=dtype).expand(self._shape).clone()
+                     for b in (self._minimum, self._maximum))
+
     @property
     def num_values(self) -> int:
         """For a discrete scalar-bound spec, the number of values ``maximum - minimum + 1``.

@@ -91,3 +91,13 @@ def test_validate_nest_messages():
         validate_nest({**ok, "a": torch.zeros(2, dtype=torch.int32)}, spec, (2,), "x")
     with pytest.raises(ValueError, match="structure does not match"):
         validate_nest({"obs": ok["obs"]}, spec, (2,), "x")
+
+
+def test_bounds_are_tensors_of_the_shape_and_dtype():
+    spec = BoundedTensorSpec((2, 3), torch.float32, -1.0, [1.0, 2.0, 3.0])
+    low, high = spec.bounds(torch.float64)
+    assert low.dtype == high.dtype == torch.float64
+    assert torch.equal(low, torch.full((2, 3), -1.0, dtype=torch.float64))
+    assert torch.equal(high[1], torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
+    low[0, 0] = 5.0  # a copy: the spec is unchanged
+    assert spec.bounds()[0][0, 0] == -1.0

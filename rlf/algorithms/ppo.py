@@ -134,12 +134,9 @@ class PPOAlgorithm(RLAlgorithm):
         head = network.policy_head
         self._clip_to_bounds = not isinstance(head, (CategoricalHead, MultiCategoricalHead))
         if self._clip_to_bounds:
-            self.register_buffer("_action_low", torch.as_tensor(
-                action_spec.minimum, dtype=torch.float32).expand(action_spec.shape).clone(),
-                persistent=False)
-            self.register_buffer("_action_high", torch.as_tensor(
-                action_spec.maximum, dtype=torch.float32).expand(action_spec.shape).clone(),
-                persistent=False)
+            low, high = action_spec.bounds(torch.float32)
+            self.register_buffer("_action_low", low, persistent=False)
+            self.register_buffer("_action_high", high, persistent=False)
 
     @property
     def network(self):

@@ -149,12 +149,9 @@ class SACAlgorithm(RLAlgorithm):
         self._gamma = gamma
         self._random_actions = random_actions_before_training
         self.register_buffer("_num_updates", torch.zeros((), dtype=torch.int64))
-        self.register_buffer("_action_low", torch.as_tensor(
-            action_spec.minimum, dtype=torch.float32).expand(action_spec.shape).clone(),
-            persistent=False)
-        self.register_buffer("_action_high", torch.as_tensor(
-            action_spec.maximum, dtype=torch.float32).expand(action_spec.shape).clone(),
-            persistent=False)
+        low, high = action_spec.bounds(torch.float32)
+        self.register_buffer("_action_low", low, persistent=False)
+        self.register_buffer("_action_high", high, persistent=False)
         self.add_optimizer(actor_optimizer, self._actor)
         self.add_optimizer(critic_optimizer, self._critics)
         self.add_optimizer(alpha_optimizer, self._log_alpha)

@@ -67,8 +67,7 @@ class MultiCategoricalHead(nn.Module):
 
     def __init__(self, input_size: int, spec: BoundedTensorSpec):
         super().__init__()
-        lo = torch.as_tensor(spec.minimum).expand(spec.shape).reshape(-1)
-        hi = torch.as_tensor(spec.maximum).expand(spec.shape).reshape(-1)
+        lo, hi = (b.reshape(-1) for b in spec.bounds(torch.int64))
         self.heads = nn.ModuleList(
             CategoricalHead(input_size, BoundedTensorSpec((), torch.int64, int(a), int(b)))
             for a, b in zip(lo, hi))
@@ -156,12 +155,11 @@ class TanhNormalHead(nn.Module):
         super().__init__()
         self._shape = tuple(spec.shape)
         d = int(spec.numel)
-        low = torch.as_tensor(spec.minimum, dtype=torch.float32).expand(spec.shape).reshape(-1)
-        high = torch.as_tensor(spec.maximum, dtype=torch.float32).expand(spec.shape).reshape(-1)
+        low, high = (b.reshape(-1) for b in spec.bounds(torch.float32))
         if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
             raise ValueError(f"TanhNormalHead needs finite action bounds, got {spec}")
-        self.register_buffer("_low", low.clone(), persistent=False)
-        self.register_buffer("_half_range", ((high - low) / 2).clone(), persistent=False)
+        self.register_buffer("_low", low, persistent=False)
+        self.register_buffer("_half_range", (high - low) / 2, persistent=False)
         self._bounds = log_std_bounds
         self.state_dependent_std = state_dependent_std
         self.fc = nn.Linear(input_size, 2 * d if state_dependent_std else d)

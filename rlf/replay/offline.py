@@ -223,8 +223,7 @@ def _action_leaves(data_spec: Any, action_spec: Any) -> Dict[str, BoundedTensorS
 def _check_actions(f: Path, key: str, t: torch.Tensor, spec: BoundedTensorSpec,
                    normalized: Optional[bool]) -> torch.Tensor:
     """Checks (and with ``normalized`` rescales) one action leaf's held values ``[N, ...]``."""
-    low = torch.as_tensor(spec.minimum, dtype=torch.float64).expand(spec.shape)
-    high = torch.as_tensor(spec.maximum, dtype=torch.float64).expand(spec.shape)
+    low, high = spec.bounds(torch.float64)
     if t.numel() == 0:
         return t
     values = t.to(torch.float64)
