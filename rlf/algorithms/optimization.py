@@ -26,6 +26,12 @@ def _is_empty(x) -> bool:
     return isinstance(x, tuple) and len(x) == 0
 
 
+def _fits_mask(valid_masks: torch.Tensor, x: torch.Tensor) -> bool:
+    """Whether ``x`` is ``[T, B, ...]`` or ``[T-1, B, ...]`` for a ``[T, B]`` mask."""
+    t, b = valid_masks.shape[:2]
+    return x.ndim >= 2 and x.shape[1] == b and x.shape[0] in (t, t - 1)
+
+
 def _fit_mask(valid_masks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """The ``[T, B]`` mask for ``x``: ``[T, B, ...]`` per step, or ``[T-1, B, ...]`` over
     transitions (the mask's first ``T - 1`` rows), with trailing dims to broadcast.
@@ -34,7 +40,7 @@ def _fit_mask(valid_masks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         ValueError: if ``x``'s leading dims fit neither.
     """
     t, b = valid_masks.shape[:2]
-    if x.ndim < 2 or x.shape[1] != b or x.shape[0] not in (t, t - 1):
+    if not _fits_mask(valid_masks, x):
         raise ValueError(f"a loss of shape {tuple(x.shape)} fits neither the [T, B] = "
                          f"[{t}, {b}] steps nor the [T-1, B] transitions of its batch")
     m = valid_masks[:x.shape[0]].to(x.dtype)
@@ -268,9 +274,7 @@ class OptimizationMixin:
             if not isinstance(value, torch.Tensor):
                 continue
             value = value.detach().float()
-            if valid_masks is not None and value.ndim >= 2 and value.shape[1] == (
-                    valid_masks.shape[1]) and value.shape[0] in (valid_masks.shape[0],
-                                                                 valid_masks.shape[0] - 1):
+            if valid_masks is not None and _fits_mask(valid_masks, value):
                 m = _fit_mask(valid_masks, value).expand_as(value)
                 value = (value * m).sum() / m.sum().clamp(min=1)
             summary.scalar(f"loss/{self._name}/{path}", value.mean())
