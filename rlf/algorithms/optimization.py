@@ -14,16 +14,13 @@ from torch import nn
 from rlf import nest
 from rlf.data_structures import LossInfo
 from rlf.utils import summary
+from rlf.utils.common import is_empty
 
 __all__ = ["OptimizationMixin", "NonFiniteLossError"]
 
 
 class NonFiniteLossError(FloatingPointError):
     """A loss (or one of its terms) became NaN or infinite during training."""
-
-
-def _is_empty(x) -> bool:
-    return isinstance(x, tuple) and len(x) == 0
 
 
 def _fits_mask(valid_masks: torch.Tensor, x: torch.Tensor) -> bool:
@@ -213,7 +210,7 @@ class OptimizationMixin:
             if valid_masks is not None:
                 loss = loss * _fit_mask(valid_masks, loss)
             loss = loss.mean()
-        if not _is_empty(loss_info.scalar_loss):
+        if not is_empty(loss_info.scalar_loss):
             loss = loss + loss_info.scalar_loss
         loss = loss * weight
         # (meta tensors, which the device-placement tests train on, hold no values to check)

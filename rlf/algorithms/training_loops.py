@@ -11,13 +11,9 @@ from torch import nn
 from rlf import nest
 from rlf.data_structures import Experience, LossInfo, valid_step_mask
 from rlf.utils import summary
-from rlf.utils.common import detach, reset_state_if_necessary
+from rlf.utils.common import detach, is_empty, reset_state_if_necessary
 
 __all__ = ["TrainingLoopsMixin"]
-
-
-def _is_empty(x) -> bool:
-    return isinstance(x, tuple) and len(x) == 0
 
 
 class TrainingLoopsMixin:
@@ -221,7 +217,7 @@ class TrainingLoopsMixin:
         loss_info, params = self.update_with_gradient(loss_info, valid, weight)
         self.after_update(experience.time_step, train_info)
         if (batch_info is not None and self._config.priority_replay
-                and not _is_empty(loss_info.priority)):
+                and not is_empty(loss_info.priority)):
             self.replay_buffer.update_priority(batch_info.env_ids, batch_info.positions,
                                                loss_info.priority.detach().cpu())
         self.summarize_train(experience, train_info, loss_info, params)

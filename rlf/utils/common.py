@@ -8,7 +8,7 @@ import torch
 
 from rlf import nest
 
-__all__ = ["reset_state_if_necessary", "detach", "zeros_from_spec"]
+__all__ = ["reset_state_if_necessary", "is_empty", "detach", "zeros_from_spec"]
 
 
 def reset_state_if_necessary(state: Any, initial_state: Any, reset_mask: torch.Tensor) -> Any:
@@ -30,6 +30,11 @@ def reset_state_if_necessary(state: Any, initial_state: Any, reset_mask: torch.T
         return torch.where(mask, s0, s)
 
     return nest.map_structure(_reset, state, initial_state)
+
+
+def is_empty(x: Any) -> bool:
+    """Whether ``x`` is ``()``, the empty nest (e.g. an unset ``LossInfo`` field)."""
+    return isinstance(x, tuple) and len(x) == 0
 
 
 def detach(x: Any) -> Any:
