@@ -7,6 +7,7 @@ import copy
 import torch
 
 from rlf import nest
+from rlf.data_structures import valid_step_mask
 
 
 def assert_resumes_exactly(make_alg, train_iters: int, experience_for_update):
@@ -42,3 +43,11 @@ def _assert_same(a, b):
             assert torch.equal(x, y), path
         else:
             assert x == y, path
+
+
+def sampled_experience(alg, num_sequences: int = 16, length: int = 2):
+    """``experience_for_update`` of an off-policy algorithm: a batch-major ``[N, L]`` batch
+    from its replay buffer and its ``[N, L]`` loss mask."""
+    batch, _ = alg.replay_buffer.get_batch(num_sequences, length)
+    valid = valid_step_mask(batch.time_step.step_type.transpose(0, 1)).transpose(0, 1)
+    return batch, valid

@@ -8,12 +8,12 @@ import torch
 
 from rlf.algorithms import DQNAlgorithm, TrainerConfig
 from rlf.algorithms.dqn import DQNInfo, double_q_bootstrap
-from rlf.data_structures import StepType, valid_step_mask
+from rlf.data_structures import StepType
 from rlf.environments import load
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
 
-from tests.algorithms._resume import assert_resumes_exactly
+from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 
@@ -100,33 +100,23 @@ def _cartpole(priority_replay=False):
     return alg, env
 
 
-def test_dqn_learns_cartpole_with_prioritised_replay():
+def test_dqn_learns_cartpole_with_prioritised_replay(one_torch_thread):
     torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        alg, env = _cartpole(priority_replay=True)
-        best = 0.0
-        for i in range(120):
-            alg.train_iter()
-            if i % 10 == 9:
-                best = max(best, float(alg.get_metrics()[2].result()))
-        # A random policy averages ~22; priorities left the initial ones.
-        assert best >= 100
-        priority = alg.replay_buffer._priority[:, :alg.replay_buffer.total_size]
-        assert float(priority.min()) < float(priority.max())
-        env.close()
-    finally:
-        torch.set_num_threads(threads)
+    alg, env = _cartpole(priority_replay=True)
+    best = 0.0
+    for i in range(120):
+        alg.train_iter()
+        if i % 10 == 9:
+            best = max(best, float(alg.get_metrics()[2].result()))
+    # A random policy averages ~22; priorities left the initial ones.
+    assert best >= 100
+    priority = alg.replay_buffer._priority[:, :alg.replay_buffer.total_size]
+    assert float(priority.min()) < float(priority.max())
+    env.close()
 
 
 def test_dqn_resumes_exactly():
-    def experience(alg):
-        batch, _ = alg.replay_buffer.get_batch(16, 2)
-        valid = valid_step_mask(batch.time_step.step_type.transpose(0, 1)).transpose(0, 1)
-        return batch, valid
-
-    assert_resumes_exactly(_cartpole, 6, experience)
+    assert_resumes_exactly(_cartpole, 6, sampled_experience)
 
 
 def test_n_step_longer_than_the_sampled_sequences_is_refused_with_the_fix():

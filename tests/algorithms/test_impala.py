@@ -42,7 +42,7 @@ def test_vtrace_targets_at_termination_and_truncation():
     assert returns.pg_advantages[2, 0] == 0 and returns.pg_advantages[1, 1] == 0
 
 
-def test_learns_cartpole():
+def test_learns_cartpole(one_torch_thread):
     torch.manual_seed(0)
     env = load("CartPole-v1", 16, seed=0)
     config = TrainerConfig(unroll_length=16, whole_replay_buffer_training=True,
@@ -52,8 +52,6 @@ def test_learns_cartpole():
         network_ctor=functools.partial(ActorCriticNetwork, shared_encoder=False),
         optimizer=functools.partial(torch.optim.Adam, lr=2e-3), gradient_clipping=0.5)
     alg.set_unroller(SyncUnroller(env, alg))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     best = 0.0
     try:
         while alg.get_env_steps() < 80_000 and best < 150:
@@ -61,7 +59,6 @@ def test_learns_cartpole():
                 alg.train_iter()
             best = max(best, float(alg.get_metrics()[2].result()))
     finally:
-        torch.set_num_threads(threads)
         env.close()
     assert best >= 150
 

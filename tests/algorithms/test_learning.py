@@ -22,8 +22,6 @@ def _train(on_policy: bool, max_iterations: int) -> float:
               optimizer=functools.partial(torch.optim.Adam, lr=2e-3))
     alg.set_unroller(SyncUnroller(env, alg))
     best = 0.0
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     try:
         for i in range(1, max_iterations + 1):
             alg.train_iter()
@@ -32,12 +30,11 @@ def _train(on_policy: bool, max_iterations: int) -> float:
                 if best >= 195:
                     break
     finally:
-        torch.set_num_threads(threads)
         env.close()
     return best
 
 
 @pytest.mark.parametrize("on_policy", [True, False], ids=["on_policy", "off_policy"])
-def test_a2c_learns_cartpole(on_policy):
+def test_a2c_learns_cartpole(on_policy, one_torch_thread):
     # A random policy averages ~22; 195 is the classic CartPole-v0 "solved" level.
     assert _train(on_policy, 600) >= 195

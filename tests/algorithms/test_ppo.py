@@ -105,19 +105,14 @@ def _cartpole(num_env_steps=25_000):
     return alg, env
 
 
-def test_ppo_learns_cartpole():
+def test_ppo_learns_cartpole(one_torch_thread):
     torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        alg, env = _cartpole()
-        while alg.get_env_steps() < 25_000:
-            alg.train_iter()
-        # A random policy averages ~22.
-        assert float(alg.get_metrics()[2].result()) >= 150
-        env.close()
-    finally:
-        torch.set_num_threads(threads)
+    alg, env = _cartpole()
+    while alg.get_env_steps() < 25_000:
+        alg.train_iter()
+    # A random policy averages ~22.
+    assert float(alg.get_metrics()[2].result()) >= 150
+    env.close()
 
 
 def test_ppo_resumes_exactly():

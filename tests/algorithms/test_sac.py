@@ -10,13 +10,13 @@ import torch
 
 from rlf.algorithms import SACAlgorithm, TrainerConfig
 from rlf.algorithms.sac import SACInfo, soft_q_target
-from rlf.data_structures import StepType, TimeStep, valid_step_mask
+from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
 from rlf.networks import TanhNormalHead
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
 
-from tests.algorithms._resume import assert_resumes_exactly
+from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 ADAM = functools.partial(torch.optim.Adam, lr=1e-3)
@@ -135,31 +135,21 @@ def _greedy_returns(alg, num_envs=4):
     return total
 
 
-def test_sac_acts_at_random_before_training_then_learns_pendulum():
+def test_sac_acts_at_random_before_training_then_learns_pendulum(one_torch_thread):
     torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        alg, env = _pendulum()
-        before = _greedy_returns(alg)
-        for _ in range(3000):
-            alg.train_iter()
-        # Training starts once the buffer holds 200 steps (iteration 200).
-        assert int(alg._num_updates) == 3000 - 199
-        after = _greedy_returns(alg)
-        # The untrained policy scores about -1,200 per episode; 2,800 updates bring the
-        # greedy policy to about -300 (the swing-up learned, -150 is near the optimum).
-        assert float(before.mean()) < -900
-        assert float(after.mean()) > -700
-        env.close()
-    finally:
-        torch.set_num_threads(threads)
+    alg, env = _pendulum()
+    before = _greedy_returns(alg)
+    for _ in range(3000):
+        alg.train_iter()
+    # Training starts once the buffer holds 200 steps (iteration 200).
+    assert int(alg._num_updates) == 3000 - 199
+    after = _greedy_returns(alg)
+    # The untrained policy scores about -1,200 per episode; 2,800 updates bring the
+    # greedy policy to about -300 (the swing-up learned, -150 is near the optimum).
+    assert float(before.mean()) < -900
+    assert float(after.mean()) > -700
+    env.close()
 
 
 def test_sac_resumes_exactly():
-    def experience(alg):
-        batch, _ = alg.replay_buffer.get_batch(16, 2)
-        valid = valid_step_mask(batch.time_step.step_type.transpose(0, 1)).transpose(0, 1)
-        return batch, valid
-
-    assert_resumes_exactly(lambda: _pendulum(), 210, experience)
+    assert_resumes_exactly(_pendulum, 210, sampled_experience)
