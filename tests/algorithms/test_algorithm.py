@@ -31,6 +31,16 @@ def test_update_masks_invalid_steps_and_averages_over_all():
     assert float(alg.w.detach()) == pytest.approx(-6 / 8)
 
 
+def test_transition_loss_uses_the_first_t_minus_1_rows_and_averages_over_them():
+    alg = Linear()
+    mask = torch.tensor([[1., 1.], [0., 1.], [1., 1.], [0., 0.]])  # [T=4, B=2]
+    loss = alg.w * torch.ones(3, 2)  # [T-1, B]: rows 0-2 of the mask, 5 valid of 6
+    alg.update_with_gradient(LossInfo(loss=loss), mask)
+    assert float(alg.w.detach()) == pytest.approx(-5 / 6)
+    with pytest.raises(ValueError, match=r"fits neither"):
+        alg.update_with_gradient(LossInfo(loss=alg.w * torch.ones(2, 2)), mask)
+
+
 def test_gradient_clipping_by_global_norm_and_value():
     alg = Linear(gradient_clipping=0.5)
     alg.update_with_gradient(LossInfo(loss=alg.w * 3.0))

@@ -1,6 +1,6 @@
-"""Base-class training features: the loss mask, [T-1, B] transition losses, preprocessing of
-the whole experience before it is split, on-policy epochs over shuffled transitions, and
-several optimizers in one algorithm."""
+"""Base-class training features: the loss mask, preprocessing of the whole experience before
+it is split, on-policy epochs over shuffled transitions, and several optimizers in one
+algorithm ([T-1, B] transition losses: test_algorithm.py, beside the per-step masking)."""
 
 import functools
 
@@ -22,22 +22,6 @@ def test_valid_step_mask_removes_last_steps_steps_before_a_cut_and_the_final_ste
     step_type = torch.tensor([[F, M], [M, M], [L, F], [F, M], [M, M]], dtype=torch.int32)
     expected = torch.tensor([[1, 1], [1, 0], [0, 1], [1, 1], [0, 0]], dtype=torch.bool)
     assert torch.equal(valid_step_mask(step_type), expected)
-
-
-class Linear(Algorithm):
-    def __init__(self, **kw):
-        super().__init__(optimizer=SGD, **kw)
-        self.w = nn.Parameter(torch.zeros(()))
-
-
-def test_transition_loss_uses_the_first_t_minus_1_rows_and_averages_over_them():
-    alg = Linear()
-    mask = torch.tensor([[1., 1.], [0., 1.], [1., 1.], [0., 0.]])  # [T=4, B=2]
-    loss = alg.w * torch.ones(3, 2)  # [T-1, B]: rows 0-2 of the mask, 5 valid of 6
-    alg.update_with_gradient(LossInfo(loss=loss), mask)
-    assert float(alg.w.detach()) == pytest.approx(-5 / 6)
-    with pytest.raises(ValueError, match=r"fits neither"):
-        alg.update_with_gradient(LossInfo(loss=alg.w * torch.ones(2, 2)), mask)
 
 
 class Recorder(RLAlgorithm):
