@@ -1,5 +1,6 @@
 """The shipped gin files parse (from any working directory), and includes resolve."""
 
+import math
 from pathlib import Path
 
 import gin
@@ -62,6 +63,23 @@ def test_atari_conf_halves_the_rate_at_6m_and_8m_of_its_10m_frames(tmp_path, mon
     milestones = q("torch.optim.lr_scheduler.MultiStepLR.milestones")
     assert [m / updates for m in milestones] == pytest.approx([0.6, 0.8])
     assert q("torch.optim.lr_scheduler.MultiStepLR.gamma") == 0.5
+
+
+@pytest.mark.parametrize("name", ["ppo_atari.gin", "ppo_cartpole.gin", "ppo_mujoco.gin"])
+def test_ppo_confs_decay_the_rate_to_zero_at_the_last_update(name, tmp_path, monkeypatch):
+    # LinearLR counts gradient updates: one per mini-batch of each epoch. The transitions of
+    # an iteration are num_envs * unroll_length at most (the carried step of the previous
+    # unroll replaces each environment's final step, which has no successor).
+    monkeypatch.chdir(tmp_path)
+    parse_config(str(CONFS / name))
+    q = gin.query_parameter
+    per_iter = q("load.num_envs") * q("TrainerConfig.unroll_length")
+    iterations = math.ceil(q("TrainerConfig.num_env_steps") / per_iter)
+    updates = (iterations * q("TrainerConfig.num_updates_per_train_iter")
+               * math.ceil(per_iter / q("TrainerConfig.mini_batch_size")))
+    assert q("TrainerConfig.mini_batch_length") == 1
+    assert q("torch.optim.lr_scheduler.LinearLR.end_factor") == 0.0
+    assert q("torch.optim.lr_scheduler.LinearLR.total_iters") == updates
 
 
 def test_missing_include_is_a_one_line_config_error(tmp_path):

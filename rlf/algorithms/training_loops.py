@@ -135,7 +135,10 @@ class TrainingLoopsMixin:
         2. If ``config.mini_batch_length`` is set and shorter than ``L``, each row is cut into
            ``L // mini_batch_length`` sequences (the oldest ``L % mini_batch_length`` steps,
            which fill none, are dropped); ``mini_batch_length = 1`` gives single steps, so
-           mini-batches are transitions drawn across time and environments.
+           mini-batches are transitions drawn across time and environments. Sequences with
+           no valid step (e.g. each row's final step, which has no successor) are dropped:
+           they would add nothing to a loss but would make an extra, nearly empty
+           mini-batch (and an extra optimizer and learning-rate-schedule step) per epoch.
         3. Each of the ``num_epochs`` epochs goes through the sequences in mini-batches of
            ``config.mini_batch_size`` (all if None), in a new random order if ``shuffle``.
 
@@ -171,6 +174,9 @@ class TrainingLoopsMixin:
 
             experience, valid = nest.map_structure(_split, (experience, valid))
             batch_info = None
+            keep = valid.any(1)
+            if not bool(keep.all()):
+                experience, valid = nest.map_structure(lambda x: x[keep], (experience, valid))
         batch_size = valid.shape[0]
         mini_batch_size = config.mini_batch_size or batch_size
         steps = 0

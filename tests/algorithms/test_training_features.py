@@ -60,21 +60,22 @@ def _recorder(**config):
 
 
 def test_on_policy_epochs_preprocess_the_whole_unroll_then_shuffle_transitions():
-    alg, env = _recorder(unroll_length=6, num_updates_per_train_iter=3, mini_batch_size=8,
+    alg, env = _recorder(unroll_length=6, num_updates_per_train_iter=3, mini_batch_size=5,
                          mini_batch_length=1)
     alg._is_on_policy = True
     assert not alg.trains_on_rollout_graph
     steps = alg.train_iter()
-    # One preprocess call on the whole [B=4, T=6] unroll, then 3 epochs of 24 transitions
-    # in mini-batches of 8 single steps ([T=1, B=8] in calc_loss).
+    # One preprocess call on the whole [B=4, T=6] unroll. Each environment's final step has
+    # no successor and is dropped, so each of the 3 epochs goes through 20 transitions in 4
+    # mini-batches of 5 single steps ([T=1, B=5] in calc_loss), not 5 with a last one of 4.
     assert alg.preprocessed == [torch.Size([4, 6])]
-    assert len(alg.batches) == 9 and steps == 72
-    assert all(b["t"].shape == (1, 8) for b in alg.batches)
+    assert len(alg.batches) == 12 and steps == 60
+    assert all(b["t"].shape == (1, 5) for b in alg.batches)
     assert all(bool((b["whole_len"] == 6).all()) for b in alg.batches)
-    epoch = torch.cat([b["env_id"].flatten() for b in alg.batches[:3]])
-    assert sorted(epoch.tolist()) == sorted(list(range(4)) * 6)  # every transition once
+    epoch = torch.cat([b["env_id"].flatten() for b in alg.batches[:4]])
+    assert sorted(epoch.tolist()) == sorted(list(range(4)) * 5)  # every transition once
     first = torch.cat([torch.stack([b["env_id"].flatten(), b["t"].flatten()], -1)
-                       for b in alg.batches[:3]])
+                       for b in alg.batches[:4]])
     assert not all(first[i, 0] == first[i + 1, 0] for i in range(len(first) - 1)), \
         "mini-batches are drawn across environments, not environment by environment"
     # The next unroll is preceded by this one's last step: 7 steps per environment.
