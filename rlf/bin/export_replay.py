@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
+from rlf.bin.cli import run_main
 from rlf.replay.offline import export_replay_buffer, load_replay_checkpoint
 from rlf.utils.errors import UserError, one_line
 
@@ -51,4 +52,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    app.run(lambda argv: sys.exit(main(argv)))
+    run_main(main)

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import List
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
+from rlf.bin.cli import run_main
 from rlf.bin.gin_utils import parse_config
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.video import save_video
@@ -158,4 +159,4 @@ def _play() -> int:
 
 
 if __name__ == "__main__":
-    app.run(lambda argv: sys.exit(main(argv)))
+    run_main(main)

@@ -1,7 +1,7 @@
 r"""Runs one conf over Atari games and seeds, then writes a results table and learning curves.
 
     python -m rlf.bin.suite --conf confs/impala_atari.gin \
-        --games Pong Breakout BeamRider Qbert SpaceInvaders --seeds 0 --frames 10M \
+        --games Pong,Breakout,BeamRider,Qbert,SpaceInvaders --seeds 0 --frames 10M \
         --root_dir runs/suite [--conf_param ...] [--debug]
 
 Each (game, seed) is a normal training run (``python -m rlf.bin.train``) of ``ALE/<game>-v5``
@@ -33,8 +33,9 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from absl import app, flags
+from absl import flags
 
+from rlf.bin.cli import run_main
 from rlf.utils.atari_scores import human_normalized_score
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.tensorboard_reader import read_scalars
@@ -42,8 +43,8 @@ from rlf.utils.tensorboard_reader import read_scalars
 FLAGS = flags.FLAGS
 flags.DEFINE_string("conf", None, "gin file of every run")
 flags.DEFINE_list("games", ["Pong", "Breakout", "BeamRider", "Qbert", "SpaceInvaders"],
-                  "ALE game names (ALE/<game>-v5)")
-flags.DEFINE_list("seeds", ["0"], "random seeds")
+                  "ALE game names (ALE/<game>-v5), comma-separated")
+flags.DEFINE_list("seeds", ["0"], "random seeds, comma-separated")
 flags.DEFINE_string("frames", "10M", "frames per run (k/M suffixes allowed)")
 flags.DEFINE_string("root_dir", "runs/suite", "where the runs and the results go")
 flags.DEFINE_multi_string("conf_param", [], "extra gin bindings for every run")
@@ -244,4 +245,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    app.run(lambda argv: sys.exit(main(argv)))
+    run_main(main)

@@ -23,8 +23,9 @@ import os
 import sys
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
+from rlf.bin.cli import run_main
 from rlf.bin.gin_utils import ConfigError, parse_config
 from rlf.runtime import configure_process
 from rlf.utils.errors import UserError, one_line
@@ -102,7 +103,7 @@ def main(argv) -> int:
 
 def run() -> None:
     """Console entry point."""
-    app.run(lambda argv: sys.exit(main(argv)))
+    run_main(main)
 
 
 if __name__ == "__main__":

@@ -91,3 +91,19 @@ def test_a_cuda_device_without_cuda_is_one_line_and_nothing_written(tmp_path):
     assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
     assert "TrainerConfig.device = 'cuda', but torch sees no CUDA device" in r.stderr
     assert not root.exists()
+
+
+@pytest.mark.parametrize("module, args", [
+    ("suite", ["--conf", "confs/impala_atari.gin", "--games", "Pong", "Breakout"]),
+    ("train", [*CARTPOLE, "--conf_param", "TrainerConfig.num_iterations=3",
+               "TrainerConfig.evaluate=True"]),
+])
+def test_stray_arguments_are_refused_not_ignored(tmp_path, module, args):
+    # absl leaves a second value after a flag as a positional argument: without the check,
+    # the suite would train Pong alone and train would drop the second binding.
+    root = tmp_path / "run"
+    r = run_cli(module, *args, "--root_dir", str(root))
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0].startswith("error: unexpected argument(s) '"), r.stderr
+    assert "comma-separated" in r.stderr and "repeat --conf_param" in r.stderr
+    assert not root.exists()
