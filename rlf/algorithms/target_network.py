@@ -45,7 +45,8 @@ class TargetUpdater(nn.Module):
             raise ValueError(f"TargetUpdater: tau must be in (0, 1] (got {tau}) and period "
                              f">= 1 (got {period})")
         super().__init__()
-        self.__dict__["_networks"] = list(zip(networks, targets))  # not sub-modules
+        # A plain list: nn.Module registers no sub-module from it; the owner holds them.
+        self._networks = list(zip(networks, targets))
         for src, dst in self._pairs_by_network():
             if [t.shape for t in src] != [t.shape for t in dst]:
                 raise ValueError("TargetUpdater: a network and its target differ in structure")
