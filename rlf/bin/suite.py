@@ -15,8 +15,10 @@ Scores are the game's own (``AverageEpisodeScore``, unclipped), and:
 
 - ``score``: the mean over the last episodes at the end (the run's ``metric_min_buffer_size``,
   100 in ``confs/impala_atari.gin``, the usual Atari convention);
-- ``score_last_10pct``: the mean of the ``AverageEpisodeScore`` summaries over the last tenth
-  of the frames (frames 9-10M of a 10M run: the measure of Dopamine's baselines);
+- ``score_last_10pct``: the mean of the ``AverageEpisodeScore`` summaries written over the last
+  tenth of the frames (frames 9-10M of a 10M run). Close to, not the same as, Dopamine's
+  measure (the mean of the episodes that end within frames 9-10M): each summary averages the
+  last 100 episodes, so the earliest ones in the window ended before frame 9M;
 - ``human_normalized``: ``score`` normalised with ``rlf.utils.atari_scores``.
 
 A failed run stops the suite with its exit status and one line.
