@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+import logging
+from typing import Any, Dict, List, Tuple
 
 import torch
 from torch import nn
@@ -14,6 +15,8 @@ from rlf.utils import summary
 from rlf.utils.common import detach, is_empty, reset_state_if_necessary
 
 __all__ = ["TrainingLoopsMixin"]
+
+logger = logging.getLogger(__name__)
 
 
 class TrainingLoopsMixin:
@@ -42,7 +45,9 @@ class TrainingLoopsMixin:
         else never be trained on, as in ALF's ``unroll_length + 1`` ring), goes through
         ``preprocess_experience`` once as a whole and is then trained on for
         ``num_updates_per_train_iter`` epochs of shuffled mini-batches (``train_epochs``).
-        That step is not checkpointed: the first unroll after a resume trains without it.
+        That step is checkpointed (``get_extra_state``), so a resumed run trains on the
+        transition across the checkpoint too; where the environments restart at a resume,
+        the step precedes a FIRST and ``valid_step_mask`` removes it as a cut.
 
         Args:
             experience: ``[T, B]`` ``Experience`` (``rollout_info`` removed).
@@ -54,9 +59,12 @@ class TrainingLoopsMixin:
         """
         if not self.trains_on_rollout_graph:
             experience = detach(experience._replace(rollout_info=train_info))
+            # A copy: a view would keep (and checkpoint) the whole unroll's storage.
+            last = nest.map_structure(lambda x: x[-1:].clone(), experience)
             previous = self.__dict__.get("_last_unroll_step")
-            self.__dict__["_last_unroll_step"] = nest.map_structure(
-                lambda x: x[-1:], experience)
+            if previous is None:
+                previous = self._restored_last_unroll_step(last)
+            self.__dict__["_last_unroll_step"] = last
             if previous is not None:
                 experience = nest.utils.cat_nests([previous, experience])
             return self.train_epochs(
@@ -69,6 +77,42 @@ class TrainingLoopsMixin:
         self.after_update(experience.time_step, train_info)
         self.summarize_train(experience, train_info, loss_info, params)
         return int(valid_masks.numel())
+
+    def _restored_last_unroll_step(self, template: Experience):
+        """The carried step of a checkpoint (``set_extra_state``), rebuilt like ``template``
+        (a ``[1, B]`` step of the new unroll), or None if there is none or it does not fit
+        (then the first unroll trains without it, with a warning)."""
+        flat = self.__dict__.pop("_restored_last_unroll_flat", None)
+        leaves = nest.flatten(template)
+        if flat is None:
+            return None
+        if len(flat) != len(leaves) or any(
+                a.shape != b.shape or a.dtype != b.dtype for a, b in zip(flat, leaves)):
+            logger.warning("%s: the checkpoint's carried unroll step does not fit this "
+                           "algorithm's experience; the first unroll trains without it",
+                           self._name)
+            return None
+        return nest.pack_sequence_as(template, [a.to(b.device) for a, b in zip(flat, leaves)])
+
+    def get_extra_state(self) -> Dict[str, Any]:
+        """The parent's extra state plus the carried last step of the previous unroll
+        (on-policy epochs; ``train_from_unroll``), as a flat list of ``[1, B, ...]`` tensors
+        (``torch.load(weights_only=True)`` accepts lists, not namedtuples) or None."""
+        state = super().get_extra_state()
+        last = self.__dict__.get("_last_unroll_step")
+        if last is None:  # restored but not used yet: keep it for the next checkpoint
+            flat = self.__dict__.get("_restored_last_unroll_flat")
+        else:
+            flat = nest.flatten(last)
+        state["last_unroll_step"] = None if flat is None else [x.detach() for x in flat]
+        return state
+
+    def set_extra_state(self, state: Dict[str, Any]) -> None:
+        """Restores ``get_extra_state()`` output (checkpoints without the carried step leave
+        none)."""
+        super().set_extra_state(state)
+        self.__dict__.pop("_last_unroll_step", None)
+        self.__dict__["_restored_last_unroll_flat"] = state.get("last_unroll_step")
 
     def train_from_replay_buffer(self, update_global_counter: bool = False) -> int:
         """Trains on experience from the replay buffer (ALF's semantics).

@@ -158,3 +158,18 @@ def test_every_policy_kind_goes_through_a_whole_update(action_spec, tanh_squash)
     assert loss.loss.shape == (t_len, b)
     alg.update_with_gradient(loss, train_info.valid)
     assert any(not torch.equal(p0, p) for p0, p in zip(before, alg.parameters()))
+
+
+def test_a_carried_step_that_does_not_fit_is_dropped_with_a_warning(caplog):
+    alg, env = _cartpole()
+    alg.train_iter()
+    state = alg.state_dict()
+    other, other_env = _cartpole()
+    carried = state["_extra_state"]["last_unroll_step"]
+    state["_extra_state"]["last_unroll_step"] = [x[:, :4] for x in carried]  # 4 of 8 envs
+    other.load_state_dict(state)
+    with caplog.at_level("WARNING"):
+        other.train_iter()
+    assert "carried unroll step does not fit" in caplog.text
+    env.close()
+    other_env.close()

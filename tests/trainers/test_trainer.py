@@ -51,10 +51,13 @@ def _scalars(root: Path, tag: str) -> dict:
     return out
 
 
-@pytest.mark.parametrize("on_policy", [True, False], ids=["on_policy", "off_policy_replay"])
-def test_resume_reproduces_losses_exactly(tmp_path, on_policy):
-    Trainer(_config(12, on_policy), tmp_path / "a", progress=False).train()
-    Trainer(_config(6, on_policy), tmp_path / "b", progress=False).train()
+@pytest.mark.parametrize("on_policy,epochs", [(True, False), (False, False), (True, True)],
+                         ids=["on_policy", "off_policy_replay", "on_policy_epochs"])
+def test_resume_reproduces_losses_exactly(tmp_path, on_policy, epochs):
+    # Epochs (PPO's loop) also train on the step carried over from the previous unroll.
+    kw = dict(num_updates_per_train_iter=2, mini_batch_size=2) if epochs else {}
+    Trainer(_config(12, on_policy, **kw), tmp_path / "a", progress=False).train()
+    Trainer(_config(6, on_policy, **kw), tmp_path / "b", progress=False).train()
     if not on_policy:  # the replay buffer went to its own file, in ALF's layout
         replay = load_checkpoint_file(tmp_path / "b" / "ckpt" / "replay_buffer-6.pt")
         keys = replay["algorithm"].keys()
@@ -62,7 +65,13 @@ def test_resume_reproduces_losses_exactly(tmp_path, on_policy):
         assert replay["algorithm"]["_replay_buffer.time_step|reward"].shape == (4, 9)
         model = load_checkpoint_file(tmp_path / "b" / "ckpt" / "ckpt-6.pt")
         assert not any("replay_buffer" in k for k in model["algorithm"])
-    result = Trainer(_config(12, on_policy), tmp_path / "b", progress=False).train()
+    if epochs:  # the carried step, copied out of its unroll's storage
+        carried = load_checkpoint_file(tmp_path / "b" / "ckpt" / "ckpt-6.pt")[
+            "algorithm"]["_extra_state"]["last_unroll_step"]
+        assert carried and all(x.shape[:2] == (1, 4) for x in carried)
+        assert all(x.untyped_storage().nbytes() == x.numel() * x.element_size()
+                   for x in carried)
+    result = Trainer(_config(12, on_policy, **kw), tmp_path / "b", progress=False).train()
     assert result["iterations"] == 12
     a, b = _scalars(tmp_path / "a", "loss/A2C"), _scalars(tmp_path / "b", "loss/A2C")
     first_trained = 1 if on_policy else 2  # off-policy trains from the 2nd iteration on
