@@ -61,10 +61,8 @@ class TrainingLoopsMixin:
             experience = detach(experience._replace(rollout_info=train_info))
             # A copy: a view would keep (and checkpoint) the whole unroll's storage.
             last = nest.map_structure(lambda x: x[-1:].clone(), experience)
-            previous = self.__dict__.get("_last_unroll_step")
-            if previous is None:
-                previous = self._restored_last_unroll_step(last)
-            self.__dict__["_last_unroll_step"] = last
+            previous = self._carried_unroll_step(last)
+            self.__dict__["_carried_step_flat"] = nest.flatten(last)
             if previous is not None:
                 experience = nest.utils.cat_nests([previous, experience])
             return self.train_epochs(
@@ -78,14 +76,15 @@ class TrainingLoopsMixin:
         self.summarize_train(experience, train_info, loss_info, params)
         return int(valid_masks.numel())
 
-    def _restored_last_unroll_step(self, template: Experience):
-        """The carried step of a checkpoint (``set_extra_state``), rebuilt like ``template``
-        (a ``[1, B]`` step of the new unroll), or None if there is none or it does not fit
-        (then the first unroll trains without it, with a warning)."""
-        flat = self.__dict__.pop("_restored_last_unroll_flat", None)
-        leaves = nest.flatten(template)
+    def _carried_unroll_step(self, template: Experience):
+        """The previous unroll's last step, kept flat as checkpoints hold it, rebuilt like
+        ``template`` (a ``[1, B]`` step of the new unroll); None if there is none or it does
+        not fit (a checkpoint of another configuration: the first unroll then trains without
+        it, with a warning)."""
+        flat = self.__dict__.get("_carried_step_flat")
         if flat is None:
             return None
+        leaves = nest.flatten(template)
         if len(flat) != len(leaves) or any(
                 a.shape != b.shape or a.dtype != b.dtype for a, b in zip(flat, leaves)):
             logger.warning("%s: the checkpoint's carried unroll step does not fit this "
@@ -99,20 +98,14 @@ class TrainingLoopsMixin:
         (on-policy epochs; ``train_from_unroll``), as a flat list of ``[1, B, ...]`` tensors
         (``torch.load(weights_only=True)`` accepts lists, not namedtuples) or None."""
         state = super().get_extra_state()
-        last = self.__dict__.get("_last_unroll_step")
-        if last is None:  # restored but not used yet: keep it for the next checkpoint
-            flat = self.__dict__.get("_restored_last_unroll_flat")
-        else:
-            flat = nest.flatten(last)
-        state["last_unroll_step"] = None if flat is None else [x.detach() for x in flat]
+        state["last_unroll_step"] = self.__dict__.get("_carried_step_flat")
         return state
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
         """Restores ``get_extra_state()`` output (checkpoints without the carried step leave
         none)."""
         super().set_extra_state(state)
-        self.__dict__.pop("_last_unroll_step", None)
-        self.__dict__["_restored_last_unroll_flat"] = state.get("last_unroll_step")
+        self.__dict__["_carried_step_flat"] = state.get("last_unroll_step")
 
     def train_from_replay_buffer(self, update_global_counter: bool = False) -> int:
         """Trains on experience from the replay buffer (ALF's semantics).
