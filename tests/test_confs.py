@@ -59,7 +59,7 @@ def test_atari_conf_halves_the_rate_at_6m_and_8m_of_its_10m_frames(tmp_path, mon
     unrolls = q("TrainerConfig.num_env_steps") / (q("TrainerConfig.unroll_length") * num_envs)
     updates = (unrolls * num_envs / q("TrainerConfig.mini_batch_size")
                * q("TrainerConfig.num_updates_per_train_iter"))
-    assert updates == 62500
+    assert updates == 93750
     milestones = q("torch.optim.lr_scheduler.MultiStepLR.milestones")
     assert [m / updates for m in milestones] == pytest.approx([0.6, 0.8])
     assert q("torch.optim.lr_scheduler.MultiStepLR.gamma") == 0.5
