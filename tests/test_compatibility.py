@@ -2,6 +2,7 @@
 parameter names that are now deprecated aliases, and its checkpoint predates the list of
 companion files."""
 
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -53,12 +54,13 @@ def test_training_resumes_from_the_old_checkpoint_and_replay_buffer(old_run, cap
     assert trainer.algorithm.replay_buffer.state_dict()["_current_pos"].tolist() == [96] * 4
 
 
-def test_a_checkpoint_without_the_episode_score_metric_loads(caplog):
-    # Atari checkpoints written before AverageEpisodeScore existed lack its state.
+@contextlib.contextmanager
+def _two_learners(env_name):
+    """Two IMPALA learners with their metrics, on one environment."""
     from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
     from rlf.environments import load
     from rlf.unrollers import SyncUnroller
-    env = load("ALE/Pong-v5", 2)
+    env = load(env_name, 2)
     try:
         algs = []
         for _ in range(2):
@@ -66,6 +68,14 @@ def test_a_checkpoint_without_the_episode_score_metric_loads(caplog):
                                   config=TrainerConfig(), optimizer=torch.optim.Adam)
             alg.set_unroller(SyncUnroller(env, alg))
             algs.append(alg)
+        yield algs
+    finally:
+        env.close()
+
+
+def test_a_checkpoint_without_the_episode_score_metric_loads(caplog):
+    # Atari checkpoints written before AverageEpisodeScore existed lack its state.
+    with _two_learners("ALE/Pong-v5") as algs:
         old = {k: v for k, v in algs[0].state_dict().items() if not k.startswith("_metrics.8.")}
         assert len(old) < len(algs[0].state_dict())
         algs[1].load_state_dict(old)
@@ -73,5 +83,17 @@ def test_a_checkpoint_without_the_episode_score_metric_loads(caplog):
         with pytest.raises(ValueError, match="missing"):  # other keys are still checked
             algs[1].load_state_dict({k: v for k, v in old.items()
                                      if not k.startswith("_network.")})
-    finally:
-        env.close()
+
+
+def test_a_checkpoint_without_a_metrics_new_counters_loads_silently(caplog):
+    # Checkpoints written before the new-episode summaries lack AverageReturn's counters;
+    # the rest of the metric's state is restored and the counters start at 0.
+    with _two_learners("CartPole-v1") as algs:
+        state = algs[0].state_dict()
+        state["_metrics.2._num_episodes"] = torch.tensor(7)
+        old = {k: v for k, v in state.items() if "._new_" not in k}
+        assert len(old) == len(state) - 2
+        algs[1].load_state_dict(old)
+        assert "start fresh" not in caplog.text
+        assert int(algs[1]._metrics[2]._num_episodes) == 7
+        assert int(algs[1]._metrics[2]._new_count) == 0

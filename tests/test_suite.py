@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from rlf.bin.suite import parse_frames, write_tables
+from rlf.bin.suite import last_tenth_score, parse_frames, write_tables
 from rlf.utils.atari_scores import game_of, human_normalized_score
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--conf_param", "load.num_envs=4", "--conf_param", "TrainerConfig.summary_interval=1",
         "--conf_param", "TrainerConfig.metric_min_buffer_size=4",
-        "--conf_param", "TrainerConfig.checkpoint_interval=5"]
+        "--conf_param", "TrainerConfig.checkpoint_interval=5",
+        # episodes cut at 100 agent steps: some end in every run, whatever the policy learned
+        "--conf_param", "load_atari.max_num_frames_per_episode=400"]
 
 
 def test_human_normalized_scores_by_hand():
@@ -52,6 +54,24 @@ def test_results_table_has_one_row_per_run_and_the_means_per_game(tmp_path):
     assert md[3].startswith("| Pong | 0 | 18.0 (18.0) | 17.5 | 1.096 |")
 
 
+def test_the_last_tenth_is_the_mean_of_the_episodes_ending_in_it(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+    w = SummaryWriter(str(tmp_path))
+    tag = "Metrics_new_episodes_vs_EnvironmentSteps/"
+    # summaries at agent steps 100-400: the mean of the episodes ended since the previous
+    # summary, and their number
+    for step, mean, n in [(100, 1.0, 1), (200, 2.0, 2), (300, 3.0, 3), (400, 4.0, 4)]:
+        w.add_scalar(tag + "AverageEpisodeScore", mean, step)
+        w.add_scalar(tag + "NumberOfEpisodes", n, step)
+    w.close()
+    score = "Metrics_vs_EnvironmentSteps/AverageEpisodeScore"
+    # from step 250: 3 episodes averaging 3 and 4 averaging 4 -> 25 / 7, not (3 + 4) / 2
+    assert last_tenth_score(tmp_path, 250, score) == (pytest.approx(25 / 7), 7)
+    assert last_tenth_score(tmp_path, 100, score) == (pytest.approx(30 / 10), 10)
+    mean, episodes = last_tenth_score(tmp_path, 401, score)
+    assert math.isnan(mean) and episodes == 0
+
+
 def _suite(root, *extra):
     return subprocess.run(
         [sys.executable, "-m", "rlf.bin.suite", "--conf", "confs/impala_atari_sync.gin",
@@ -76,6 +96,7 @@ def test_an_interrupted_suite_resumes_the_unfinished_run_and_skips_finished_ones
     table = list(csv.DictReader(open(tmp_path / "results.csv")))
     assert [row["seed"] for row in table] == ["0", "1"]
     assert all(int(row["frames"]) >= 4000 for row in table)
+    assert all(int(row["last_10pct_episodes"]) >= 0 for row in table)
     assert (tmp_path / "Breakout.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ckpts = {p: p.stat().st_mtime_ns for p in tmp_path.glob("Breakout/seed*/ckpt/*.pt")}
     r = _suite(tmp_path)

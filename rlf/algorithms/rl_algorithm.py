@@ -518,9 +518,11 @@ class RLAlgorithm(Algorithm):
             self._unroller.close()
 
     def load_state_dict(self, state_dict: Dict[str, Any], strict: bool = True, assign=False):
-        """``Algorithm.load_state_dict``; a metric the checkpoint has no state for (one added
-        to rlf after the checkpoint was written) starts fresh, with a warning, while every
-        other key is checked as usual.
+        """``Algorithm.load_state_dict``; metric state the checkpoint lacks (added to rlf
+        after the checkpoint was written) keeps this algorithm's value (the initial one in a
+        new algorithm, as at a resume), while every other key is checked as usual: a whole
+        metric starts fresh, with a warning; a metric's new counters (e.g. the
+        ``new_episodes`` sums) silently.
 
         Raises:
             ValueError: see ``Algorithm.load_state_dict``.
@@ -530,9 +532,13 @@ class RLAlgorithm(Algorithm):
         if missing:
             state_dict = dict(state_dict)
             state_dict.update({k: own[k] for k in missing})
-            names = sorted({k.split(".")[1] for k in missing})
-            logger.warning("%s: the checkpoint has no state for metrics %s; they start fresh",
-                           self._name, [type(self._metrics[int(i)]).__name__ for i in names])
+            present = {k.split(".")[1] for k in state_dict if k.startswith("_metrics.")
+                       and k not in missing}
+            fresh = sorted({k.split(".")[1] for k in missing} - present, key=int)
+            if fresh:
+                logger.warning(
+                    "%s: the checkpoint has no state for metrics %s; they start fresh",
+                    self._name, [type(self._metrics[int(i)]).__name__ for i in fresh])
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def get_extra_state(self):

@@ -15,10 +15,15 @@ Scores are the game's own (``AverageEpisodeScore``, unclipped), and:
 
 - ``score``: the mean over the last episodes at the end (the run's ``metric_min_buffer_size``,
   100 in ``confs/impala_atari.gin``, the usual Atari convention);
-- ``score_last_10pct``: the mean of the ``AverageEpisodeScore`` summaries written over the last
-  tenth of the frames (frames 9-10M of a 10M run). Close to, not the same as, Dopamine's
-  measure (the mean of the episodes that end within frames 9-10M): each summary averages the
-  last 100 episodes, so the earliest ones in the window ended before frame 9M;
+- ``score_last_10pct``: the mean score over the last tenth of the frames (frames 9-10M of a
+  10M run), Dopamine's measure (Castro et al. 2018): the mean of the episodes that end in the
+  window, read from the ``Metrics_new_episodes`` summaries (the episodes ended since the
+  previous summary) written at or after the window's start, so the window begins up to one
+  summary interval early; ``last_10pct_episodes`` is their number. Where no such summary
+  lies in the window (runs written before those summaries existed, or too short for an
+  episode to end in it), ``last_10pct_episodes`` is 0 and the figure is the mean of the
+  ``AverageEpisodeScore`` summaries over the window instead, each an average of the last 100
+  episodes (some of which ended before the window);
 - ``human_normalized``: ``score`` normalised with ``rlf.utils.atari_scores``.
 
 A failed run stops the suite with its exit status and one line.
@@ -33,7 +38,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from absl import flags
 
@@ -55,9 +60,10 @@ flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_D
 
 SCORE_TAG = "Metrics_vs_EnvironmentSteps/AverageEpisodeScore"
 RETURN_TAG = "Metrics_vs_EnvironmentSteps/AverageReturn"
+NEW_EPISODES = "Metrics_new_episodes_vs_EnvironmentSteps/"
 RESULT_FILE = "suite_result.json"
-COLUMNS = ["game", "seed", "frames", "score", "score_last_10pct", "human_normalized",
-           "clipped_return", "wall_minutes", "agent_steps_per_s"]
+COLUMNS = ["game", "seed", "frames", "score", "score_last_10pct", "last_10pct_episodes",
+           "human_normalized", "clipped_return", "wall_minutes", "agent_steps_per_s"]
 
 
 def parse_frames(text: str) -> int:
@@ -81,19 +87,52 @@ def run_dir(root_dir: Path, game: str, seed: int) -> Path:
     return Path(root_dir) / game / f"seed{seed}"
 
 
+def last_tenth_score(event_dir: Path, start_step: int, score_tag: str) -> Tuple[float, int]:
+    """Dopamine's measure: the mean score of the episodes that end at or after agent step
+    ``start_step`` (to within one summary interval before it), and their number.
+
+    Reads the ``Metrics_new_episodes`` summaries (each the mean and number of the episodes
+    ended since the previous summary) written at environment steps ``>= start_step``.
+
+    Args:
+        event_dir: the run's ``train/``.
+        start_step: the window's first agent step (e.g. 90 % of the run's).
+        score_tag: ``SCORE_TAG`` or ``RETURN_TAG`` (the metric the run summarised).
+
+    Returns:
+        ``(mean, episodes)``; ``(nan, 0)`` where the run wrote no such summaries in the
+        window.
+    """
+    name = score_tag.rsplit("/", 1)[1]
+    steps, means, _ = read_scalars(event_dir, NEW_EPISODES + name)
+    count_steps, counts, _ = read_scalars(event_dir, NEW_EPISODES + "NumberOfEpisodes")
+    count_at = dict(zip(count_steps, counts))
+    pairs = [(m, count_at[st]) for st, m in zip(steps, means)
+             if st >= start_step and st in count_at]
+    episodes = int(sum(n for _, n in pairs))
+    if not episodes:
+        return float("nan"), 0
+    return sum(m * n for m, n in pairs) / episodes, episodes
+
+
 def summarize_run(directory: Path, game: str, seed: int, frameskip: int) -> Dict:
     """The result row of a finished run, read from its TensorBoard events."""
+    tag = SCORE_TAG
     steps, scores, walls = read_scalars(directory / "train", SCORE_TAG)
     if not steps:  # an environment without clipped rewards: the return is the score
+        tag = RETURN_TAG
         steps, scores, walls = read_scalars(directory / "train", RETURN_TAG)
     _, returns, _ = read_scalars(directory / "train", RETURN_TAG)
     if not steps:
         raise UserError(f"{directory}/train holds no {SCORE_TAG} or {RETURN_TAG} summaries")
     frames = steps[-1] * frameskip
-    tail = [s for st, s in zip(steps, scores) if st * frameskip >= 0.9 * frames]
+    last_tenth, episodes = last_tenth_score(directory / "train", 0.9 * steps[-1], tag)
+    if not episodes:  # a run without new-episode summaries: the summaries' mean
+        tail = [s for st, s in zip(steps, scores) if st * frameskip >= 0.9 * frames]
+        last_tenth = sum(tail) / len(tail)
     wall = walls[-1] - walls[0]
     return {"game": game, "seed": seed, "frames": frames, "score": scores[-1],
-            "score_last_10pct": sum(tail) / len(tail),
+            "score_last_10pct": last_tenth, "last_10pct_episodes": episodes,
             "human_normalized": human_normalized_score(game, scores[-1]),
             "clipped_return": returns[-1] if returns else float("nan"),
             "wall_minutes": wall / 60, "agent_steps_per_s": (steps[-1] - steps[0]) / wall

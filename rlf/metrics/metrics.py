@@ -64,12 +64,15 @@ class StepMetric(nn.Module):
         result = self.result()
         values = result.items() if isinstance(result, dict) else [("", result)]
         for key, value in values:
-            tag = self.name if not key else f"{self.name}/{key}"
-            summary.scalar(f"{self.prefix}/{tag}", value)
-            for m in step_metrics:
-                if m is not self:
-                    summary.scalar(f"{self.prefix}_vs_{m.name}/{tag}", value,
-                                   step=int(m.result()))
+            self._write(self.prefix, self.name if not key else f"{self.name}/{key}", value,
+                        step_metrics)
+
+    def _write(self, prefix: str, tag: str, value, step_metrics: Sequence["StepMetric"]):
+        """Writes ``<prefix>/<tag>`` and ``<prefix>_vs_<m>/<tag>`` for each step metric."""
+        summary.scalar(f"{prefix}/{tag}", value)
+        for m in step_metrics:
+            if m is not self:
+                summary.scalar(f"{prefix}_vs_{m.name}/{tag}", value, step=int(m.result()))
 
 
 def _np(x: torch.Tensor) -> np.ndarray:
@@ -136,21 +139,32 @@ class AverageEpisodicAggregationMetric(StepMetric):
     processed at once with segmented cumulative sums (episode starts reset the sums), which
     gives the same result as ``T`` single steps at a fraction of the cost.
 
+    With ``new_episodes=True`` each summary also writes the mean over the episodes that ended
+    since the previous summary, ``<prefix>_new_episodes/<name>``, and their number,
+    ``<prefix>_new_episodes/NumberOfEpisodes`` (both also against the step metrics; nothing
+    while none ended). Weighting those means by their numbers over a window of summaries gives
+    the mean of the episodes that end in the window (to within one summary interval), the
+    measure of Dopamine's Atari baselines (Castro et al. 2018), which the last-``buffer_size``
+    average only approximates.
+
     Args:
         keys: names of the aggregated values; ``[""]`` for one unnamed value.
         batch_size: ``B``, the number of environments.
         buffer_size: number of most recent episodes averaged over.
         name, prefix: see ``StepMetric``.
+        new_episodes: also summarise the episodes that ended since the previous summary.
     """
 
     def __init__(self, keys: List[str], batch_size: int, buffer_size: int = 10,
-                 name: str = "AverageEpisodicAggregationMetric", prefix: str = "Metrics"):
+                 name: str = "AverageEpisodicAggregationMetric", prefix: str = "Metrics",
+                 new_episodes: bool = False):
         super().__init__(name, prefix)
         if buffer_size < 1 or batch_size < 1:
             raise ValueError(f"{name}: batch_size ({batch_size}) and buffer_size "
                              f"({buffer_size}) must be >= 1")
         self._keys = list(keys)
         self._buffer_size = int(buffer_size)
+        self._new_episodes = bool(new_episodes)
         self._per_step = np.array([k.endswith("@step") for k in self._keys])
         k = len(self._keys)
         # Sums of the episodes in progress and their lengths (non-FIRST steps so far).
@@ -158,6 +172,9 @@ class AverageEpisodicAggregationMetric(StepMetric):
         self.register_buffer("_current_step", torch.zeros(batch_size, dtype=torch.float64))
         self.register_buffer("_buffer", torch.zeros(k, self._buffer_size, dtype=torch.float64))
         self.register_buffer("_num_episodes", torch.zeros((), dtype=torch.int64))
+        if self._new_episodes:  # sums and number of the episodes ended since the last summary
+            self.register_buffer("_new_sum", torch.zeros(k, dtype=torch.float64))
+            self.register_buffer("_new_count", torch.zeros((), dtype=torch.int64))
 
     def _extract_metric_values(self, time_step: TimeStep, length: np.ndarray) -> np.ndarray:
         """Values of each step.
@@ -203,8 +220,11 @@ class AverageEpisodicAggregationMetric(StepMetric):
         sums = np.where(started, cum - at_first, cum + carried_sum[:, None, :])
         ended_t, ended_b = np.nonzero(step_type == StepType.LAST)  # time-ordered
         if ended_t.size:
-            values = self._episode_values(sums[:, ended_t, ended_b],
-                                          length[ended_t, ended_b])[:, -self._buffer_size:]
+            values = self._episode_values(sums[:, ended_t, ended_b], length[ended_t, ended_b])
+            if self._new_episodes:
+                _np(self._new_sum)[:] += values.sum(axis=1)
+                self._new_count += int(ended_t.size)
+            values = values[:, -self._buffer_size:]
             n = int(self._num_episodes)
             _np(self._buffer)[:, (n + np.arange(values.shape[1])) % self._buffer_size] = values
             self._num_episodes += int(ended_t.size)
@@ -226,12 +246,28 @@ class AverageEpisodicAggregationMetric(StepMetric):
         """Forgets the episodes in progress and the buffered ones."""
         for b in (self._accumulator, self._current_step, self._buffer, self._num_episodes):
             b.zero_()
+        if self._new_episodes:
+            self._new_sum.zero_()
+            self._new_count.zero_()
 
     def gen_summaries(self, step_metrics: Sequence["StepMetric"] = ()) -> None:
         """As ``StepMetric.gen_summaries``, but nothing before the first episode has ended:
-        an average over no episode is not a 0 return."""
+        an average over no episode is not a 0 return. With ``new_episodes``, also the
+        episodes ended since the previous summary (then forgotten)."""
         if int(self._num_episodes) > 0:
             super().gen_summaries(step_metrics)
+        if not self._new_episodes or not summary.should_record_summaries():
+            return
+        count = int(self._new_count)
+        if count:
+            prefix = f"{self.prefix}_new_episodes"
+            means = (self._new_sum / count).float()
+            for i, key in enumerate(self._keys):
+                self._write(prefix, self.name if not key else f"{self.name}/{key}", means[i],
+                            step_metrics)
+            self._write(prefix, "NumberOfEpisodes", count, step_metrics)
+        self._new_sum.zero_()
+        self._new_count.zero_()
 
 
 def _reward_keys(reward_shape: Sequence[int]) -> List[str]:
@@ -253,11 +289,14 @@ class AverageReturnMetric(AverageEpisodicAggregationMetric):
         batch_size: ``B``.
         buffer_size: episodes averaged over.
         reward_shape: ``()`` or ``(k,)``.
+        new_episodes: see ``AverageEpisodicAggregationMetric``.
     """
 
     def __init__(self, batch_size: int, buffer_size: int = 10, reward_shape=(),
-                 name: str = "AverageReturn", prefix: str = "Metrics"):
-        super().__init__(_reward_keys(reward_shape), batch_size, buffer_size, name, prefix)
+                 name: str = "AverageReturn", prefix: str = "Metrics",
+                 new_episodes: bool = False):
+        super().__init__(_reward_keys(reward_shape), batch_size, buffer_size, name, prefix,
+                         new_episodes)
 
     def _extract_metric_values(self, time_step, length):
         return _reward_rows(time_step)
@@ -336,11 +375,13 @@ class AverageEpisodeScoreMetric(AverageEpisodicAggregationMetric):
     Args:
         batch_size: ``B``.
         buffer_size: episodes averaged over.
+        new_episodes: see ``AverageEpisodicAggregationMetric``.
     """
 
     def __init__(self, batch_size: int, buffer_size: int = 10,
-                 name: str = "AverageEpisodeScore", prefix: str = "Metrics"):
-        super().__init__([""], batch_size, buffer_size, name, prefix)
+                 name: str = "AverageEpisodeScore", prefix: str = "Metrics",
+                 new_episodes: bool = False):
+        super().__init__([""], batch_size, buffer_size, name, prefix, new_episodes)
 
     def _extract_metric_values(self, time_step, length):
         return _np(time_step.env_info[RAW_REWARD]).astype(np.float64)[None]
@@ -400,7 +441,9 @@ def make_default_metrics(batch_size: int, reward_shape=(), env_info_spec: Any = 
                          buffer_size: int = 10, discount: float = 0.99,
                          prefix: str = "Metrics") -> nn.ModuleList:
     """The eight metrics of docs/design.md, in ALF's order (the first two are step metrics),
-    and ``AverageEpisodeScore`` ninth where ``env_info`` has a raw reward (Atari).
+    and ``AverageEpisodeScore`` ninth where ``env_info`` has a raw reward (Atari). The score
+    (or, without one, ``AverageReturn``) also summarises the episodes ended since the previous
+    summary (``new_episodes``; ``Metrics_new_episodes/...``).
 
     Args:
         batch_size: ``B``.
@@ -411,12 +454,12 @@ def make_default_metrics(batch_size: int, reward_shape=(), env_info_spec: Any = 
         prefix: summary tag prefix (``"Eval"`` for evaluation).
     """
     kw = dict(batch_size=batch_size, buffer_size=buffer_size, prefix=prefix)
-    score = ([AverageEpisodeScoreMetric(**kw)] if isinstance(env_info_spec, dict)
-             and RAW_REWARD in env_info_spec else [])
+    has_score = isinstance(env_info_spec, dict) and RAW_REWARD in env_info_spec
+    score = [AverageEpisodeScoreMetric(new_episodes=True, **kw)] if has_score else []
     return nn.ModuleList([
         NumberOfEpisodes(prefix=prefix),
         EnvironmentSteps(prefix=prefix),
-        AverageReturnMetric(reward_shape=reward_shape, **kw),
+        AverageReturnMetric(reward_shape=reward_shape, new_episodes=not has_score, **kw),
         AverageEpisodeLengthMetric(**kw),
         AverageEnvInfoMetric({} if env_info_spec is None else env_info_spec, **kw),
         AverageDiscountedReturnMetric(discount=discount, reward_shape=reward_shape, **kw),

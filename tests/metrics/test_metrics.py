@@ -172,3 +172,70 @@ def test_episode_averages_are_not_summarised_before_an_episode_ends(tmp_path):
     returns = [(e.step, e.value) for e in acc.Scalars("Metrics/AverageReturn")]
     assert returns == [(3, -3.0), (4, -3.0)]  # nothing at steps 0-2, before the first LAST
     assert [e.step for e in acc.Scalars("Metrics/EnvironmentSteps")] == [0, 1, 2, 3, 4]
+
+
+def test_new_episodes_are_summarised_once_each_by_hand(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlf.utils import summary
+    # B = 2; summaries after t = 3, 4, 6 and 8.
+    # env 0 ends an episode at t2 (1 + 2 = 3) and t5 (5 + 5 = 10); env 1 at t3 (3 + 3 + 3 = 9)
+    # and t7 (2 + 2 + 2 = 6).
+    types = [[F, F], [M, M], [L, M], [F, L], [M, F], [L, M], [F, M], [M, L], [M, F]]
+    rewards = [[0, 0], [1, 3], [2, 3], [0, 3], [5, 0], [5, 2], [0, 2], [1, 2], [1, 0]]
+    steps = _steps(types, [[float(r) for r in row] for row in rewards])
+    # buffer_size 1: the 100-episode-style average would see only the latest episode
+    m = AverageReturnMetric(2, buffer_size=1, new_episodes=True)
+    env_steps = EnvironmentSteps()
+    writer = summary.create_summary_writer(str(tmp_path), flush_secs=1)
+    summary.set_default_writer(writer)
+    summary.set_summary_interval(1)
+    try:
+        for t, s in enumerate(steps):
+            m(s)
+            env_steps(s)
+            if t in (3, 4, 6, 8):
+                summary.set_global_counter(t)
+                m.gen_summaries(step_metrics=[env_steps])
+            if t == 5:  # a checkpoint between summaries keeps the episodes counted so far
+                restored = AverageReturnMetric(2, buffer_size=1, new_episodes=True)
+                restored.load_state_dict(m.state_dict())
+                assert float(restored._new_sum[0]) == 10.0 and int(restored._new_count) == 1
+    finally:
+        summary.close()
+    acc = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    acc.Reload()
+
+    def points(tag):
+        return [(e.step, e.value) for e in acc.Scalars(tag)]
+    # nothing at t = 4: no episode ended since the summary at t = 3
+    assert points("Metrics_new_episodes/AverageReturn") == [(3, 6.0), (6, 10.0), (8, 6.0)]
+    assert points("Metrics_new_episodes/NumberOfEpisodes") == [(3, 2.0), (6, 1.0), (8, 1.0)]
+    # against environment steps (the non-FIRST steps of both environments: 5 by t = 3, 9 by
+    # t = 6, 12 by t = 8)
+    assert [s for s, _ in points("Metrics_new_episodes_vs_EnvironmentSteps/AverageReturn")] \
+        == [5, 9, 12]
+    assert points("Metrics/AverageReturn") == [(3, 9.0), (4, 9.0), (6, 10.0), (8, 6.0)]
+
+
+def test_new_episodes_cover_every_episode_against_the_reference():
+    rng = np.random.default_rng(3)
+    types = rng.choice([F, M, M, M, L], size=(400, 3)).astype(np.int32)
+    types[0] = F
+    types[1:][types[:-1] == L] = F  # a LAST is followed by a FIRST
+    rewards = rng.normal(size=(400, 3)).round(2)
+    m = AverageReturnMetric(3, buffer_size=2, new_episodes=True)
+    total, count = 0.0, 0
+    for block in np.array_split(np.arange(400), 7):  # summaries between unrolls of any length
+        m(TimeStep(step_type=torch.tensor(types[block]), reward=torch.tensor(rewards[block]),
+                   discount=torch.ones(len(block), 3), env_id=torch.arange(3).repeat(
+                       len(block), 1), env_info={}))
+        total += float(m._new_sum[0])
+        count += int(m._new_count)
+        m._new_sum.zero_()
+        m._new_count.zero_()
+    # each finished episode, once: sum of its rewards after its FIRST, up to its LAST
+    ref = [sum(rewards[f + 1:t + 1, b]) for b in range(3) for t in np.nonzero(types[:, b] == L)[0]
+           for f in [max(np.nonzero(types[:t, b] == F)[0])]]
+    assert count == len(ref) > 20
+    assert total == pytest.approx(sum(ref))

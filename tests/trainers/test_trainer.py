@@ -157,6 +157,11 @@ def test_tensorboard_events_hold_metric_tags(tmp_path):
     steps = [e.step for e in acc.Scalars("Metrics_vs_EnvironmentSteps/AverageReturn")]
     # env steps: 4 envs x 8 steps x 30 iterations, less the FIRST steps (not counted)
     assert steps == sorted(steps) and 800 < steps[-1] < 4 * 8 * 30
+    # the new-episode summaries count every episode once (summaries every iteration here)
+    new = [e.value for e in acc.Scalars("Metrics_new_episodes/NumberOfEpisodes")]
+    total = acc.Scalars("Metrics/NumberOfEpisodes")[-1].value
+    assert len(new) > 5 and sum(new) == total
+    assert "Metrics_new_episodes_vs_EnvironmentSteps/AverageReturn" in tags
     assert (tmp_path / "config.gin").read_text().count("A2C") > 0
 
 
