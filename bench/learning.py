@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Sequence
 
-from rlf.utils.tensorboard_reader import read_scalars
+from rlf.utils.tensorboard_reader import read_scalar_tags
 
 TRAIN_TAG = "Metrics_vs_EnvironmentSteps/AverageReturn"
 EVAL_TAG = "Eval_vs_EnvironmentSteps/AverageReturn"
@@ -50,8 +50,9 @@ def train(conf: str, seed: int, params: Sequence[str] = (), root_dir: Optional[s
         if done.returncode:
             print(done.stdout, done.stderr, sep="\n")
             done.check_returncode()
-        steps, values, _ = read_scalars(root / "train", train_tag)
-        eval_steps, evals, _ = read_scalars(root / "train", EVAL_TAG)
+        series = read_scalar_tags(root / "train", [train_tag, EVAL_TAG])
+        steps, values, _ = series[train_tag]
+        eval_steps, evals, _ = series[EVAL_TAG]
     return Run(steps, values, eval_steps, evals, seconds)
 
 

@@ -45,7 +45,7 @@ from absl import flags
 from rlf.bin.cli import run_main
 from rlf.utils.atari_scores import human_normalized_score
 from rlf.utils.errors import UserError, one_line
-from rlf.utils.tensorboard_reader import read_scalars
+from rlf.utils.tensorboard_reader import read_scalar_tags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("conf", None, "gin file of every run")
@@ -87,7 +87,7 @@ def run_dir(root_dir: Path, game: str, seed: int) -> Path:
     return Path(root_dir) / game / f"seed{seed}"
 
 
-def last_tenth_score(event_dir: Path, start_step: int, score_tag: str) -> Tuple[float, int]:
+def last_tenth_score(event_dir: Path, start_step: float, score_tag: str) -> Tuple[float, int]:
     """Dopamine's measure: the mean score of the episodes that end at or after agent step
     ``start_step`` (to within one summary interval before it), and their number.
 
@@ -103,9 +103,11 @@ def last_tenth_score(event_dir: Path, start_step: int, score_tag: str) -> Tuple[
         ``(mean, episodes)``; ``(nan, 0)`` where the run wrote no such summaries in the
         window.
     """
-    name = score_tag.rsplit("/", 1)[1]
-    steps, means, _ = read_scalars(event_dir, NEW_EPISODES + name)
-    count_steps, counts, _ = read_scalars(event_dir, NEW_EPISODES + "NumberOfEpisodes")
+    mean_tag = NEW_EPISODES + score_tag.rsplit("/", 1)[1]
+    count_tag = NEW_EPISODES + "NumberOfEpisodes"
+    series = read_scalar_tags(event_dir, [mean_tag, count_tag])
+    steps, means, _ = series[mean_tag]
+    count_steps, counts, _ = series[count_tag]
     count_at = dict(zip(count_steps, counts))
     pairs = [(m, count_at[st]) for st, m in zip(steps, means)
              if st >= start_step and st in count_at]
@@ -117,18 +119,18 @@ def last_tenth_score(event_dir: Path, start_step: int, score_tag: str) -> Tuple[
 
 def summarize_run(directory: Path, game: str, seed: int, frameskip: int) -> Dict:
     """The result row of a finished run, read from its TensorBoard events."""
-    tag = SCORE_TAG
-    steps, scores, walls = read_scalars(directory / "train", SCORE_TAG)
-    if not steps:  # an environment without clipped rewards: the return is the score
-        tag = RETURN_TAG
-        steps, scores, walls = read_scalars(directory / "train", RETURN_TAG)
-    _, returns, _ = read_scalars(directory / "train", RETURN_TAG)
+    series = read_scalar_tags(directory / "train", [SCORE_TAG, RETURN_TAG])
+    # an environment without clipped rewards has no score: the return is the score
+    tag = SCORE_TAG if series[SCORE_TAG][0] else RETURN_TAG
+    steps, scores, walls = series[tag]
+    returns = series[RETURN_TAG][1]
     if not steps:
         raise UserError(f"{directory}/train holds no {SCORE_TAG} or {RETURN_TAG} summaries")
     frames = steps[-1] * frameskip
-    last_tenth, episodes = last_tenth_score(directory / "train", 0.9 * steps[-1], tag)
+    start = 0.9 * steps[-1]
+    last_tenth, episodes = last_tenth_score(directory / "train", start, tag)
     if not episodes:  # a run without new-episode summaries: the summaries' mean
-        tail = [s for st, s in zip(steps, scores) if st * frameskip >= 0.9 * frames]
+        tail = [s for st, s in zip(steps, scores) if st >= start]
         last_tenth = sum(tail) / len(tail)
     wall = walls[-1] - walls[0]
     return {"game": game, "seed": seed, "frames": frames, "score": scores[-1],
@@ -208,9 +210,8 @@ def plot_game(game: str, directories: Dict[int, Path], out: Path, frameskip: int
     fig, ax = plt.subplots(figsize=(7, 4))
     curves = []
     for seed, directory in sorted(directories.items()):
-        steps, values, _ = read_scalars(directory / "train", SCORE_TAG)
-        if not steps:
-            steps, values, _ = read_scalars(directory / "train", RETURN_TAG)
+        series = read_scalar_tags(directory / "train", [SCORE_TAG, RETURN_TAG])
+        steps, values, _ = series[SCORE_TAG] if series[SCORE_TAG][0] else series[RETURN_TAG]
         frames = np.asarray(steps, dtype=np.float64) * frameskip
         ax.plot(frames / 1e6, values, linewidth=0.8, alpha=0.6, label=f"seed {seed}")
         curves.append((frames, np.asarray(values)))

@@ -64,8 +64,11 @@ class StepMetric(nn.Module):
         result = self.result()
         values = result.items() if isinstance(result, dict) else [("", result)]
         for key, value in values:
-            self._write(self.prefix, self.name if not key else f"{self.name}/{key}", value,
-                        step_metrics)
+            self._write(self.prefix, self._tag(key), value, step_metrics)
+
+    def _tag(self, key: str) -> str:
+        """``<name>`` for the unnamed value ``""``, else ``<name>/<key>``."""
+        return self.name if not key else f"{self.name}/{key}"
 
     def _write(self, prefix: str, tag: str, value, step_metrics: Sequence["StepMetric"]):
         """Writes ``<prefix>/<tag>`` and ``<prefix>_vs_<m>/<tag>`` for each step metric."""
@@ -263,8 +266,7 @@ class AverageEpisodicAggregationMetric(StepMetric):
             prefix = f"{self.prefix}_new_episodes"
             means = (self._new_sum / count).float()
             for i, key in enumerate(self._keys):
-                self._write(prefix, self.name if not key else f"{self.name}/{key}", means[i],
-                            step_metrics)
+                self._write(prefix, self._tag(key), means[i], step_metrics)
             self._write(prefix, "NumberOfEpisodes", count, step_metrics)
         self._new_sum.zero_()
         self._new_count.zero_()

@@ -1,0 +1,27 @@
+"""rlf.utils.tensorboard_reader on event files written by torch's SummaryWriter."""
+
+import time
+
+from torch.utils.tensorboard import SummaryWriter
+
+from rlf.utils.tensorboard_reader import read_scalar_tags, read_scalars
+
+
+def test_several_tags_in_one_pass_and_a_resumed_run_keeps_the_later_value(tmp_path):
+    first = SummaryWriter(str(tmp_path))  # a run interrupted after step 3
+    for step in (1, 2, 3):
+        first.add_scalar("a", float(step), step)
+        first.add_scalar("b", 10.0 * step, step)
+    first.close()
+    time.sleep(1.1)  # event file names carry the second: the resumed run's sorts after
+    resumed = SummaryWriter(str(tmp_path))  # resumed from step 2: step 3 is written again
+    for step in (3, 4):
+        resumed.add_scalar("a", 100.0 + step, step)
+    resumed.close()
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
+    series = read_scalar_tags(tmp_path, ["a", "b", "never"])
+    assert series["a"][:2] == ([1, 2, 3, 4], [1.0, 2.0, 103.0, 104.0])
+    assert series["b"][:2] == ([1, 2, 3], [10.0, 20.0, 30.0])
+    assert series["never"] == ([], [], [])
+    assert read_scalars(tmp_path, "a") == series["a"]
+    assert all(len(v[2]) == len(v[0]) for v in series.values())
