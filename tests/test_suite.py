@@ -72,10 +72,10 @@ def test_the_last_tenth_is_the_mean_of_the_episodes_ending_in_it(tmp_path):
     assert math.isnan(mean) and episodes == 0
 
 
-def _suite(root, *extra):
+def _suite(root, *extra, seeds=("0,1",)):
     return subprocess.run(
         [sys.executable, "-m", "rlf.bin.suite", "--conf", "confs/impala_atari_sync.gin",
-         "--games", "Breakout", "--seeds", "0,1", "--frames", "4000", "--root_dir", str(root),
+         "--games", "Breakout", "--seeds", *seeds, "--frames", "4000", "--root_dir", str(root),
          *TINY, *extra], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
@@ -99,7 +99,7 @@ def test_an_interrupted_suite_resumes_the_unfinished_run_and_skips_finished_ones
     assert all(int(row["last_10pct_episodes"]) >= 0 for row in table)
     assert (tmp_path / "Breakout.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ckpts = {p: p.stat().st_mtime_ns for p in tmp_path.glob("Breakout/seed*/ckpt/*.pt")}
-    r = _suite(tmp_path)
+    r = _suite(tmp_path, seeds=("0", "1"))  # a list flag takes space-separated values too
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("finished, skipped") == 2 and "rlf.bin.train" not in r.stdout
     assert {p: p.stat().st_mtime_ns for p in ckpts} == ckpts  # nothing was retrained

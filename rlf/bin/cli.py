@@ -3,25 +3,71 @@
 from __future__ import annotations
 
 import sys
-from typing import Callable, List
+from typing import Callable, Iterable, List
 
 from absl import app
 
-__all__ = ["run_main"]
+__all__ = ["join_list_values", "run_main"]
 
 
-def run_main(main: Callable[[List[str]], int]) -> None:
+def join_list_values(argv: List[str], list_flags: Iterable[str]) -> List[str]:
+    """Joins the words that follow a list flag into its comma-separated value.
+
+    ``--games Pong Breakout --seeds 0 1`` becomes ``--games Pong,Breakout --seeds 0,1``, so
+    that a list may be given either way. The word after the flag is its value, as for absl;
+    then a word that starts with ``-`` ends the list. The words after ``--`` are left alone.
+
+    Args:
+        argv: the command line, program name first.
+        list_flags: names of the tool's ``DEFINE_list`` flags, without dashes.
+
+    Returns:
+        A new command line; ``argv`` is not changed.
+    """
+    names = set(list_flags)
+    out: List[str] = argv[:1]
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        out.append(word)
+        i += 1
+        if word == "--":
+            out.extend(argv[i:])
+            break
+        name, has_value, value = word.lstrip("-").partition("=")
+        if not word.startswith("-") or name not in names:
+            continue
+        values = [value] if has_value else []
+        if not has_value:
+            if i == len(argv) or argv[i].startswith("--"):
+                continue  # no value: absl says so
+            values.append(argv[i])  # the flag's own value, e.g. a negative seed
+            i += 1
+        while i < len(argv) and not argv[i].startswith("-"):
+            values.append(argv[i])
+            i += 1
+        if values:
+            out[-1] = f"--{name}={','.join(v for v in values if v)}"
+    return out
+
+
+def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = ()) -> None:
     """Parses the flags with absl, then exits with ``main(argv)``'s status.
 
-    absl leaves words that follow a flag's one value as positional arguments, which the tools
-    would otherwise ignore without a word: ``--games Pong Breakout`` would run Pong alone.
-    Any positional argument is refused with one line on stderr and exit status 2, naming the
-    arguments and the fix (list flags take comma-separated values; ``--conf_param`` is
-    repeated per binding).
+    A list flag (named in ``list_flags``) takes comma- or space-separated values
+    (:func:`join_list_values`). Otherwise absl leaves words that follow a flag's one value as
+    positional arguments, which the tools would ignore without a word: ``--conf_param a=1 b=2``
+    would drop ``b=2``. Any positional argument is refused with one line on stderr and exit
+    status 2, naming the arguments and the fix (``--conf_param`` is repeated per binding).
 
     Args:
         main: the tool's ``main(argv) -> int`` (exit status).
+        list_flags: names of the tool's list flags, without dashes.
     """
+    list_flags = tuple(list_flags)
+
+    def _parse(argv: List[str]) -> List[str]:
+        return app.parse_flags_with_usage(join_list_values(argv, list_flags))
 
     def _checked(argv: List[str]) -> None:
         extra = argv[1:]
@@ -32,4 +78,4 @@ def run_main(main: Callable[[List[str]], int]) -> None:
             sys.exit(2)
         sys.exit(main(argv))
 
-    app.run(_checked)
+    app.run(_checked, flags_parser=_parse)

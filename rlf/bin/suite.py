@@ -1,8 +1,11 @@
 r"""Runs one conf over Atari games and seeds, then writes a results table and learning curves.
 
     python -m rlf.bin.suite --conf confs/impala_atari.gin \
-        --games Pong,Breakout,BeamRider,Qbert,SpaceInvaders --seeds 0 --frames 10M \
+        --games Pong Breakout BeamRider Qbert SpaceInvaders --seeds 0 --frames 10M \
         --root_dir runs/suite [--conf_param ...] [--debug]
+
+``--games`` and ``--seeds`` take comma- or space-separated lists (``--seeds 0,1,2`` or
+``--seeds 0 1 2``).
 
 Each (game, seed) is a normal training run (``python -m rlf.bin.train``) of ``ALE/<game>-v5``
 in ``root_dir/<game>/seed<seed>``, bounded by ``--frames`` (agent steps = frames / frameskip).
@@ -50,8 +53,8 @@ from rlf.utils.tensorboard_reader import read_scalar_tags
 FLAGS = flags.FLAGS
 flags.DEFINE_string("conf", None, "gin file of every run")
 flags.DEFINE_list("games", ["Pong", "Breakout", "BeamRider", "Qbert", "SpaceInvaders"],
-                  "ALE game names (ALE/<game>-v5), comma-separated")
-flags.DEFINE_list("seeds", ["0"], "random seeds, comma-separated")
+                  "ALE game names (ALE/<game>-v5), comma- or space-separated")
+flags.DEFINE_list("seeds", ["0"], "random seeds, comma- or space-separated")
 flags.DEFINE_string("frames", "10M", "frames per run (k/M suffixes allowed)")
 flags.DEFINE_string("root_dir", "runs/suite", "where the runs and the results go")
 flags.DEFINE_multi_string("conf_param", [], "extra gin bindings for every run")
@@ -287,4 +290,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    run_main(main)
+    run_main(main, list_flags=("games", "seeds"))

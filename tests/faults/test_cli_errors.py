@@ -94,16 +94,34 @@ def test_a_cuda_device_without_cuda_is_one_line_and_nothing_written(tmp_path):
 
 
 @pytest.mark.parametrize("module, args", [
-    ("suite", ["--conf", "confs/impala_atari.gin", "--games", "Pong", "Breakout"]),
+    ("suite", ["--conf", "confs/impala_atari.gin", "--frames", "10M", "20M"]),
     ("train", [*CARTPOLE, "--conf_param", "TrainerConfig.num_iterations=3",
                "TrainerConfig.evaluate=True"]),
 ])
 def test_stray_arguments_are_refused_not_ignored(tmp_path, module, args):
     # absl leaves a second value after a flag as a positional argument: without the check,
-    # the suite would train Pong alone and train would drop the second binding.
+    # the suite would run 10M frames and train would drop the second binding.
     root = tmp_path / "run"
     r = run_cli(module, *args, "--root_dir", str(root))
     assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
     assert lines(r.stderr)[0].startswith("error: unexpected argument(s) '"), r.stderr
     assert "comma-separated" in r.stderr and "repeat --conf_param" in r.stderr
     assert not root.exists()
+
+
+@pytest.mark.parametrize("argv, joined", [
+    (["--games", "Pong", "Breakout", "--seeds", "0", "1"],
+     ["--games=Pong,Breakout", "--seeds=0,1"]),
+    (["--games=Pong", "Breakout", "--frames", "1M"], ["--games=Pong,Breakout", "--frames", "1M"]),
+    (["--seeds", "-1", "2"], ["--seeds=-1,2"]),  # the flag's own value may start with '-'
+    (["--games", "Pong,Qbert"], ["--games=Pong,Qbert"]),
+    (["--frames", "1M", "2M"], ["--frames", "1M", "2M"]),  # not a list flag: absl refuses 2M
+    (["--games", "--seeds", "0"], ["--games", "--seeds=0"]),  # no value: absl says so
+    (["--games"], ["--games"]),
+    (["--seeds", "0", "--", "1"], ["--seeds=0", "--", "1"]),
+])
+def test_a_list_flag_takes_space_separated_values(argv, joined):
+    from rlf.bin.cli import join_list_values
+    full = ["suite", *argv]
+    assert join_list_values(full, ("games", "seeds")) == ["suite", *joined]
+    assert full == ["suite", *argv]  # not changed in place
