@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlf.bin.suite import last_tenth_score, parse_frames, write_tables
+from rlf.bin.suite import last_tenth_score, parse_frames, read_run, write_tables
 from rlf.utils.atari_scores import game_of, human_normalized_score
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,10 +65,11 @@ def test_the_last_tenth_is_the_mean_of_the_episodes_ending_in_it(tmp_path):
         w.add_scalar(tag + "NumberOfEpisodes", n, step)
     w.close()
     score = "Metrics_vs_EnvironmentSteps/AverageEpisodeScore"
+    series = read_run(tmp_path)
     # from step 250: 3 episodes averaging 3 and 4 averaging 4 -> 25 / 7, not (3 + 4) / 2
-    assert last_tenth_score(tmp_path, 250, score) == (pytest.approx(25 / 7), 7)
-    assert last_tenth_score(tmp_path, 100, score) == (pytest.approx(30 / 10), 10)
-    mean, episodes = last_tenth_score(tmp_path, 401, score)
+    assert last_tenth_score(series, 250, score) == (pytest.approx(25 / 7), 7)
+    assert last_tenth_score(series, 100, score) == (pytest.approx(30 / 10), 10)
+    mean, episodes = last_tenth_score(series, 401, score)
     assert math.isnan(mean) and episodes == 0
 
 

@@ -48,7 +48,7 @@ from absl import flags
 from rlf.bin.cli import run_main
 from rlf.utils.atari_scores import human_normalized_score
 from rlf.utils.errors import UserError, one_line
-from rlf.utils.tensorboard_reader import read_scalar_tags
+from rlf.utils.tensorboard_reader import Series, read_scalar_tags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("conf", None, "gin file of every run")
@@ -90,15 +90,35 @@ def run_dir(root_dir: Path, game: str, seed: int) -> Path:
     return Path(root_dir) / game / f"seed{seed}"
 
 
-def last_tenth_score(event_dir: Path, start_step: float, score_tag: str) -> Tuple[float, int]:
+def _new_episode_tags(score_tag: str) -> Tuple[str, str]:
+    """The ``Metrics_new_episodes`` mean and count tags beside ``score_tag``."""
+    return NEW_EPISODES + score_tag.rsplit("/", 1)[1], NEW_EPISODES + "NumberOfEpisodes"
+
+
+def read_run(event_dir: Path) -> Dict[str, Series]:
+    """Every series the suite reads from a run's ``train/``, in one parse of its events:
+    ``SCORE_TAG``, ``RETURN_TAG`` and their ``Metrics_new_episodes`` means and counts
+    (``rlf.utils.tensorboard_reader.read_scalar_tags``)."""
+    tags = [SCORE_TAG, RETURN_TAG, *_new_episode_tags(SCORE_TAG), *_new_episode_tags(RETURN_TAG)]
+    return read_scalar_tags(event_dir, list(dict.fromkeys(tags)))
+
+
+def pick_score_tag(series: Dict[str, Series]) -> str:
+    """``SCORE_TAG`` where the run wrote it, else ``RETURN_TAG``: an environment without
+    clipped rewards has no score, and its return is the score."""
+    return SCORE_TAG if series[SCORE_TAG][0] else RETURN_TAG
+
+
+def last_tenth_score(series: Dict[str, Series], start_step: float,
+                     score_tag: str) -> Tuple[float, int]:
     """Dopamine's measure: the mean score of the episodes that end at or after agent step
     ``start_step`` (to within one summary interval before it), and their number.
 
-    Reads the ``Metrics_new_episodes`` summaries (each the mean and number of the episodes
+    Uses the ``Metrics_new_episodes`` summaries (each the mean and number of the episodes
     ended since the previous summary) written at environment steps ``>= start_step``.
 
     Args:
-        event_dir: the run's ``train/``.
+        series: the run's series, from ``read_run``.
         start_step: the window's first agent step (e.g. 90 % of the run's).
         score_tag: ``SCORE_TAG`` or ``RETURN_TAG`` (the metric the run summarised).
 
@@ -106,9 +126,7 @@ def last_tenth_score(event_dir: Path, start_step: float, score_tag: str) -> Tupl
         ``(mean, episodes)``; ``(nan, 0)`` where the run wrote no such summaries in the
         window.
     """
-    mean_tag = NEW_EPISODES + score_tag.rsplit("/", 1)[1]
-    count_tag = NEW_EPISODES + "NumberOfEpisodes"
-    series = read_scalar_tags(event_dir, [mean_tag, count_tag])
+    mean_tag, count_tag = _new_episode_tags(score_tag)
     steps, means, _ = series[mean_tag]
     count_steps, counts, _ = series[count_tag]
     count_at = dict(zip(count_steps, counts))
@@ -122,16 +140,15 @@ def last_tenth_score(event_dir: Path, start_step: float, score_tag: str) -> Tupl
 
 def summarize_run(directory: Path, game: str, seed: int, frameskip: int) -> Dict:
     """The result row of a finished run, read from its TensorBoard events."""
-    series = read_scalar_tags(directory / "train", [SCORE_TAG, RETURN_TAG])
-    # an environment without clipped rewards has no score: the return is the score
-    tag = SCORE_TAG if series[SCORE_TAG][0] else RETURN_TAG
+    series = read_run(directory / "train")
+    tag = pick_score_tag(series)
     steps, scores, walls = series[tag]
     returns = series[RETURN_TAG][1]
     if not steps:
         raise UserError(f"{directory}/train holds no {SCORE_TAG} or {RETURN_TAG} summaries")
     frames = steps[-1] * frameskip
     start = 0.9 * steps[-1]
-    last_tenth, episodes = last_tenth_score(directory / "train", start, tag)
+    last_tenth, episodes = last_tenth_score(series, start, tag)
     if not episodes:  # a run without new-episode summaries: the summaries' mean
         tail = [s for st, s in zip(steps, scores) if st >= start]
         last_tenth = sum(tail) / len(tail)
@@ -214,7 +231,7 @@ def plot_game(game: str, directories: Dict[int, Path], out: Path, frameskip: int
     curves = []
     for seed, directory in sorted(directories.items()):
         series = read_scalar_tags(directory / "train", [SCORE_TAG, RETURN_TAG])
-        steps, values, _ = series[SCORE_TAG] if series[SCORE_TAG][0] else series[RETURN_TAG]
+        steps, values, _ = series[pick_score_tag(series)]
         frames = np.asarray(steps, dtype=np.float64) * frameskip
         ax.plot(frames / 1e6, values, linewidth=0.8, alpha=0.6, label=f"seed {seed}")
         curves.append((frames, np.asarray(values)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-__all__ = ["read_scalars", "read_scalar_tags"]
+__all__ = ["Series", "read_scalars", "read_scalar_tags"]
 
 Series = Tuple[List[int], List[float], List[float]]
 
