@@ -8,7 +8,7 @@ No learning: each agent step is ALE (``ale_py.vector_env.AtariVectorEnv``, v5 pr
 frameskip 4, 84x84 grayscale, 4 stacked frames) plus a no-grad NatureCNN forward pass and a
 categorical sample, as in an actor or in the rollout phase of ``SyncUnroller``. Modes:
 
-- ``plain``: ``env.step(actions)`` for all ``num_envs`` (what ``SyncUnroller`` does today);
+- ``plain``: ``env.step(actions)`` for all ``num_envs`` (what ``SyncUnroller`` does);
 - ``double``: ``AtariVectorEnv(batch_size=num_envs // 2)``; ``send`` the actions of the half
   just received, then ``recv`` whichever half is ready, so ALE's threads step one half while
   the network acts on the other (Sample Factory's double-buffered sampling; EnvPool's
