@@ -3,7 +3,10 @@ Actor-Critic Algorithms and Applications", algorithm 1).
 
 Trains from the replay buffer on sampled sequences (``mini_batch_length = 2``: single
 transitions): the critics' loss is over the ``[T-1, B]`` transitions, the actor's and the
-temperature's over the steps that start one. Experience layout: see ``value_ops``.
+temperature's over the steps that start one. ``train_step`` samples the policy at every step;
+``calc_loss`` evaluates the critics only where a transition needs them (the online critics at
+its first step, the target critics at its second), as CleanRL's ``sac_continuous_action``
+does. Experience layout: see ``value_ops``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import gin
 import torch
 from torch import nn
 
+from rlf import nest
 from rlf.algorithms.rl_algorithm import RLAlgorithm
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo
@@ -23,32 +27,51 @@ from rlf.networks import ActorNetwork, CriticNetwork
 from rlf.tensor_specs import TensorSpec
 from rlf.utils import summary
 
-__all__ = ["SACAlgorithm", "SACInfo", "soft_q_target"]
+__all__ = ["SACAlgorithm", "SACInfo", "SACTransitions", "sac_losses", "soft_q_target"]
 
 
 class SACInfo(NamedTuple):
     """Per step: the action (all ``rollout_step`` records); in training, ``[T, B]``:
 
     Attributes:
-        reward, step_type, discount: of the step.
-        action: the replayed action ``a_t``.
-        critics: ``[T, B, 2]`` ``Q_i(x_t, a_t)`` of the twin critics (with gradient).
-        target_q: ``[T, B]`` ``min_i Q'_i(x_t, a')`` of the target critics, ``a' ~ pi``
-            (no gradient): with ``log_pi``, the soft value that bootstraps the transition
-            into ``x_t``.
-        log_pi: ``[T, B]`` ``log pi(a'|x_t)`` of the reparameterised sample (gradient into
-            the actor).
-        q_new: ``[T, B]`` ``min_i Q_i(x_t, a')`` (gradient into the actor only).
+        action: the replayed action ``a_t``, ``[T, B, ...]``.
+        reward, step_type, discount: ``[T, B]``, of the step.
+        observation: ``x_t``, ``[T, B, ...]``.
+        new_action: ``[T, B, ...]`` ``a' ~ pi(.|x_t)``, the reparameterised sample (gradient
+            into the actor).
+        log_pi: ``[T, B]`` ``log pi(a'|x_t)`` (gradient into the actor).
     """
 
     action: Any = ()
     reward: Any = ()
     step_type: Any = ()
     discount: Any = ()
-    critics: Any = ()
-    target_q: Any = ()
+    observation: Any = ()
+    new_action: Any = ()
     log_pi: Any = ()
-    q_new: Any = ()
+
+
+class SACTransitions(NamedTuple):
+    """What SAC's losses need of the ``[T-1, B]`` transitions ``t -> t+1``.
+
+    Attributes:
+        reward: ``[T-1, B]`` ``r_{t+1}``.
+        discount: ``[T-1, B]`` ``gamma * d_{t+1}`` (0 after a termination).
+        critics: ``[T-1, B, 2]`` ``Q_i(x_t, a_t)`` of the twin critics (with gradient).
+        next_q: ``[T-1, B]`` ``min_i Q'_i(x_{t+1}, a'_{t+1})`` of the target critics (no
+            gradient).
+        next_log_pi: ``[T-1, B]`` ``log pi(a'_{t+1}|x_{t+1})``.
+        q_new: ``[T-1, B]`` ``min_i Q_i(x_t, a'_t)`` (gradient into the actor only).
+        log_pi: ``[T-1, B]`` ``log pi(a'_t|x_t)`` (gradient into the actor).
+    """
+
+    reward: torch.Tensor
+    discount: torch.Tensor
+    critics: torch.Tensor
+    next_q: torch.Tensor
+    next_log_pi: torch.Tensor
+    q_new: torch.Tensor
+    log_pi: torch.Tensor
 
 
 def soft_q_target(reward: torch.Tensor, discount: torch.Tensor, next_q: torch.Tensor,
@@ -68,6 +91,39 @@ def soft_q_target(reward: torch.Tensor, discount: torch.Tensor, next_q: torch.Te
         ``[...]`` targets.
     """
     return reward + discount * (next_q - alpha * next_log_pi)
+
+
+def sac_losses(transitions: SACTransitions, log_alpha: torch.Tensor,
+               target_entropy: float) -> LossInfo:
+    r"""SAC's three losses over transitions (Haarnoja et al. 2018, eqs. 5, 7 and 18), each
+    ``[T-1, B]`` float32:
+
+    - the critics' ``0.5 sum_i (Q_i(x_t, a_t) - y_t)^2`` with the soft target ``y_t``
+      (``soft_q_target``, no gradient);
+    - the actor's ``alpha log pi(a'_t|x_t) - min_i Q_i(x_t, a'_t)``;
+    - the temperature's ``-log alpha (log pi(a'_t|x_t) + target_entropy)``.
+
+    Args:
+        transitions: the ``[T-1, B]`` quantities.
+        log_alpha: scalar ``log alpha`` (the temperature's parameter; only the temperature's
+            loss takes its gradient).
+        target_entropy: the entropy the temperature steers towards.
+
+    Returns:
+        ``LossInfo`` with ``loss`` the sum of the three and ``extra`` each of them
+        (``critic_loss``, ``actor_loss``, ``alpha_loss``).
+    """
+    t = transitions
+    alpha = log_alpha.detach().exp()
+    with torch.no_grad():
+        target = soft_q_target(t.reward.float(), t.discount.float(), t.next_q, t.next_log_pi,
+                               alpha)
+    critic_loss = 0.5 * ((t.critics - target.unsqueeze(-1)) ** 2).sum(-1)
+    actor_loss = alpha * t.log_pi - t.q_new
+    alpha_loss = -log_alpha * (t.log_pi.detach() + target_entropy)
+    return LossInfo(loss=critic_loss + actor_loss + alpha_loss,
+                    extra={"critic_loss": critic_loss, "actor_loss": actor_loss,
+                           "alpha_loss": alpha_loss})
 
 
 @contextlib.contextmanager
@@ -191,44 +247,46 @@ class SACAlgorithm(RLAlgorithm):
             action = torch.where(self._num_updates == 0, uniform, action)
         return AlgStep(output=action, state=state, info=SACInfo(action=action))
 
-    def _critic_values(self, critics, observation, action) -> torch.Tensor:
-        return torch.stack([c(observation, action) for c in critics], -1)
+    @staticmethod
+    def _critic_values(critics, observation, action) -> torch.Tensor:
+        """``[T', B, ...]`` inputs -> ``[T', B, 2]`` values of the twin ``critics``."""
+        outer = action.shape[:2]
+
+        def merge(x):
+            return x.reshape(outer.numel(), *x.shape[2:])
+
+        observation, action = nest.map_structure(merge, (observation, action))
+        return torch.stack([c(observation, action) for c in critics], -1).view(*outer, 2)
 
     def train_step(self, time_step, state, rollout_info: SACInfo) -> AlgStep:
-        """Critics at the replayed action, a reparameterised action ``a'`` with its
-        ``log pi``, the critics' (frozen) value of ``a'`` and the target soft value."""
+        """A reparameterised action ``a' ~ pi(.|x_t)`` with its ``log pi``; the step's
+        observation and replayed action pass through for ``calc_loss``."""
         obs = time_step.observation
         new_action, log_pi = self._actor.policy_head.rsample_with_log_prob(self._actor(obs))
-        with _frozen(self._critics):
-            q_new = self._critic_values(self._critics, obs, new_action).min(-1).values
-        with torch.no_grad():
-            target_q = self._critic_values(self._target_critics, obs, new_action).min(-1).values
         return AlgStep(output=rollout_info.action, state=state, info=SACInfo(
             action=rollout_info.action, reward=self.weighted_reward(time_step.reward),
-            step_type=time_step.step_type, discount=time_step.discount,
-            critics=self._critic_values(self._critics, obs, rollout_info.action),
-            target_q=target_q, log_pi=log_pi, q_new=q_new))
+            step_type=time_step.step_type, discount=time_step.discount, observation=obs,
+            new_action=new_action, log_pi=log_pi))
 
     def calc_loss(self, info: SACInfo) -> LossInfo:
-        """``[T-1, B]``: the critics' ``0.5 sum_i (Q_i(x_t, a_t) - y_t)^2`` with the soft
-        target ``y_t`` of the transition ``t -> t+1``, plus the actor's
-        ``alpha log pi(a'|x_t) - min_i Q_i(x_t, a')`` and the temperature's
-        ``-log alpha (log pi(a'|x_t) + target_entropy)`` (Haarnoja et al. 2018, eqs. 5, 7
-        and 18)."""
-        alpha = self.alpha.detach()
+        """``sac_losses`` over the ``[T-1, B]`` transitions ``t -> t+1``: the critics at
+        ``(x_t, a_t)`` and, frozen, at ``(x_t, a'_t)``; the target critics at
+        ``(x_{t+1}, a'_{t+1})``."""
+        head = nest.map_structure(lambda x: x[:-1], info.observation)
+        tail = nest.map_structure(lambda x: x[1:], info.observation)
+        with _frozen(self._critics):
+            q_new = self._critic_values(self._critics, head, info.new_action[:-1])
         with torch.no_grad():
-            target = soft_q_target(info.reward[1:].float(),
-                                   self._gamma * info.discount[1:].float(),
-                                   info.target_q[1:], info.log_pi[1:], alpha)
-        critic_loss = 0.5 * ((info.critics[:-1] - target.unsqueeze(-1)) ** 2).sum(-1)
-        actor_loss = (alpha * info.log_pi - info.q_new)[:-1]
-        alpha_loss = -self._log_alpha * (info.log_pi.detach() + self._target_entropy)[:-1]
+            next_q = self._critic_values(self._target_critics, tail, info.new_action[1:])
+        transitions = SACTransitions(
+            reward=info.reward[1:], discount=self._gamma * info.discount[1:].float(),
+            critics=self._critic_values(self._critics, head, info.action[:-1]),
+            next_q=next_q.min(-1).values, next_log_pi=info.log_pi[1:],
+            q_new=q_new.min(-1).values, log_pi=info.log_pi[:-1])
         if summary.should_record_summaries():
-            summary.scalar(f"{self._name}/alpha", alpha)
+            summary.scalar(f"{self._name}/alpha", self.alpha.detach())
             summary.scalar(f"{self._name}/entropy", -info.log_pi.detach().mean())
-        return LossInfo(loss=critic_loss + actor_loss + alpha_loss,
-                        extra={"critic_loss": critic_loss, "actor_loss": actor_loss,
-                               "alpha_loss": alpha_loss})
+        return sac_losses(transitions, self._log_alpha, self._target_entropy)
 
     def after_update(self, root_inputs, info) -> None:
         """Counts the update and moves the target critics towards the critics."""

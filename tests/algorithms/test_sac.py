@@ -1,5 +1,6 @@
 """SACAlgorithm: the soft target with its entropy term, the losses on a hand-computed case,
-gradients kept to their own networks, the tanh-squashed policy's density, the temperature's
+each network evaluated at the step of the transition it belongs to, gradients kept to their
+own networks, the tanh-squashed policy's density, the temperature's
 update, a short Pendulum run, exact resume."""
 
 import functools
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from rlf.algorithms import SACAlgorithm, TrainerConfig
-from rlf.algorithms.sac import SACInfo, soft_q_target
+from rlf.algorithms.sac import SACInfo, SACTransitions, sac_losses, soft_q_target
 from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
 from rlf.networks import TanhNormalHead
@@ -37,16 +38,13 @@ def _alg(**kw):
 
 
 def test_losses_on_a_hand_computed_transition():
-    alg = _alg(gamma=0.9, initial_alpha=0.5)
-    # T=2, B=2; env 1's transition terminates (discount 0 at step 1).
-    info = SACInfo(reward=torch.tensor([[0.0, 0.0], [1.0, 2.0]]),
-                   step_type=torch.tensor([[F, M], [M, L]], dtype=torch.int32),
-                   discount=torch.tensor([[1.0, 1.0], [1.0, 0.0]]),
-                   critics=torch.tensor([[[1.0, 2.0], [0.0, 0.0]], [[5.0, 5.0], [5.0, 5.0]]]),
-                   target_q=torch.tensor([[9.0, 9.0], [2.5, 7.0]]),
-                   log_pi=torch.tensor([[-1.0, 1.0], [-1.0, 0.0]]),
-                   q_new=torch.tensor([[4.0, 6.0], [0.0, 0.0]]))
-    loss = alg.calc_loss(info)
+    # One transition (T-1 = 1) in each of B = 2 environments; env 1's terminates (discount 0).
+    transitions = SACTransitions(
+        reward=torch.tensor([[1.0, 2.0]]), discount=torch.tensor([[0.9, 0.0]]),
+        critics=torch.tensor([[[1.0, 2.0], [0.0, 0.0]]]), next_q=torch.tensor([[2.5, 7.0]]),
+        next_log_pi=torch.tensor([[-1.0, 0.0]]), q_new=torch.tensor([[4.0, 6.0]]),
+        log_pi=torch.tensor([[-1.0, 1.0]]))
+    loss = sac_losses(transitions, torch.tensor(math.log(0.5)), target_entropy=-2.0)
     # env 0: y = 1 + 0.9 (2.5 - 0.5 * -1) = 3.7; critic 0.5 ((1 - 3.7)^2 + (2 - 3.7)^2) = 5.09
     # env 1: y = 2 (terminated);     critic 0.5 ((0 - 2)^2 + (0 - 2)^2) = 4
     assert torch.allclose(loss.extra["critic_loss"], torch.tensor([[5.09, 4.0]]))
@@ -56,6 +54,37 @@ def test_losses_on_a_hand_computed_transition():
     assert torch.allclose(loss.extra["alpha_loss"],
                           -math.log(0.5) * torch.tensor([[-3.0, -1.0]]))
     assert loss.loss.shape == (1, 2)  # [T-1, B]
+
+
+def test_calc_loss_evaluates_each_network_at_its_step_of_the_transition():
+    # Eqs. 5, 7 and 18 transcribed in float64 on the networks' own values: the critics at
+    # (x_0, a_0) and (x_0, a'_0), the target critics at (x_1, a'_1), for T=2, B=3.
+    torch.manual_seed(0)
+    alg = _alg(gamma=0.9, initial_alpha=0.7)
+    with torch.no_grad():  # the target critics differ from the critics
+        alg.target_critics[0].net[0].bias += 1.0
+    ts = TimeStep(step_type=torch.tensor([M, M, M, M, L, M], dtype=torch.int32),
+                  reward=torch.tensor([0.0, 0.0, 0.0, 1.0, -2.0, 0.5]),
+                  discount=torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 1.0]),
+                  observation=torch.randn(6, 3))
+    info = alg.train_step(ts, (), SACInfo(action=torch.rand(6, 2) * 4 - 2)).info
+    info = SACInfo(*[x.view(2, 3, *x.shape[1:]) for x in info])  # [T=2, B=3]
+    loss = alg.calc_loss(info)
+
+    with torch.no_grad():
+        def min_q(critics, x, a):
+            return torch.minimum(critics[0](x, a), critics[1](x, a)).double()
+
+        x, a, a_new = info.observation, info.action, info.new_action
+        log_pi = info.log_pi.double()
+        y = info.reward[1].double() + 0.9 * info.discount[1].double() * (
+            min_q(alg.target_critics, x[1], a_new[1]) - 0.7 * log_pi[1])
+        critic = 0.5 * sum((c(x[0], a[0]).double() - y) ** 2 for c in alg.critics)
+        actor = 0.7 * log_pi[0] - min_q(alg.critics, x[0], a_new[0])
+        alpha = -math.log(0.7) * (log_pi[0] - 2.0)  # target entropy -|A| = -2
+    assert torch.allclose(loss.extra["critic_loss"][0].double(), critic, rtol=1e-5)
+    assert torch.allclose(loss.extra["actor_loss"][0].double(), actor, rtol=1e-5)
+    assert torch.allclose(loss.extra["alpha_loss"][0].double(), alpha, rtol=1e-5)
 
 
 def test_each_loss_reaches_only_its_own_parameters():
@@ -105,11 +134,11 @@ def test_tanh_normal_density_is_the_change_of_variables_of_the_normal():
 
 def test_temperature_falls_when_the_policy_is_more_random_than_the_target():
     alg = _alg(initial_alpha=1.0)
-    info = SACInfo(reward=torch.zeros(2, 4), step_type=torch.full((2, 4), M),
-                   discount=torch.ones(2, 4), critics=torch.zeros(2, 4, 2),
-                   target_q=torch.zeros(2, 4), log_pi=torch.full((2, 4), -5.0),
-                   q_new=torch.zeros(2, 4))  # entropy 5 > target -2
-    alg.update_with_gradient(alg.calc_loss(info), torch.ones(2, 4))
+    zeros = torch.zeros(1, 4)
+    transitions = SACTransitions(
+        reward=zeros, discount=torch.ones(1, 4), critics=torch.zeros(1, 4, 2), next_q=zeros,
+        next_log_pi=zeros, q_new=zeros, log_pi=torch.full((1, 4), -5.0))  # entropy 5 > -2
+    alg.update_with_gradient(sac_losses(transitions, alg._log_alpha, -2.0), torch.ones(1, 4))
     assert float(alg.alpha.detach()) < 1.0
 
 
