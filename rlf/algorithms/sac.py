@@ -35,7 +35,7 @@ class SACInfo(NamedTuple):
 
     Attributes:
         action: the replayed action ``a_t``, ``[T, B, ...]``.
-        reward, step_type, discount: ``[T, B]``, of the step.
+        reward, discount: ``[T, B]``, of the step.
         observation: ``x_t``, ``[T, B, ...]``.
         new_action: ``[T, B, ...]`` ``a' ~ pi(.|x_t)``, the reparameterised sample (gradient
             into the actor).
@@ -44,7 +44,6 @@ class SACInfo(NamedTuple):
 
     action: Any = ()
     reward: Any = ()
-    step_type: Any = ()
     discount: Any = ()
     observation: Any = ()
     new_action: Any = ()
@@ -265,8 +264,8 @@ class SACAlgorithm(RLAlgorithm):
         new_action, log_pi = self._actor.policy_head.rsample_with_log_prob(self._actor(obs))
         return AlgStep(output=rollout_info.action, state=state, info=SACInfo(
             action=rollout_info.action, reward=self.weighted_reward(time_step.reward),
-            step_type=time_step.step_type, discount=time_step.discount, observation=obs,
-            new_action=new_action, log_pi=log_pi))
+            discount=time_step.discount, observation=obs, new_action=new_action,
+            log_pi=log_pi))
 
     def calc_loss(self, info: SACInfo) -> LossInfo:
         """``sac_losses`` over the ``[T-1, B]`` transitions ``t -> t+1``: the critics at
