@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Optional
 import gin
 import torch
 
+from rlf import nest
 from rlf.algorithms import value_ops
 from rlf.algorithms.rl_algorithm import RLAlgorithm
 from rlf.algorithms.schedules import Schedule, StepSchedule
@@ -24,20 +25,25 @@ from rlf.networks import QNetwork
 from rlf.tensor_specs import TensorSpec
 from rlf.utils import summary
 
-__all__ = ["DQNAlgorithm", "DQNInfo", "double_q_bootstrap"]
+__all__ = ["DQNAlgorithm", "DQNInfo", "double_q_bootstrap", "dqn_loss"]
 
 
 class DQNInfo(NamedTuple):
-    """Per step: the action (all ``rollout_step`` records); in training, ``[T, B]``, the
-    step's reward, step type and discount, the online network's ``Q(x_t, .)`` (with
-    gradient) and the target network's (without)."""
+    """Per step: the action (all ``rollout_step`` records); in training, ``[T, B]``:
 
+    Attributes:
+        action: the replayed action ``a_t``, ``[T, B]`` int.
+        reward, step_type, discount: ``[T, B]``, of the step.
+        observation: ``x_t``, ``[T, B, ...]``.
+        q_values: ``[T, B, N]`` the online network's ``Q(x_t, .)`` (with gradient).
+    """
+
+    action: Any = ()
     reward: Any = ()
     step_type: Any = ()
     discount: Any = ()
-    action: Any = ()
+    observation: Any = ()
     q_values: Any = ()
-    target_q_values: Any = ()
 
 
 def double_q_bootstrap(q_values: torch.Tensor, target_q_values: torch.Tensor) -> torch.Tensor:
@@ -55,6 +61,56 @@ def double_q_bootstrap(q_values: torch.Tensor, target_q_values: torch.Tensor) ->
     with torch.no_grad():
         greedy = q_values.argmax(-1, keepdim=True)
         return target_q_values.gather(-1, greedy).squeeze(-1)
+
+
+def dqn_loss(q_values: torch.Tensor, action: torch.Tensor, next_target_q_values: torch.Tensor,
+             reward: torch.Tensor, step_type: torch.Tensor, discount: torch.Tensor,
+             n_step: int, double_q: bool = True, huber_delta: Optional[float] = 1.0):
+    r"""DQN's loss over the ``[T-1, B]`` transitions ``t -> t+1`` of ``[T, B]`` sequences:
+    the Huber loss (Mnih et al. 2015) of ``Q(x_t, a_t)`` against the n-step return
+    (``value_ops.n_step_return``) that bootstraps from ``max_a Q_target(x_{t+m}, a)`` or,
+    with ``double_q``, from ``double_q_bootstrap`` (van Hasselt et al. 2016, eq. 4).
+
+    Args:
+        q_values: ``[T, B, N]`` float online ``Q(x_t, .)`` (gradient flows into step ``t``'s
+            taken action only; the double-Q selection is detached).
+        action: ``[T, B]`` int action indices in ``[0, N)``.
+        next_target_q_values: ``[T-1, B, N]`` target ``Q_target(x_{t+1}, .)`` for
+            ``t < T-1``: no bootstrap reads step 0.
+        reward: ``[T, B]`` ``r_t``, the reward on arriving at step ``t``.
+        step_type: ``[T, B]`` int ``StepType``.
+        discount: ``[T, B]`` ``gamma * d_t`` (0 after a termination).
+        n_step: rewards summed before bootstrapping (>= 1).
+        double_q: double Q-learning's bootstrap instead of ``max_a Q_target``.
+        huber_delta: the Huber loss's ``delta``; None for the squared error
+            ``0.5 delta^2``.
+
+    Returns:
+        ``(loss, td_error)``: ``[T-1, B]`` float each; ``td_error = G_t - Q(x_t, a_t)``. At
+        steps that start no transition (see ``starts_transition``) the return is
+        ``Q(x_t, a_t)`` itself, so their TD error and loss are 0.
+
+    Raises:
+        ValueError: for ``n_step < 1`` or mismatched shapes (``value_ops.n_step_return``).
+    """
+    q_taken = q_values.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+    if double_q:
+        next_values = double_q_bootstrap(q_values[1:].detach(), next_target_q_values)
+    else:
+        next_values = next_target_q_values.max(-1).values
+    # n_step_return reads row 0 only where step 0 starts no transition: any value will do.
+    bootstrap = torch.cat([q_taken[:1].detach(), next_values], 0)
+    returns = value_ops.n_step_return(reward.float(), bootstrap, step_type, discount.float(),
+                                      n_step)
+    q_taken = q_taken[:-1]
+    returns = torch.where(starts_transition(step_type), returns, q_taken.detach())
+    td_error = returns - q_taken
+    if huber_delta is None:
+        loss = 0.5 * td_error ** 2
+    else:
+        loss = torch.nn.functional.huber_loss(q_taken, returns, reduction="none",
+                                              delta=huber_delta)
+    return loss, td_error
 
 
 @gin.configurable
@@ -168,39 +224,35 @@ class DQNAlgorithm(RLAlgorithm):
         return AlgStep(output=action, state=state, info=DQNInfo(action=action))
 
     def train_step(self, time_step, state, rollout_info) -> AlgStep:
-        """Online and target ``Q(x_t, .)`` of a replayed step."""
-        with torch.no_grad():
-            target_q = self._target_q_network(time_step.observation)
+        """The online ``Q(x_t, .)`` of a replayed step; the step passes through for
+        ``calc_loss``."""
         return AlgStep(output=(), state=state, info=DQNInfo(
-            reward=self.weighted_reward(time_step.reward), step_type=time_step.step_type,
-            discount=time_step.discount, action=rollout_info.action,
-            q_values=self._q_network(time_step.observation), target_q_values=target_q))
+            action=rollout_info.action, reward=self.weighted_reward(time_step.reward),
+            step_type=time_step.step_type, discount=time_step.discount,
+            observation=time_step.observation,
+            q_values=self._q_network(time_step.observation)))
 
     def calc_loss(self, info: DQNInfo) -> LossInfo:
-        """The Huber loss of ``Q(x_t, a_t)`` against the n-step double-Q target, ``[T-1, B]``
-        over the transitions of the sequence."""
-        q = info.q_values
-        q_taken = q.gather(-1, (info.action.long() - self._min_action).unsqueeze(-1)
-                           ).squeeze(-1)[:-1]
-        if self._double_q:
-            bootstrap = double_q_bootstrap(q.detach(), info.target_q_values)
-        else:
-            bootstrap = info.target_q_values.max(-1).values
-        returns = value_ops.n_step_return(
-            info.reward.float(), bootstrap, info.step_type,
-            self._gamma * info.discount.float(), self._n_step)
-        td_error = returns - q_taken
-        if self._huber_delta is None:
-            loss = 0.5 * td_error ** 2
-        else:
-            loss = torch.nn.functional.huber_loss(q_taken, returns, reduction="none",
-                                                  delta=self._huber_delta)
+        """``dqn_loss`` over the ``[T-1, B]`` transitions of the sequence, with the target
+        network evaluated at ``x_1 .. x_{T-1}`` only (no bootstrap reads ``x_0``)."""
+        tail = nest.map_structure(lambda x: x[1:], info.observation)
+        outer = info.q_values.shape[:2]
+        with torch.no_grad():
+            merged = nest.map_structure(
+                lambda x: x.reshape(x.shape[0] * x.shape[1], *x.shape[2:]), tail)
+            next_target_q = self._target_q_network(merged).view(outer[0] - 1, outer[1], -1)
+        action = info.action.long() - self._min_action
+        loss, td_error = dqn_loss(
+            info.q_values, action, next_target_q, info.reward, info.step_type,
+            self._gamma * info.discount.float(), self._n_step, self._double_q,
+            self._huber_delta)
         valid = starts_transition(info.step_type)
         priority = (td_error[0].detach().abs() * valid[0]).clamp(min=1e-6)
         if summary.should_record_summaries():
             with torch.no_grad():
                 if bool(valid.any()):
-                    summary.scalar(f"{self._name}/q_value", q_taken[valid].mean())
+                    q_taken = info.q_values[:-1].gather(-1, action[:-1].unsqueeze(-1))
+                    summary.scalar(f"{self._name}/q_value", q_taken.squeeze(-1)[valid].mean())
                 summary.scalar(f"{self._name}/epsilon", self.epsilon)
         return LossInfo(loss=loss, extra={"td_loss": loss}, priority=priority)
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from rlf.algorithms import DQNAlgorithm, TrainerConfig
-from rlf.algorithms.dqn import DQNInfo, double_q_bootstrap
-from rlf.data_structures import StepType
+from rlf.algorithms.dqn import DQNInfo, double_q_bootstrap, dqn_loss
+from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
@@ -31,33 +31,81 @@ def _alg(**kw):
 
 @pytest.mark.parametrize("double_q,bootstrap", [(True, 20.0), (False, 30.0)])
 def test_loss_against_hand_computed_targets(double_q, bootstrap):
-    alg = _alg(gamma=0.9, double_q=double_q, huber_delta=1.0)
     q = torch.tensor([1.0, 3.0, 2.0]).expand(2, 2, 3)  # [T=2, B=2, N=3]
-    target_q = torch.tensor([10.0, 20.0, 30.0]).expand(2, 2, 3)
-    info = DQNInfo(reward=torch.tensor([[0.0, 0.0], [1.0, 1.0]]),
-                   step_type=torch.tensor([[F, M], [M, L]], dtype=torch.int32),
-                   discount=torch.tensor([[1.0, 1.0], [1.0, 0.0]]),
-                   action=torch.tensor([[0, 1], [0, 0]]), q_values=q, target_q_values=target_q)
-    loss = alg.calc_loss(info)
+    next_target_q = torch.tensor([10.0, 20.0, 30.0]).expand(1, 2, 3)  # [T-1, B, N]
+    loss, td_error = dqn_loss(
+        q, torch.tensor([[0, 1], [0, 0]]), next_target_q,
+        reward=torch.tensor([[0.0, 0.0], [1.0, 1.0]]),
+        step_type=torch.tensor([[F, M], [M, L]], dtype=torch.int32),
+        discount=0.9 * torch.tensor([[1.0, 1.0], [1.0, 0.0]]), n_step=1, double_q=double_q,
+        huber_delta=1.0)
     # env 0: y = 1 + 0.9 * bootstrap, Q(x_0, a=0) = 1; env 1 terminates: y = 1, Q = 3.
     td = torch.tensor([1 + 0.9 * bootstrap - 1.0, 1.0 - 3.0])
     huber = torch.where(td.abs() <= 1, 0.5 * td ** 2, td.abs() - 0.5)
-    assert loss.loss.shape == (1, 2)  # [T-1, B]: one transition per sequence
-    assert torch.allclose(loss.loss[0], huber)
-    assert torch.allclose(loss.priority, td.abs())
+    assert loss.shape == (1, 2)  # [T-1, B]: one transition per sequence
+    assert torch.allclose(loss[0], huber)
+    assert torch.allclose(td_error[0], td)
 
 
 def test_n_step_targets_sum_discounted_rewards_within_the_sequence():
-    alg = _alg(gamma=0.5, n_step=2, double_q=False, huber_delta=None)
-    q = torch.zeros(3, 1, 3)
-    target_q = torch.tensor([0.0, 0.0, 8.0]).expand(3, 1, 3)
-    info = DQNInfo(reward=torch.tensor([[0.0], [1.0], [2.0]]),
-                   step_type=torch.full((3, 1), M, dtype=torch.int32),
-                   discount=torch.ones(3, 1), action=torch.zeros(3, 1, dtype=torch.int64),
-                   q_values=q, target_q_values=target_q)
-    loss = alg.calc_loss(info)
+    next_target_q = torch.tensor([0.0, 0.0, 8.0]).expand(2, 1, 3)
+    loss, _ = dqn_loss(torch.zeros(3, 1, 3), torch.zeros(3, 1, dtype=torch.int64),
+                       next_target_q, reward=torch.tensor([[0.0], [1.0], [2.0]]),
+                       step_type=torch.full((3, 1), M, dtype=torch.int32),
+                       discount=torch.full((3, 1), 0.5), n_step=2, double_q=False,
+                       huber_delta=None)
     # t=0: 1 + 0.5 * 2 + 0.25 * 8 = 4; t=1: 2 + 0.5 * 8 = 6 (one step: the sequence ends)
-    assert torch.allclose(loss.loss[:, 0], 0.5 * torch.tensor([4.0, 6.0]) ** 2)
+    assert torch.allclose(loss[:, 0], 0.5 * torch.tensor([4.0, 6.0]) ** 2)
+
+
+def test_a_step_that_starts_no_transition_gets_no_td_error():
+    # Step 0 is LAST: its return is its own value, whatever the next episode holds.
+    q = torch.tensor([[[5.0, 1.0]], [[2.0, 7.0]]])
+    loss, td_error = dqn_loss(q, torch.tensor([[0], [1]]), torch.full((1, 1, 2), 100.0),
+                              reward=torch.tensor([[1.0], [0.0]]),
+                              step_type=torch.tensor([[L], [F]], dtype=torch.int32),
+                              discount=torch.tensor([[0.0], [0.99]]), n_step=1)
+    assert float(td_error) == 0.0 and float(loss) == 0.0
+
+
+def test_calc_loss_evaluates_the_target_network_at_the_next_steps():
+    # Double-DQN's 2-step target transcribed in float64 on the networks' own values, for
+    # T=3, B=2: the online network selects at x_{t+m}, the target network evaluates there.
+    torch.manual_seed(0)
+    alg = _alg(gamma=0.9, n_step=2, huber_delta=None,
+               config=TrainerConfig(mini_batch_length=3))
+    with torch.no_grad():  # the target network differs from the online one
+        alg.target_q_network.head.bias.copy_(torch.tensor([3.0, -1.0, 0.5]))
+        alg.target_q_network.head.weight.mul_(-2.0)
+    ts = TimeStep(step_type=torch.tensor([M, M, M, L, M, F], dtype=torch.int32),
+                  reward=torch.tensor([0.0, 0.0, 1.0, -2.0, 0.5, 0.0]),
+                  discount=torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 1.0]),
+                  observation=torch.randn(6, 2))
+    action = torch.tensor([0, 2, 1, 1, 2, 0])
+    info = alg.train_step(ts, (), DQNInfo(action=action)).info
+    info = DQNInfo(*[x.view(3, 2, *x.shape[1:]) for x in info])  # [T=3, B=2]
+    loss = alg.calc_loss(info)
+
+    with torch.no_grad():
+        x, a = info.observation, info.action
+        r, d = info.reward.double(), 0.9 * info.discount.double()
+
+        def boot(t, b):
+            greedy = alg.q_network(x[t, b:b + 1])[0].argmax()
+            return alg.target_q_network(x[t, b:b + 1])[0, greedy].double()
+
+        def q(t, b):
+            return alg.q_network(x[t, b:b + 1])[0, a[t, b]].double()
+
+        # env 0 (M, M, M): t=0 sums two rewards and bootstraps at x_2, t=1 one reward. env 1
+        # (M, L, F): t=0 ends at the termination (d_1 = 0).
+        y = {(0, 0): r[1, 0] + d[1, 0] * (r[2, 0] + d[2, 0] * boot(2, 0)),
+             (1, 0): r[2, 0] + d[2, 0] * boot(2, 0),
+             (0, 1): r[1, 1] + d[1, 1] * boot(1, 1)}
+        for (t, b), target in y.items():
+            expected = 0.5 * (target - q(t, b)) ** 2
+            assert torch.allclose(loss.loss[t, b].double(), expected, rtol=1e-5), (t, b)
+    assert float(loss.loss[1, 1].detach()) == 0.0  # step 1 of env 1 is LAST: no transition
 
 
 def test_epsilon_schedule_and_greedy_evaluation():
