@@ -45,8 +45,10 @@ def ppo_clipped_surrogate(log_prob: torch.Tensor, old_log_prob: torch.Tensor,
                           advantage: torch.Tensor, epsilon: float) -> torch.Tensor:
     r"""PPO's clipped surrogate loss (Schulman et al. 2017, eq. 7), negated to minimise:
 
-    .. math:: -\min(r A, \mathrm{clip}(r, 1 - \epsilon, 1 + \epsilon) A), \quad
-              r = \exp(\log\pi - \log\pi_{old})
+    $$
+    -\min(r A, \mathrm{clip}(r, 1 - \epsilon, 1 + \epsilon) A), \quad
+    r = \exp(\log\pi - \log\pi_{old})
+    $$
 
     Args:
         log_prob: ``[...]`` ``log pi(a|x)`` with gradient.

@@ -77,7 +77,9 @@ def soft_q_target(reward: torch.Tensor, discount: torch.Tensor, next_q: torch.Te
                   next_log_pi: torch.Tensor, alpha: float) -> torch.Tensor:
     r"""The soft Bellman target (Haarnoja et al. 2018, eqs. 3 and 5):
 
-    .. math:: y = r + \gamma_{t+1} \big(\min_i Q'_i(x', a') - \alpha \log\pi(a'|x')\big)
+    $$
+    y = r + \gamma_{t+1} \big(\min_i Q'_i(x', a') - \alpha \log\pi(a'|x')\big)
+    $$
 
     Args:
         reward: ``[...]`` ``r`` of the transition.

@@ -43,9 +43,11 @@ def td_lambda_return(rewards: torch.Tensor, values: torch.Tensor, step_types: to
                      discounts: torch.Tensor, td_lambda: float = 0.95) -> torch.Tensor:
     r"""TD(lambda) returns (Sutton and Barto 2018, eq. 12.18, recursive form):
 
-    .. math:: G_t^\lambda = r_{t+1} + \gamma_{t+1}\,[(1-\lambda) V_{t+1} + \lambda G_{t+1}^\lambda]
+    $$
+    G_t^\lambda = r_{t+1} + \gamma_{t+1}\,[(1-\lambda) V_{t+1} + \lambda G_{t+1}^\lambda]
+    $$
 
-    with :math:`G_s^\lambda = V_s` where the chain ends (module docstring).
+    with $G_s^\lambda = V_s$ where the chain ends (module docstring).
 
     Args:
         rewards: ``[T, B, ...]`` float, ``r_t`` (the reward into step ``t``).
@@ -75,7 +77,7 @@ def td_lambda_return(rewards: torch.Tensor, values: torch.Tensor, step_types: to
 def discounted_return(rewards: torch.Tensor, values: torch.Tensor, step_types: torch.Tensor,
                       discounts: torch.Tensor) -> torch.Tensor:
     r"""Discounted returns bootstrapped where the chain ends (``td_lambda_return`` with
-    ``lambda = 1``): :math:`G_t = r_{t+1} + \gamma_{t+1} G_{t+1}`, :math:`G_s = V_s` at the end.
+    ``lambda = 1``): $G_t = r_{t+1} + \gamma_{t+1} G_{t+1}$, $G_s = V_s$ at the end.
 
     Args, Returns, Raises: see ``td_lambda_return``.
     """
@@ -88,10 +90,12 @@ def generalized_advantage_estimation(rewards: torch.Tensor, values: torch.Tensor
                                      td_lambda: float = 0.95) -> torch.Tensor:
     r"""GAE (Schulman et al. 2016, eq. 16), recursively:
 
-    .. math:: A_t = \delta_t + \gamma_{t+1}\lambda A_{t+1},\quad
-              \delta_t = r_{t+1} + \gamma_{t+1} V_{t+1} - V_t
+    $$
+    A_t = \delta_t + \gamma_{t+1}\lambda A_{t+1},\quad
+    \delta_t = r_{t+1} + \gamma_{t+1} V_{t+1} - V_t
+    $$
 
-    with :math:`A_s = 0` where the chain ends; equal to ``td_lambda_return - V``.
+    with $A_s = 0$ where the chain ends; equal to ``td_lambda_return - V``.
 
     Args, Raises: see ``td_lambda_return``.
 
@@ -113,8 +117,10 @@ def n_step_return(rewards: torch.Tensor, values: torch.Tensor, step_types: torch
                   discounts: torch.Tensor, n: int) -> torch.Tensor:
     r"""n-step returns (Sutton and Barto 2018, eq. 7.1):
 
-    .. math:: G_t^{(n)} = \sum_{k=0}^{m-1} \Big(\prod_{j=1}^{k}\gamma_{t+j}\Big) r_{t+k+1}
-              + \Big(\prod_{j=1}^{m}\gamma_{t+j}\Big) V_{t+m}
+    $$
+    G_t^{(n)} = \sum_{k=0}^{m-1} \Big(\prod_{j=1}^{k}\gamma_{t+j}\Big) r_{t+k+1}
+    + \Big(\prod_{j=1}^{m}\gamma_{t+j}\Big) V_{t+m}
+    $$
 
     where ``m <= n`` stops early where the chain ends (at ``t+m``) or at the sequence's last
     step. A terminated episode's discount 0 removes the bootstrap.

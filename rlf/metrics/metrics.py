@@ -392,7 +392,9 @@ class AverageEpisodeScoreMetric(AverageEpisodicAggregationMetric):
 class AverageDiscountedReturnMetric(AverageEpisodicAggregationMetric):
     r"""Average over an episode's states of their discounted return-to-go (ALF):
 
-    .. math:: R = \frac{1}{L}\sum_{l=1}^{L}\sum_{k=0}^{l-1}\gamma^k r_l
+    $$
+    R = \frac{1}{L}\sum_{l=1}^{L}\sum_{k=0}^{l-1}\gamma^k r_l
+    $$
 
     where ``r_l`` is the reward received at the ``l``-th non-FIRST step and ``L`` the episode
     length. Unbiased when the episode terminated; lower than the true value when it was
@@ -424,7 +426,9 @@ class AverageDiscountedReturnMetric(AverageEpisodicAggregationMetric):
 class EpisodicStartAverageDiscountedReturnMetric(AverageEpisodicAggregationMetric):
     r"""Average discounted return from the episodes' start states (ALF):
 
-    .. math:: R = \sum_{l=1}^{L}\gamma^{l-1} r_l
+    $$
+    R = \sum_{l=1}^{L}\gamma^{l-1} r_l
+    $$
 
     Args: as ``AverageDiscountedReturnMetric``.
     """
