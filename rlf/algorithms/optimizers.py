@@ -2,7 +2,7 @@
 
 A gin file then writes ``MyAlgorithm.optimizer = @torch.optim.Adam`` (the class, which the
 algorithm calls with its parameters) and ``torch.optim.Adam.lr = 1e-3``. A schedule goes
-beside it, stepped once per gradient update (see ``Algorithm``'s ``lr_scheduler``)::
+beside it, stepped once per gradient update (see ``Algorithm``'s ``lr_scheduler``):
 
     MyAlgorithm.lr_scheduler = @torch.optim.lr_scheduler.LinearLR
     torch.optim.lr_scheduler.LinearLR.start_factor = 1.0   # linear decay to 0

@@ -55,7 +55,7 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = ()) -
     """Parses the flags with absl, then exits with ``main(argv)``'s status.
 
     A list flag (named in ``list_flags``) takes comma- or space-separated values
-    (:func:`join_list_values`). Otherwise absl leaves words that follow a flag's one value as
+    (``join_list_values``). Otherwise absl leaves words that follow a flag's one value as
     positional arguments, which the tools would ignore without a word: ``--conf_param a=1 b=2``
     would drop ``b=2``. Any positional argument is refused with one line on stderr and exit
     status 2, naming the arguments and the fix (``--conf_param`` is repeated per binding).

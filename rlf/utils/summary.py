@@ -5,7 +5,7 @@ in rlf writes ``summary.scalar("loss", x)``; nothing is written unless a writer 
 summaries are enabled for the current iteration (``record_if``), so library code can call these
 functions unconditionally at almost no cost.
 
-Typical use (the ``Trainer`` does this)::
+Typical use (the ``Trainer`` does this):
 
     summary.set_default_writer(summary.create_summary_writer(root_dir + "/train"))
     summary.set_summary_interval(100)   # record on iterations 0, 100, 200, ...
