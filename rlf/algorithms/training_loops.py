@@ -178,6 +178,9 @@ class TrainingLoopsMixin:
            mini-batch (and an extra optimizer and learning-rate-schedule step) per epoch.
         3. Each of the ``num_epochs`` epochs goes through the sequences in mini-batches of
            ``config.mini_batch_size`` (all if None), in a new random order if ``shuffle``.
+        4. Training summaries (losses, gradient norms, learning rates, ...) are written for
+           the last mini-batch of a summary iteration only, as in ALF, or, with the counter
+           advanced per mini-batch, for each mini-batch whose counter is due.
 
         Args:
             experience: batch-major ``[N, L]`` ``Experience`` (CPU or the algorithm's
@@ -216,8 +219,10 @@ class TrainingLoopsMixin:
                 experience, valid = nest.map_structure(lambda x: x[keep], (experience, valid))
         batch_size = valid.shape[0]
         mini_batch_size = config.mini_batch_size or batch_size
+        counter_per_mini_batch = update_global_counter and config.update_counter_every_mini_batch
+        record = summary.should_record_summaries()
         steps = 0
-        for _ in range(num_epochs):
+        for epoch in range(num_epochs):
             order = (torch.randperm(batch_size) if shuffle and mini_batch_size < batch_size
                      else None)
             for b in range(0, batch_size, mini_batch_size):
@@ -237,10 +242,14 @@ class TrainingLoopsMixin:
                     extra = mb.time_step.step_type[n:].transpose(0, 1)
                     mb_valid = torch.cat([mb_valid,
                                           valid_step_mask(extra).transpose(0, 1)])
-                if update_global_counter and config.update_counter_every_mini_batch:
+                if counter_per_mini_batch:
                     summary.increment_global_counter()
+                    record = summary.should_record_summaries()
+                last = epoch == num_epochs - 1 and b + mini_batch_size >= batch_size
                 size = min(b + mini_batch_size, batch_size) - b
-                steps += self._update(mb, mb_info, mb_valid, weight=size / mini_batch_size)
+                with summary.record_if(lambda: record and (last or counter_per_mini_batch)):
+                    steps += self._update(mb, mb_info, mb_valid,
+                                          weight=size / mini_batch_size)
         return steps
 
     def _update(self, experience: Experience, batch_info, valid: torch.Tensor,

@@ -6,6 +6,7 @@ import functools
 
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch import nn
 
 from rlf.algorithms import Algorithm, RLAlgorithm, TrainerConfig
@@ -83,6 +84,55 @@ def test_on_policy_epochs_preprocess_the_whole_unroll_then_shuffle_transitions()
     alg.train_iter()
     assert alg.preprocessed == [torch.Size([4, 7])]
     env.close()
+
+
+def _train_summaries(tmp_path, iterations, on_policy=False, **config):
+    """The loss points of ``iterations`` iterations, and each update's loss (``w`` before
+    the step, times the mini-batch's weight)."""
+    from rlf.utils import summary
+    alg, env = _recorder(**config)
+    alg._is_on_policy = on_policy
+    summary.set_default_writer(summary.create_summary_writer(str(tmp_path), flush_secs=1))
+    summary.set_summary_interval(1)
+    summary.set_global_counter(0)
+    losses = []
+    update = alg._update
+    alg._update = lambda mb, info, valid, weight: losses.append(
+        float(alg.w.detach()) * weight) or update(mb, info, valid, weight)
+    try:
+        for _ in range(iterations):
+            alg.train_iter()
+    finally:
+        summary.close()
+        env.close()
+    # Every event, as TensorBoard's reader sees them (rlf's reader keeps one per step).
+    acc = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    acc.Reload()
+    events = acc.Scalars("loss/RLAlgorithm")
+    return [e.step for e in events], [e.value for e in events], losses
+
+
+def test_training_summaries_describe_the_last_mini_batch_of_the_iteration(tmp_path):
+    # ALF's semantics: one loss point per iteration, from its last update. 3 epochs of 4
+    # mini-batches of 5 transitions, then (7 steps per environment with the carried one) 3
+    # epochs of 5, the last of 4 (weight 0.8). SGD at rate 1 lowers w by each weight.
+    steps, values, losses = _train_summaries(
+        tmp_path, 2, on_policy=True, unroll_length=6, num_updates_per_train_iter=3,
+        mini_batch_size=5, mini_batch_length=1)
+    assert len(losses) == 12 + 15
+    assert steps == [1, 2]
+    assert values == pytest.approx([losses[11], losses[26]])
+    assert values[0] == -11.0 and losses[26] != losses[25]
+
+
+def test_a_counter_per_mini_batch_gives_each_mini_batch_its_summaries(tmp_path):
+    steps, values, losses = _train_summaries(
+        tmp_path, 2, unroll_length=5, whole_replay_buffer_training=True,
+        clear_replay_buffer=True, mini_batch_length=1, mini_batch_size=8,
+        update_counter_every_mini_batch=True)
+    assert len(steps) == len(losses) > 2
+    assert steps == list(range(1, len(losses) + 1))
+    assert values == pytest.approx(losses)
 
 
 def test_whole_buffer_split_into_single_steps_keeps_the_whole_experiences_mask(monkeypatch):
