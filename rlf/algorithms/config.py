@@ -71,7 +71,8 @@ class TrainerConfig:
             off-policy training starts.
         update_counter_every_mini_batch: advance the global counter per mini-batch instead of
             per iteration.
-        summary_interval: record summaries every this many iterations.
+        summary_interval: record summaries every this many iterations (the training
+            summaries of such an iteration describe its last mini-batch).
         summaries_flush_secs: seconds between TensorBoard flushes.
         summarize_grads_and_vars: histograms and norms of every gradient and parameter.
         summarize_action_distributions: summaries of the rollout actions.
