@@ -246,10 +246,11 @@ class DQNAlgorithm(RLAlgorithm):
             info.q_values, action, next_target_q, info.reward, info.step_type,
             self._gamma * info.discount.float(), self._n_step, self._double_q,
             self._huber_delta)
-        valid = starts_transition(info.step_type)
-        priority = (td_error[0].detach().abs() * valid[0]).clamp(min=1e-6)
+        # td_error is 0 where the first step starts no transition: the floor priority.
+        priority = td_error[0].detach().abs().clamp(min=1e-6)
         if summary.should_record_summaries():
             with torch.no_grad():
+                valid = starts_transition(info.step_type)
                 if bool(valid.any()):
                     q_taken = info.q_values[:-1].gather(-1, action[:-1].unsqueeze(-1))
                     summary.scalar(f"{self._name}/q_value", q_taken.squeeze(-1)[valid].mean())
