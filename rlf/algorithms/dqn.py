@@ -235,12 +235,10 @@ class DQNAlgorithm(RLAlgorithm):
     def calc_loss(self, info: DQNInfo) -> LossInfo:
         """``dqn_loss`` over the ``[T-1, B]`` transitions of the sequence, with the target
         network evaluated at ``x_1 .. x_{T-1}`` only (no bootstrap reads ``x_0``)."""
-        tail = nest.map_structure(lambda x: x[1:], info.observation)
-        outer = info.q_values.shape[:2]
+        tail = nest.map_structure(lambda x: x[1:].flatten(0, 1), info.observation)
         with torch.no_grad():
-            merged = nest.map_structure(
-                lambda x: x.reshape(x.shape[0] * x.shape[1], *x.shape[2:]), tail)
-            next_target_q = self._target_q_network(merged).view(outer[0] - 1, outer[1], -1)
+            next_target_q = self._target_q_network(tail).unflatten(
+                0, info.q_values[1:].shape[:2])
         action = info.action.long() - self._min_action
         loss, td_error = dqn_loss(
             info.q_values, action, next_target_q, info.reward, info.step_type,

@@ -252,12 +252,9 @@ class SACAlgorithm(RLAlgorithm):
     def _critic_values(critics, observation, action) -> torch.Tensor:
         """``[T', B, ...]`` inputs -> ``[T', B, 2]`` values of the twin ``critics``."""
         outer = action.shape[:2]
-
-        def merge(x):
-            return x.reshape(outer.numel(), *x.shape[2:])
-
-        observation, action = nest.map_structure(merge, (observation, action))
-        return torch.stack([c(observation, action) for c in critics], -1).view(*outer, 2)
+        observation, action = nest.map_structure(lambda x: x.flatten(0, 1),
+                                                 (observation, action))
+        return torch.stack([c(observation, action) for c in critics], -1).unflatten(0, outer)
 
     def train_step(self, time_step, state, rollout_info: SACInfo) -> AlgStep:
         """A reparameterised action ``a' ~ pi(.|x_t)`` with its ``log pi``; the step's
