@@ -60,10 +60,15 @@ def _explain(message: str) -> str:
 
 
 def _closest(name: str, candidates: List[str]) -> str:
-    """``"closest: a, b"``: the valid names nearest to a misspelt ``name`` (the first ten
-    valid names when none is near)."""
+    """``"closest: a, b"``: the valid names nearest to a misspelt ``name`` and those that
+    contain it (``clip``: ``gradient_clipping``, ...), or ``"none is close; valid: ..."`` with
+    every valid name when there are none."""
     close = difflib.get_close_matches(name, candidates, n=5, cutoff=0.5)
-    return f"closest: {', '.join(close) if close else ', '.join(candidates[:10])}"
+    if len(name) >= 3:
+        close += [c for c in candidates if name.lower() in c.lower() and c not in close]
+    if close:
+        return f"closest: {', '.join(close)}"
+    return f"none is close; valid: {', '.join(candidates) if candidates else 'none'}"
 
 
 _SEARCH_PATHS = set()  # folders given to gin.add_config_file_search_path

@@ -9,6 +9,15 @@ MISTAKES = {
     "unknown_kwarg": ("ImpalaAlgorithm.discont=0.9",
                       "ImpalaAlgorithm has no parameter 'discont' (closest: discount, "
                       "metric_discount)"),
+    "unknown_kwarg_contained": ("ImpalaAlgorithm.clip=0.5",
+                                "ImpalaAlgorithm has no parameter 'clip' (closest: "
+                                "clip_rho_threshold, clip_c_threshold, clip_pg_rho_threshold, "
+                                "importance_ratio_clipping, gradient_clipping, "
+                                "clip_by_global_norm)"),
+    "unknown_kwarg_far": ("ImpalaAlgorithm.xyzzy=1",
+                          "ImpalaAlgorithm has no parameter 'xyzzy' (none is close; valid: "
+                          "observation_spec, action_spec, reward_spec, env, config, "
+                          "network_ctor, gamma, entropy_regularization, td_loss_weight, "),
     "wrong_type_env": ("load.num_envs='four'",
                        "load.num_envs = 'four': expected int, got str"),
     "wrong_type_optimizer": ("torch.optim.Adam.lr='fast'",
