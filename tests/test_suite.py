@@ -112,3 +112,15 @@ def test_a_failing_run_stops_the_suite_with_its_status(tmp_path):
     assert r.stderr.strip().splitlines()[-1].startswith(
         "error: the run of Breakout seed 0 in ")
     assert not (tmp_path / "results.csv").exists()
+
+
+def test_an_unknown_game_is_refused_before_any_run_starts(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "rlf.bin.suite", "--conf", "confs/impala_atari_sync.gin",
+         "--games", "Breakout,Pongg", "--seeds", "0", "--frames", "4000", "--root_dir",
+         str(tmp_path / "suite"), *TINY], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()]  # one line
+    assert r.stderr.startswith("error: Unknown environment id 'ALE/Pongg-v5'")
+    assert "'ALE/Pong-v5'" in r.stderr  # the closest ids
+    assert not (tmp_path / "suite").exists()  # Breakout did not run first

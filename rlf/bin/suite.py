@@ -29,7 +29,8 @@ Scores are the game's own (``AverageEpisodeScore``, unclipped), and:
   episodes (some of which ended before the window);
 - ``human_normalized``: ``score`` normalised with ``rlf.utils.atari_scores``.
 
-A failed run stops the suite with its exit status and one line.
+A game without an ``ALE/<game>-v5`` id stops the suite before any run starts; a failed run
+stops it with its exit status and one line after the run's own error.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from typing import Dict, List, Tuple
 from absl import flags
 
 from rlf.bin.cli import run_main
-from rlf.utils.atari_scores import human_normalized_score
+from rlf.environments import find_spec
+from rlf.utils.atari_scores import REFERENCE_SCORES, human_normalized_score
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.tensorboard_reader import Series, read_scalar_tags
 
@@ -178,7 +180,8 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
     rc = subprocess.call(cmd)
     if rc != 0:
         raise SuiteRunError(rc, f"the run of {game} seed {seed} in {directory} exited with "
-                                f"status {rc}; start the suite again to resume it")
+                                f"status {rc} (its own error is above); start the suite "
+                                f"again to resume it once the cause is removed")
     result = summarize_run(directory, game, seed, frameskip)
     tmp = directory / f".{RESULT_FILE}.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(result, indent=1))
@@ -258,10 +261,16 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
 
     Raises:
         SuiteRunError: if a run fails (the suite stops there).
-        UserError: for a missing conf file.
+        UserError: for a missing conf file or a game without an ``ALE/<game>-v5`` id
+            (before any run starts).
     """
     if not Path(conf).is_file():
         raise UserError(f"conf file '{conf}' does not exist")
+    for game in games:  # every id before the first run: a typo must not wait for hours
+        find_spec(f"ALE/{game}-v5")
+        if game not in REFERENCE_SCORES:
+            print(f"[suite] {game}: no reference scores in rlf.utils.atari_scores, so no "
+                  f"human-normalised score", flush=True)
     root_dir = Path(root_dir)
     rows = []
     for game in games:

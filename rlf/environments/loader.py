@@ -13,7 +13,7 @@ from rlf.environments.gym_env import load_gym
 from rlf.environments.vector_environment import VectorEnvironment
 from rlf.utils.errors import UserError
 
-__all__ = ["load", "UnknownEnvironmentError"]
+__all__ = ["load", "find_spec", "UnknownEnvironmentError"]
 
 
 class UnknownEnvironmentError(UserError):
@@ -30,7 +30,13 @@ def _register_ale() -> None:
         _ale_registered = True
 
 
-def _find_spec(env_name: str) -> gym.envs.registration.EnvSpec:
+def find_spec(env_name: str) -> gym.envs.registration.EnvSpec:
+    """The gymnasium registration of ``env_name`` (ALE's ids included), without creating it.
+
+    Raises:
+        UnknownEnvironmentError: if no environment is registered under ``env_name`` (naming
+            the closest registered ids).
+    """
     _register_ale()
     try:
         return gym.spec(env_name)
@@ -67,7 +73,7 @@ def load(env_name: str, num_envs: int, seed: Optional[int] = None,
     """
     if num_envs < 1:
         raise UserError(f"load('{env_name}'): num_envs must be >= 1, got {num_envs}")
-    spec = _find_spec(env_name)
+    spec = find_spec(env_name)
     if spec.entry_point == ATARI_ENTRY_POINT and spec.kwargs.get("obs_type", "rgb") == "rgb":
         return load_atari(env_name, num_envs, seed=seed, **kwargs)
     return load_gym(env_name, num_envs, seed=seed, **kwargs)
