@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Callable, Iterable, List
 
-from absl import app
+from absl import app, flags
 
 __all__ = ["join_list_values", "run_main"]
 
@@ -58,7 +58,9 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = ()) -
     (``join_list_values``). Otherwise absl leaves words that follow a flag's one value as
     positional arguments, which the tools would ignore without a word: ``--conf_param a=1 b=2``
     would drop ``b=2``. Any positional argument is refused with one line on stderr and exit
-    status 2, naming the arguments and the fix (``--conf_param`` is repeated per binding).
+    status 2, naming the arguments and the fix (``--conf_param`` is repeated per binding). A
+    flag absl refuses (unknown, or a value of the wrong type or out of its bounds) is one line
+    and exit status 2 too, not absl's two lines and status 1.
 
     Args:
         main: the tool's ``main(argv) -> int`` (exit status).
@@ -67,7 +69,12 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = ()) -
     list_flags = tuple(list_flags)
 
     def _parse(argv: List[str]) -> List[str]:
-        return app.parse_flags_with_usage(join_list_values(argv, list_flags))
+        try:
+            return flags.FLAGS(join_list_values(argv, list_flags))
+        except flags.Error as e:
+            message = " ".join(str(e).split())
+            print(f"error: {message} (--helpshort lists the flags)", file=sys.stderr)
+            sys.exit(2)
 
     def _checked(argv: List[str]) -> None:
         extra = argv[1:]

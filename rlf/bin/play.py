@@ -35,10 +35,10 @@ from rlf.utils.video import save_video
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("root_dir", None, "run directory holding config.gin and ckpt/")
-flags.DEFINE_integer("num_episodes", 5, "episodes to play")
+flags.DEFINE_integer("num_episodes", 5, "episodes to play", lower_bound=1)
 flags.DEFINE_integer("checkpoint_step", None, "iteration of the checkpoint (newest if unset)")
 flags.DEFINE_string("record", None, "save the first episode as an animated .gif or .mp4")
-flags.DEFINE_integer("fps", 30, "frames per second of the recording")
+flags.DEFINE_integer("fps", 30, "frames per second of the recording", lower_bound=1)
 flags.DEFINE_integer("seed", 0, "environment seed")
 flags.DEFINE_multi_string("conf_param", [], "extra gin bindings")
 flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")

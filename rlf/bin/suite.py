@@ -60,7 +60,8 @@ flags.DEFINE_list("seeds", ["0"], "random seeds, comma- or space-separated")
 flags.DEFINE_string("frames", "10M", "frames per run (k/M suffixes allowed)")
 flags.DEFINE_string("root_dir", "runs/suite", "where the runs and the results go")
 flags.DEFINE_multi_string("conf_param", [], "extra gin bindings for every run")
-flags.DEFINE_integer("frameskip", 4, "emulator frames per agent step (the conf's)")
+flags.DEFINE_integer("frameskip", 4, "emulator frames per agent step (the conf's)",
+                     lower_bound=1)
 flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
 
 SCORE_TAG = "Metrics_vs_EnvironmentSteps/AverageEpisodeScore"

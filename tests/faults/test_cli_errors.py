@@ -118,6 +118,26 @@ def test_stray_arguments_are_refused_not_ignored(tmp_path, module, args):
     assert not root.exists()
 
 
+@pytest.mark.parametrize("module, args, message", [
+    ("play", ["--num_episodes", "0"], "flag --num_episodes=0: 0 is not a positive integer"),
+    ("play", ["--num_episodes", "x"], "flag --num_episodes=x: invalid literal for int()"),
+    ("play", ["--num_episode", "3"], "Unknown command line flag 'num_episode'. Did you mean: "
+                                     "num_episodes ?"),
+    ("suite", ["--conf", "confs/impala_atari.gin", "--frameskip", "0"],
+     "flag --frameskip=0: 0 is not a positive integer"),
+    ("train", [*CARTPOLE, "--noprogres"], "Unknown command line flag 'noprogres'"),
+])
+def test_flag_mistakes_are_one_line_and_status_2(tmp_path, module, args, message):
+    # absl alone would print two lines ("FATAL Flags parsing error: ...") and exit 1; play
+    # would accept 0 episodes and fail with a traceback.
+    root = tmp_path / "run"
+    r = run_cli(module, *args, "--root_dir", str(root))
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0].startswith(f"error: {message}"), r.stderr
+    assert r.stderr.rstrip().endswith("(--helpshort lists the flags)")
+    assert not root.exists()
+
+
 @pytest.mark.parametrize("argv, joined", [
     (["--games", "Pong", "Breakout", "--seeds", "0", "1"],
      ["--games=Pong,Breakout", "--seeds=0,1"]),
