@@ -8,8 +8,9 @@ from the newest complete checkpoint, skipping unreadable ones with a warning as 
 (``Checkpointer.newest_complete``; play never renames or deletes a file), or from
 ``--checkpoint_step``. A mistake (no run directory, a step that does not exist, an unreadable
 checkpoint, a bad binding) prints one line and exits with status 2 (the traceback with
-``--debug`` or ``RLF_DEBUG=1``). The policy acts with ``predict_step``. ``--record``
-saves the first episode: rendered frames for gymnasium environments that render
+``--debug`` or ``RLF_DEBUG=1``); so does a ``--record`` path that cannot be written, checked
+before any episode is played. The policy acts with ``predict_step``. ``--record`` saves the
+first episode, written atomically: rendered frames for gymnasium environments that render
 ``rgb_array``, the newest observation frame for Atari.
 
 Each episode's line is printed (and flushed) as the episode ends. An Atari episode lasts
@@ -31,7 +32,7 @@ from absl import flags
 from rlf.bin.cli import run_main
 from rlf.bin.gin_utils import parse_config
 from rlf.utils.errors import UserError, one_line
-from rlf.utils.video import save_video
+from rlf.utils.video import check_video_path, save_video
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("root_dir", None, "run directory holding config.gin and ckpt/")
@@ -89,6 +90,11 @@ def _play() -> int:
     if not FLAGS.root_dir or not (root / "config.gin").is_file():
         raise UserError(f"--root_dir '{FLAGS.root_dir}' holds no config.gin (a training run's "
                         f"directory is needed)")
+    if FLAGS.record is not None:
+        try:  # before the episodes, which can take minutes
+            check_video_path(FLAGS.record)
+        except ValueError as e:
+            raise UserError(f"--record: {e}") from None
     parse_config(str(root / "config.gin"), FLAGS.conf_param)
 
     from rlf.algorithms import TrainerConfig
@@ -153,7 +159,10 @@ def _play() -> int:
     print(f"average return {result['AverageReturn']:.2f}{score} over {len(result['returns'])} "
           f"episodes (checkpoint {checkpoint_path})")
     if record:
-        save_video(frames, FLAGS.record, FLAGS.fps)
+        try:
+            save_video(frames, FLAGS.record, FLAGS.fps)
+        except (ValueError, RuntimeError) as e:
+            raise UserError(f"--record: {e}") from None
         print(f"recorded {len(frames)} frames to {FLAGS.record}")
     return 0
 

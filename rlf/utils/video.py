@@ -1,36 +1,74 @@
-"""Writing episodes as animated GIF (Pillow) or MP4 (OpenCV)."""
+"""Writing episodes as animated GIF (Pillow) or MP4 (OpenCV), atomically."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import List
 
 import numpy as np
 
-__all__ = ["save_video"]
+__all__ = ["VIDEO_SUFFIXES", "check_video_path", "save_video"]
+
+VIDEO_SUFFIXES = (".gif", ".mp4")
+
+
+def check_video_path(path: str) -> Path:
+    """Checks that a video can be written to ``path`` before any frame is made.
+
+    Returns:
+        ``path`` as a ``Path``.
+
+    Raises:
+        ValueError: if the suffix is neither ``.gif`` nor ``.mp4``, ``path`` is a directory,
+            or its folder does not exist or is not writable.
+    """
+    path = Path(path)
+    if path.suffix.lower() not in VIDEO_SUFFIXES:
+        raise ValueError(f"video file {path}: use a .gif or .mp4 file name")
+    if path.is_dir():
+        raise ValueError(f"video file {path} is a directory; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ValueError(f"video file {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"video file {path}: the folder {folder} is not writable")
+    return path
 
 
 def save_video(frames: List[np.ndarray], path: str, fps: int = 30) -> None:
     """Writes ``[H, W]`` or ``[H, W, 3]`` uint8 frames as an animated GIF (Pillow) or an MP4
-    (OpenCV).
+    (OpenCV), ``fps`` frames per second.
+
+    The video is written to a temporary file beside ``path`` and renamed over it once
+    complete, so an interrupted write leaves no half-made ``path``.
 
     Raises:
-        ValueError: for another suffix or no frames.
+        ValueError: for no frames or a path ``check_video_path`` refuses.
+        RuntimeError: if OpenCV cannot open an MP4 writer (no ``mp4v`` codec).
     """
+    path = check_video_path(path)
     if not frames:
         raise ValueError(f"no frames to write to {path}")
-    suffix = Path(path).suffix.lower()
-    if suffix == ".gif":
-        from PIL import Image
-        images = [Image.fromarray(f) for f in frames]
-        images[0].save(path, save_all=True, append_images=images[1:],
-                       duration=int(1000 / fps), loop=0)
-    elif suffix == ".mp4":
-        import cv2
-        h, w = frames[0].shape[:2]
-        writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
-        for f in frames:
-            writer.write(cv2.cvtColor(f, cv2.COLOR_GRAY2BGR if f.ndim == 2 else cv2.COLOR_RGB2BGR))
-        writer.release()
-    else:
-        raise ValueError(f"--record {path}: use a .gif or .mp4 file name")
+    suffix = path.suffix.lower()
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{suffix}")
+    try:
+        if suffix == ".gif":
+            from PIL import Image
+            images = [Image.fromarray(f) for f in frames]
+            images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:],
+                           duration=int(1000 / fps), loop=0)
+        else:
+            import cv2
+            h, w = frames[0].shape[:2]
+            writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+            if not writer.isOpened():
+                raise RuntimeError(f"OpenCV cannot write {path} with the mp4v codec; "
+                                   f"use a .gif file name")
+            for f in frames:
+                writer.write(cv2.cvtColor(
+                    f, cv2.COLOR_GRAY2BGR if f.ndim == 2 else cv2.COLOR_RGB2BGR))
+            writer.release()
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -172,3 +172,10 @@ def test_play_falls_back_like_training_and_lists_existing_steps(tmp_path):
     assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
     assert "ckpt-20.pt is unreadable" in r.stderr
     assert digests(ckpt) == before
+    for record, message in (("e.avi", "use a .gif or .mp4 file name"),
+                            ("no/e.gif", f"the folder {tmp_path / 'no'} does not exist")):
+        r = run_cli("play", "--root_dir", str(tmp_path), "--record", str(tmp_path / record))
+        assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+        assert lines(r.stderr)[0].startswith("error: --record: video file ") and (
+            message in r.stderr), r.stderr
+        assert "episode 0" not in r.stdout  # refused before playing

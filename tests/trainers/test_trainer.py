@@ -241,6 +241,14 @@ def test_play_writes_gif_and_mp4(tmp_path):
     with Image.open(tmp_path / "e.gif") as im:
         assert im.n_frames == 5
     assert (tmp_path / "e.mp4").stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.gif", "e.mp4"]  # no temp file
+    with pytest.raises(ValueError, match="use a .gif or .mp4"):
+        save_video(frames, str(tmp_path / "e.avi"))
+    with pytest.raises(ValueError, match="the folder .* does not exist"):
+        save_video(frames, str(tmp_path / "no" / "e.gif"))
+    with pytest.raises(ValueError, match="no frames"):
+        save_video([], str(tmp_path / "f.gif"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.gif", "e.mp4"]
 
 
 def test_nan_loss_stops_naming_term_iteration_and_last_checkpoint(tmp_path):
