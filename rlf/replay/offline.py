@@ -64,7 +64,7 @@ def load_replay_checkpoint(path: Union[str, os.PathLike]) -> Dict[str, torch.Ten
     except FileNotFoundError:
         raise OfflineDataError(f"replay checkpoint {path} does not exist") from None
     except CorruptCheckpointError as e:
-        raise OfflineDataError(f"replay checkpoint {e}") from None
+        raise OfflineDataError(f"replay {e}") from None
     algorithm = state.get("algorithm") if isinstance(state, Mapping) else None
     if not isinstance(algorithm, Mapping):
         raise OfflineDataError(
