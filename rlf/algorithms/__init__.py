@@ -4,11 +4,13 @@
 from rlf.algorithms import optimizers  # noqa: F401  (registers torch.optim classes with gin)
 from rlf.algorithms.algorithm import Algorithm, NonFiniteLossError
 from rlf.algorithms.config import TrainerConfig
-from rlf.algorithms.rl_algorithm import RLAlgorithm, adjust_replay_buffer_length
+from rlf.algorithms.rl_algorithm import (RLAlgorithm, adjust_replay_buffer_length,
+                                         check_unit_interval)
 from rlf.algorithms.dqn import DQNAlgorithm
 from rlf.algorithms.impala import ImpalaAlgorithm
 from rlf.algorithms.ppo import PPOAlgorithm
 from rlf.algorithms.sac import SACAlgorithm
 
 __all__ = ["Algorithm", "DQNAlgorithm", "ImpalaAlgorithm", "NonFiniteLossError", "PPOAlgorithm",
-           "RLAlgorithm", "SACAlgorithm", "TrainerConfig", "adjust_replay_buffer_length"]
+           "RLAlgorithm", "SACAlgorithm", "TrainerConfig", "adjust_replay_buffer_length",
+           "check_unit_interval"]

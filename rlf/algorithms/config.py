@@ -217,9 +217,28 @@ class TrainerConfig:
                             ("num_checkpoints", num_checkpoints),
                             ("eval_interval", eval_interval),
                             ("unroll_queue_size", unroll_queue_size),
-                            ("num_updates_per_train_iter", num_updates_per_train_iter)):
+                            ("num_updates_per_train_iter", num_updates_per_train_iter),
+                            ("replay_buffer_length", replay_buffer_length),
+                            ("metric_min_buffer_size", metric_min_buffer_size),
+                            ("num_eval_episodes", num_eval_episodes),
+                            ("num_eval_environments", num_eval_environments),
+                            ("num_actors", num_actors)):
             if value < 1:
                 raise ValueError(f"TrainerConfig.{name} must be >= 1, got {value}")
+        for name, value in (("mini_batch_size", mini_batch_size),
+                            ("mini_batch_length", mini_batch_length)):
+            if value is not None and value < 1:
+                raise ValueError(f"TrainerConfig.{name} must be >= 1 or None (all), got {value}")
+        if priority_replay_alpha < 0 or not 0 <= priority_replay_beta <= 1:
+            raise ValueError(f"TrainerConfig: priority_replay_alpha must be >= 0 (got "
+                             f"{priority_replay_alpha}) and priority_replay_beta in [0, 1] (got "
+                             f"{priority_replay_beta})")
+        if use_ray and not async_unroll:
+            raise ValueError("TrainerConfig.use_ray runs the actors of async_unroll: set "
+                             "TrainerConfig.async_unroll = True as well")
+        if not use_ray and (ray_address is not None or ray_actor_resources):
+            raise ValueError("TrainerConfig.ray_address and ray_actor_resources take effect "
+                             "only with use_ray = True (and async_unroll = True)")
         self.root_dir = root_dir
         self.algorithm_ctor = algorithm_ctor
         self.random_seed = random_seed

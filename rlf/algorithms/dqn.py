@@ -17,7 +17,7 @@ import torch
 
 from rlf import nest
 from rlf.algorithms import value_ops
-from rlf.algorithms.rl_algorithm import RLAlgorithm
+from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import Schedule, StepSchedule
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
@@ -162,6 +162,7 @@ class DQNAlgorithm(RLAlgorithm):
                  **kwargs):
         if n_step < 1:
             raise ValueError(f"{name}: n_step must be >= 1, got {n_step}")
+        check_unit_interval(name, gamma=gamma)
         length = getattr(config, "mini_batch_length", None)
         if length is not None and length < n_step + 1:
             raise ValueError(f"{name}: n_step = {n_step} needs sequences of n_step + 1 steps; "

@@ -22,7 +22,7 @@ import torch
 
 from rlf import nest
 from rlf.algorithms import vtrace
-from rlf.algorithms.rl_algorithm import RLAlgorithm
+from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
 from rlf.networks import ActorCriticNetwork
@@ -139,6 +139,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         td_loss_weight = renamed("ImpalaAlgorithm", "td_loss_weight", td_loss_weight,
                                  "value_weight", value_weight, 0.5)
         td_lambda = renamed("ImpalaAlgorithm", "td_lambda", td_lambda, "lambda_", lambda_, 1.0)
+        check_unit_interval(name, gamma=gamma, td_lambda=td_lambda)
         if not 0.0 <= experience_replay_fraction < 1.0:
             raise ValueError(f"{name}: experience_replay_fraction must be in [0, 1), got "
                              f"{experience_replay_fraction}")

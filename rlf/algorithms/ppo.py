@@ -16,7 +16,7 @@ import gin
 import torch
 
 from rlf.algorithms import value_ops
-from rlf.algorithms.rl_algorithm import RLAlgorithm
+from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.data_structures import AlgStep, LossInfo, valid_step_mask
 from rlf.networks import ActorCriticNetwork, CategoricalHead, MultiCategoricalHead
 from rlf.tensor_specs import TensorSpec
@@ -115,6 +115,7 @@ class PPOAlgorithm(RLAlgorithm):
                  normalize_advantages: bool = True,
                  name: str = "PPOAlgorithm",
                  **kwargs):
+        check_unit_interval(name, gamma=gamma, td_lambda=td_lambda)
         if not importance_ratio_clipping > 0:
             raise ValueError(f"{name}: importance_ratio_clipping must be > 0, got "
                              f"{importance_ratio_clipping}")

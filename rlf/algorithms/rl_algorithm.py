@@ -43,9 +43,25 @@ from rlf.unrollers import ActorError, Unroller
 from rlf.utils import summary
 from rlf.utils.common import detach
 
-__all__ = ["RLAlgorithm", "adjust_replay_buffer_length"]
+__all__ = ["RLAlgorithm", "adjust_replay_buffer_length", "check_unit_interval"]
 
 logger = logging.getLogger(__name__)
+
+
+def check_unit_interval(owner: str, **values: float) -> None:
+    """Checks that each of ``values`` (a discount ``gamma``, a ``td_lambda``, ...) is in
+    ``[0, 1]``.
+
+    Args:
+        owner: the algorithm's name, for the message.
+        values: parameter name -> value.
+
+    Raises:
+        ValueError: naming ``owner`` and the first parameter outside ``[0, 1]``.
+    """
+    for key, value in values.items():
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{owner}: {key} must be in [0, 1], got {value}")
 
 
 def adjust_replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:

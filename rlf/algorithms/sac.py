@@ -20,11 +20,11 @@ import torch
 from torch import nn
 
 from rlf import nest
-from rlf.algorithms.rl_algorithm import RLAlgorithm
+from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.networks import ActorNetwork, CriticNetwork
-from rlf.tensor_specs import TensorSpec
+from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.utils import summary
 
 __all__ = ["SACAlgorithm", "SACInfo", "SACTransitions", "sac_losses", "soft_q_target"]
@@ -191,6 +191,10 @@ class SACAlgorithm(RLAlgorithm):
                  random_actions_before_training: bool = True,
                  name: str = "SACAlgorithm",
                  **kwargs):
+        check_unit_interval(name, gamma=gamma)
+        if not (action_spec.is_continuous and isinstance(action_spec, BoundedTensorSpec)):
+            raise ValueError(f"{name} needs a bounded continuous action spec (a Box), got "
+                             f"{action_spec}")
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,
                          **kwargs)

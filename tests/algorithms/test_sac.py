@@ -37,6 +37,14 @@ def _alg(**kw):
                         alpha_optimizer=ADAM, **kw)
 
 
+def test_a_discrete_action_spec_or_a_discount_out_of_range_is_refused():
+    with pytest.raises(ValueError, match="needs a bounded continuous action spec"):
+        SACAlgorithm(TensorSpec((3,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                     actor_optimizer=ADAM, critic_optimizer=ADAM, alpha_optimizer=ADAM)
+    with pytest.raises(ValueError, match=r"SACAlgorithm: gamma must be in \[0, 1\], got 1.01"):
+        _alg(gamma=1.01)
+
+
 def test_losses_on_a_hand_computed_transition():
     # One transition (T-1 = 1) in each of B = 2 environments; env 1's terminates (discount 0).
     transitions = SACTransitions(

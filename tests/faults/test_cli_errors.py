@@ -27,6 +27,13 @@ MISTAKES = {
                                   "TrainerConfig.num_iterations = 'ten': expected int, got str"),
     "refused_value": ("TrainerConfig.checkpoint_interval=0",
                       "TrainerConfig.checkpoint_interval must be >= 1, got 0"),
+    "discount_out_of_range": ("ImpalaAlgorithm.gamma=1.5",
+                              "ImpalaAlgorithm: gamma must be in [0, 1], got 1.5"),
+    "zero_mini_batch": ("TrainerConfig.mini_batch_size=0",
+                        "TrainerConfig.mini_batch_size must be >= 1 or None (all), got 0"),
+    "ray_without_actors": ("TrainerConfig.use_ray=True",
+                           "TrainerConfig.use_ray runs the actors of async_unroll: set "
+                           "TrainerConfig.async_unroll = True as well"),
     "refused_by_algorithm": ("ImpalaAlgorithm.experience_replay_fraction=2.0",
                              "ImpalaAlgorithm: experience_replay_fraction must be in [0, 1), "
                              "got 2.0"),
