@@ -113,9 +113,10 @@ class TrainerConfig:
             at 5, 1,534-1,627 at 10 and 1,427-1,532 (median 1,493 over 7) at 0; the learner
             waited for the actors 3-5 % of the time at 5, 4-7 % at 10 and 8-9 % at 19. 0
             leaves the actors at the learner's priority.
-        use_ray: run the actors as Ray actors (``RayUnroller``) instead of processes.
+        use_ray: run the actors of ``async_unroll`` (which it needs) as Ray actors
+            (``RayUnroller``) instead of processes.
         ray_address: the Ray cluster to join (``ray.init(address=...)``); None starts a local
-            one.
+            one. Only with ``use_ray``.
         ray_num_cpus_per_actor: Ray CPU resources each actor reserves.
         ray_actor_resources: custom Ray resources each actor reserves, e.g.
             ``{"rlf_actor": 1}``: actors then run only on nodes started with that resource
@@ -140,9 +141,15 @@ class TrainerConfig:
     Raises:
         ValueError: for negative ``num_iterations``, ``num_env_steps`` or ``unroll_length``;
             for both budgets 0; for ``summary_interval``, ``checkpoint_interval``,
-            ``num_checkpoints``, ``eval_interval``, ``num_updates_per_train_iter`` or
-            ``unroll_queue_size`` below 1; for ``offline_fraction`` outside ``[0, 1)``; for
-            a negative ``actor_niceness`` or ``max_actor_restarts``.
+            ``num_checkpoints``, ``eval_interval``, ``num_updates_per_train_iter``,
+            ``unroll_queue_size``, ``replay_buffer_length``, ``metric_min_buffer_size``,
+            ``num_eval_episodes``, ``num_eval_environments`` or ``num_actors`` below 1; for
+            ``mini_batch_size`` or ``mini_batch_length`` below 1 (None is allowed); for a
+            negative ``priority_replay_alpha`` or a ``priority_replay_beta`` outside
+            ``[0, 1]``; for ``use_ray`` without ``async_unroll``, or ``ray_address`` /
+            ``ray_actor_resources`` without ``use_ray``; for ``offline_fraction`` outside
+            ``[0, 1)``; for a negative ``actor_niceness`` or ``max_actor_restarts``; for a
+            ``device`` torch does not know or a CUDA device on a machine without one.
     """
 
     def __init__(self,
