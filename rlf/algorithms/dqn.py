@@ -139,8 +139,8 @@ class DQNAlgorithm(RLAlgorithm):
         name, optimizer, gradient_clipping, lr_scheduler, ...: see ``Algorithm``.
 
     Raises:
-        ValueError: for ``n_step < 1``, ``TrainerConfig.mini_batch_length < n_step + 1``, or a
-            bad schedule, target update or action spec.
+        ValueError: for ``n_step < 1``, ``TrainerConfig.mini_batch_length < n_step + 1``,
+            ``gamma`` outside ``[0, 1]``, or a bad schedule, target update or action spec.
     """
 
     def __init__(self,

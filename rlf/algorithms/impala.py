@@ -107,7 +107,8 @@ class ImpalaAlgorithm(RLAlgorithm):
     Raises:
         ValueError: for an action spec the policy heads do not serve (naming it); for an
             ``entropy_regularization`` schedule that is empty, not made of pairs, or whose
-            steps are negative or not increasing; for ``importance_ratio_clipping <= 0``.
+            steps are negative or not increasing; for ``importance_ratio_clipping <= 0``; for
+            ``gamma`` or ``td_lambda`` outside ``[0, 1]``.
     """
 
     def __init__(self,

@@ -95,8 +95,8 @@ class PPOAlgorithm(RLAlgorithm):
         name, optimizer, gradient_clipping, lr_scheduler, ...: see ``Algorithm``.
 
     Raises:
-        ValueError: if the network has a recurrent state, or ``importance_ratio_clipping`` is
-            not positive.
+        ValueError: if the network has a recurrent state, ``importance_ratio_clipping`` is
+            not positive, or ``gamma`` or ``td_lambda`` is outside ``[0, 1]``.
     """
 
     def __init__(self,

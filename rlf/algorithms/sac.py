@@ -169,7 +169,8 @@ class SACAlgorithm(RLAlgorithm):
         name, gradient_clipping, ...: see ``Algorithm``.
 
     Raises:
-        ValueError: if an optimizer is missing (naming the parameters without one).
+        ValueError: if an optimizer is missing (naming the parameters without one), the
+            action spec is not bounded and continuous, or ``gamma`` is outside ``[0, 1]``.
     """
 
     def __init__(self,
