@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlf.bin.suite import last_tenth_score, parse_frames, read_run, write_tables
-from rlf.utils.atari_scores import game_of, human_normalized_score
+from rlf.utils.atari_scores import REFERENCE_SCORES, game_of, human_normalized_score
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--conf_param", "load.num_envs=4", "--conf_param", "TrainerConfig.summary_interval=1",
@@ -32,6 +32,17 @@ def test_human_normalized_scores_by_hand():
     assert parse_frames("10M") == 10_000_000 and parse_frames("500k") == 500_000
     with pytest.raises(ValueError, match="not a number of frames"):
         parse_frames("ten")
+    # the eight games outside Mnih et al. 2015's 49, by hand from the Atari-57 tables
+    assert human_normalized_score("Skiing", (-17098.1 - 4336.9) / 2) == pytest.approx(0.5)
+    assert human_normalized_score("ALE/YarsRevenge-v5", 54576.9) == pytest.approx(1.0)
+
+
+def test_reference_scores_cover_atari_57_under_ale_v5_names():
+    from rlf.environments import find_spec
+    assert len(REFERENCE_SCORES) == 57
+    for game, (random, human) in REFERENCE_SCORES.items():
+        find_spec(f"ALE/{game}-v5")  # raises for a name ALE does not register
+        assert human > random, game
 
 
 def test_results_table_has_one_row_per_run_and_the_means_per_game(tmp_path):
