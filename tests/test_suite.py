@@ -104,6 +104,7 @@ def test_an_interrupted_suite_resumes_the_unfinished_run_and_skips_finished_ones
     r = _suite(tmp_path)
     assert r.returncode == 0, r.stderr
     assert "Resuming from iteration" in r.stdout  # seed 0 went on from its checkpoint
+    assert "--frames 4,000 differs from the conf's 10,000,000 frames" in r.stdout
     assert r.stdout.count("Starting a new run") == 1  # seed 1 started afresh
     table = list(csv.DictReader(open(tmp_path / "results.csv")))
     assert [row["seed"] for row in table] == ["0", "1"]
@@ -135,3 +136,7 @@ def test_an_unknown_game_is_refused_before_any_run_starts(tmp_path):
     assert r.stderr.startswith("error: Unknown environment id 'ALE/Pongg-v5'")
     assert "'ALE/Pong-v5'" in r.stderr  # the closest ids
     assert not (tmp_path / "suite").exists()  # Breakout did not run first
+    r = _suite(tmp_path / "suite", "--conf_param", "ImpalaAlgorithm.gama=0.9")
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "error: ImpalaAlgorithm has no parameter 'gama' (closest: gamma, lambda_, name)")
+    assert not (tmp_path / "suite").exists()

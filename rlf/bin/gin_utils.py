@@ -75,14 +75,14 @@ _SEARCH_PATHS = set()  # folders given to gin.add_config_file_search_path
 
 
 class _DropLog(logging.Filter):
-    """Drops log records whose message starts with ``prefix``."""
+    """Drops log records whose message starts with one of ``prefixes``."""
 
-    def __init__(self, prefix: str):
+    def __init__(self, *prefixes: str):
         super().__init__()
-        self._prefix = prefix
+        self._prefixes = prefixes
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self._prefix)
+        return not str(record.msg).startswith(self._prefixes)
 
 
 def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
@@ -109,8 +109,9 @@ def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
     if folder and folder not in _SEARCH_PATHS:  # includes beside the conf, whatever the cwd
         gin.add_config_file_search_path(folder)  # gin appends; add each folder once
         _SEARCH_PATHS.add(folder)
-    # gin logs "Path not found" for each search path an include is not under
-    quiet = _DropLog("Path not found")
+    # gin logs each include's lookup, and "Path not found" for each search path it is not
+    # under: noise around rlf's own one-line messages
+    quiet = _DropLog("Path not found", "system_path_file_exists", "gin-config opened")
     logging.getLogger().addFilter(quiet)
     try:
         gin.parse_config_files_and_bindings(files, list(bindings), skip_unknown=False)

@@ -47,6 +47,7 @@ from typing import Dict, List, Tuple
 from absl import flags
 
 from rlf.bin.cli import run_main
+from rlf.bin.gin_utils import parse_config
 from rlf.environments import find_spec
 from rlf.utils.atari_scores import REFERENCE_SCORES, human_normalized_score
 from rlf.utils.errors import UserError, one_line
@@ -253,6 +254,22 @@ def plot_game(game: str, directories: Dict[int, Path], out: Path, frameskip: int
     plt.close(fig)
 
 
+def _conf_num_env_steps(conf: str, params: List[str]) -> int:
+    """The conf's ``TrainerConfig.num_env_steps`` (0 if unset), parsing the conf and
+    ``params`` as every run will, so that a broken conf or binding stops the suite before
+    its first run.
+
+    Raises:
+        ConfigError: for a missing or malformed conf or a bad binding (one line).
+    """
+    import gin
+    parse_config(conf, params)
+    try:
+        return int(gin.query_parameter("TrainerConfig.num_env_steps"))
+    except ValueError:  # not bound
+        return 0
+
+
 def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_dir: Path,
               params: List[str] = (), frameskip: int = 4) -> List[Dict]:
     """Runs every (game, seed) not finished yet, then writes the tables and the plots.
@@ -262,11 +279,14 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
 
     Raises:
         SuiteRunError: if a run fails (the suite stops there).
-        UserError: for a missing conf file or a game without an ``ALE/<game>-v5`` id
-            (before any run starts).
+        UserError: for a missing or malformed conf, a bad ``params`` binding, or a game
+            without an ``ALE/<game>-v5`` id (before any run starts).
     """
-    if not Path(conf).is_file():
-        raise UserError(f"conf file '{conf}' does not exist")
+    conf_steps = _conf_num_env_steps(conf, params)
+    if conf_steps and conf_steps != frames // frameskip:
+        print(f"[suite] --frames {frames:,} differs from the conf's {conf_steps * frameskip:,} "
+              f"frames: its schedules (learning rate, entropy, ...) are set in agent steps "
+              f"for its own length and are not rescaled", flush=True)
     for game in games:  # every id before the first run: a typo must not wait for hours
         find_spec(f"ALE/{game}-v5")
         if game not in REFERENCE_SCORES:
