@@ -29,8 +29,11 @@ Scores are the game's own (``AverageEpisodeScore``, unclipped), and:
   episodes (some of which ended before the window);
 - ``human_normalized``: ``score`` normalised with ``rlf.utils.atari_scores``.
 
-A game without an ``ALE/<game>-v5`` id stops the suite before any run starts; a failed run
-stops it with its exit status and one line after the run's own error.
+The conf, the ``--conf_param`` bindings and every game's ``ALE/<game>-v5`` id are checked
+before the first run starts (a mistake is one line and exit status 2); a failed run stops the
+suite with its exit status and one line after the run's own error. The conf's schedules are in
+agent steps: a ``--frames`` other than the conf's own length does not rescale them (the suite
+says so when it starts).
 """
 
 from __future__ import annotations
