@@ -12,7 +12,7 @@ import gin
 import torch
 from torch import nn
 
-from rlf.algorithms import RLAlgorithm
+from rlf.algorithms import RLAlgorithm, check_unit_interval
 from rlf.algorithms import value_ops
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.utils.deprecation import renamed
@@ -58,6 +58,7 @@ class A2C(RLAlgorithm):
         self._actor, self._critic = mlp(n_act), mlp(1)
         self._gamma = gamma
         self._lambda = renamed("A2C", "td_lambda", td_lambda, "gae_lambda", gae_lambda, 0.95)
+        check_unit_interval(name, gamma=gamma, td_lambda=self._lambda)
         self._value_weight = renamed("A2C", "td_loss_weight", td_loss_weight, "value_weight",
                                      value_weight, 0.5)
         self._entropy_weight = renamed("A2C", "entropy_regularization", entropy_regularization,
