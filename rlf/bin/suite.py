@@ -52,6 +52,7 @@ from absl import flags
 from rlf.bin.cli import run_main
 from rlf.bin.gin_utils import parse_config
 from rlf.environments import find_spec
+from rlf.utils.atomic_file import atomic_write
 from rlf.utils.atari_scores import REFERENCE_SCORES, human_normalized_score
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.tensorboard_reader import Series, read_scalar_tags
@@ -188,9 +189,8 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
                                 f"status {rc} (its own error is above); start the suite "
                                 f"again to resume it once the cause is removed")
     result = summarize_run(directory, game, seed, frameskip)
-    tmp = directory / f".{RESULT_FILE}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, directory / RESULT_FILE)
+    with atomic_write(directory / RESULT_FILE) as tmp:
+        tmp.write_text(json.dumps(result, indent=1))
     print(f"[suite] {game} seed {seed}: score {result['score']:.1f} after "
           f"{result['frames']} frames ({(time.time() - t0) / 60:.1f} min)", flush=True)
 

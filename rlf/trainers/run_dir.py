@@ -12,6 +12,7 @@ from pathlib import Path
 
 import gin
 
+from rlf.utils.atomic_file import atomic_write
 from rlf.utils.errors import UserError
 
 __all__ = ["RunDirectoryError", "check_run_directory", "write_operative_config"]
@@ -49,7 +50,6 @@ def write_operative_config(root_dir: Path) -> Path:
         The path written.
     """
     root_dir.mkdir(parents=True, exist_ok=True)
-    tmp = root_dir / f".config.gin.tmp-{os.getpid()}"
-    tmp.write_text(gin.operative_config_str())
-    os.replace(tmp, root_dir / "config.gin")
+    with atomic_write(root_dir / "config.gin") as tmp:
+        tmp.write_text(gin.operative_config_str())
     return root_dir / "config.gin"

@@ -1,12 +1,12 @@
 """Checkpoint files: atomic writes, readability checks, leftovers and RNG states.
 
-``atomic_save`` writes to a temporary file ``.<name>.tmp-<pid>`` in the same directory, fsyncs
-it, renames it over the target (``os.replace`` is atomic on POSIX) and fsyncs the directory, so
-the target path holds either the old complete file or the new complete one. A process killed
-mid-write leaves only its temporary file, which ``remove_stale_temp_files`` removes once that
-process is gone. ``set_aside`` renames an unreadable file out of the way without ever deleting
-it. The policy over a directory of checkpoints (which to keep, which to restore) is
-``rlf.utils.checkpointer.Checkpointer``'s.
+``atomic_save`` writes through ``rlf.utils.atomic_file.atomic_write``: to a temporary file
+``.<name>.tmp-<pid>`` in the same directory, fsynced, renamed over the target (``os.replace``
+is atomic on POSIX), the directory fsynced, so the target path holds either the old complete
+file or the new complete one. A process killed mid-write leaves only its temporary file,
+which ``remove_stale_temp_files`` removes once that process is gone. ``set_aside`` renames
+an unreadable file out of the way without ever deleting it. The policy over a directory of
+checkpoints (which to keep, which to restore) is ``rlf.utils.checkpointer.Checkpointer``'s.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, Dict, List
 import numpy as np
 import torch
 
+from rlf.utils.atomic_file import atomic_write
 from rlf.utils.errors import UserError
 
 __all__ = ["atomic_save", "load_checkpoint_file", "is_readable", "set_aside",
@@ -71,21 +72,8 @@ def atomic_save(obj: Any, path: str | os.PathLike) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:  # also KeyboardInterrupt: never leave the temporary file behind
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
+    with atomic_write(path) as tmp, open(tmp, "wb") as f:
+        torch.save(obj, f)
     return path
 
 

@@ -8,6 +8,8 @@ from typing import List
 
 import numpy as np
 
+from rlf.utils.atomic_file import atomic_write
+
 __all__ = ["VIDEO_SUFFIXES", "check_video_path", "save_video"]
 
 VIDEO_SUFFIXES = (".gif", ".mp4")
@@ -51,8 +53,7 @@ def save_video(frames: List[np.ndarray], path: str, fps: int = 30) -> None:
     if not frames:
         raise ValueError(f"no frames to write to {path}")
     suffix = path.suffix.lower()
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{suffix}")
-    try:
+    with atomic_write(path, suffix=suffix) as tmp:  # OpenCV picks the container by suffix
         if suffix == ".gif":
             from PIL import Image
             images = [Image.fromarray(f) for f in frames]
@@ -69,6 +70,3 @@ def save_video(frames: List[np.ndarray], path: str, fps: int = 30) -> None:
                 writer.write(cv2.cvtColor(
                     f, cv2.COLOR_GRAY2BGR if f.ndim == 2 else cv2.COLOR_RGB2BGR))
             writer.release()
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -76,3 +76,20 @@ def test_corrupt_or_incomplete_checkpoints_raise_naming_the_file(tmp_path):
     atomic_save({"other": {}}, tmp_path / "ckpt-4.pt")
     with pytest.raises(ValueError, match=r"ckpt-4.pt has no state for \['model'\]"):
         Checkpointer(tmp_path, model=model).load(4)
+
+
+def test_atomic_write_replaces_only_when_the_block_completes(tmp_path):
+    from rlf.utils.atomic_file import atomic_write
+    target = tmp_path / "result.json"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_write(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("killed mid-write")
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]  # no temporary file
+    assert target.read_text() == "old"
+    with atomic_write(target, suffix=".mp4") as tmp:
+        assert tmp.name.startswith(".result.json.tmp-") and tmp.suffix == ".mp4"
+        tmp.write_text("new")
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+    assert target.read_text() == "new"
