@@ -60,7 +60,9 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = ()) -
     would drop ``b=2``. Any positional argument is refused with one line on stderr and exit
     status 2, naming the arguments and the fix (``--conf_param`` is repeated per binding). A
     flag absl refuses (unknown, or a value of the wrong type or out of its bounds) is one line
-    and exit status 2 too, not absl's two lines and status 1.
+    and exit status 2 too, not absl's two lines and status 1. ``--help`` (``-?``,
+    ``--helpshort``, ``--helpfull``, ``--helpxml``) prints absl's usage on stdout and exits
+    with status 0, where absl's own status is 1.
 
     Args:
         main: the tool's ``main(argv) -> int`` (exit status).
@@ -71,6 +73,10 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = ()) -
     def _parse(argv: List[str]) -> List[str]:
         try:
             return flags.FLAGS(join_list_values(argv, list_flags))
+        except SystemExit as e:
+            if e.code == 1:  # absl's help flags, the only exit during parsing
+                sys.exit(0)
+            raise
         except flags.Error as e:
             message = " ".join(str(e).split())
             print(f"error: {message} (--helpshort lists the flags)", file=sys.stderr)

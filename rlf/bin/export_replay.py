@@ -33,6 +33,7 @@ flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_D
 
 
 def main(argv) -> int:
+    """Exports the replay file; returns the exit status (module docstring)."""
     del argv
     if not FLAGS.root_dir or not FLAGS.out:
         print("error: --root_dir and --out are required", file=sys.stderr)

@@ -132,6 +132,7 @@ class FrameConv2d(nn.Conv2d):
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Convolves ``x`` ``[B, C, H, W]`` (uint8 or float) into ``[B, out, H', W']`` float32."""
         fmt = (torch.contiguous_format if self.weight.is_contiguous()
                else torch.channels_last)
         if x.dtype != torch.uint8:

@@ -145,6 +145,14 @@ def test_flag_mistakes_are_one_line_and_status_2(tmp_path, module, args, message
     assert not root.exists()
 
 
+@pytest.mark.parametrize("flag", ["--help", "--helpfull"])
+def test_help_prints_usage_and_exits_0(tmp_path, flag):
+    # absl's help flags exit with status 1.
+    r = run_cli("export_replay", flag)
+    assert r.returncode == 0, r.stderr
+    assert "--root_dir" in r.stdout and "--overwrite" in r.stdout, r.stdout
+
+
 @pytest.mark.parametrize("argv, joined", [
     (["--games", "Pong", "Breakout", "--seeds", "0", "1"],
      ["--games=Pong,Breakout", "--seeds=0,1"]),
