@@ -140,3 +140,31 @@ def test_an_unknown_game_is_refused_before_any_run_starts(tmp_path):
     assert r.returncode == 2 and r.stderr.strip() == (
         "error: ImpalaAlgorithm has no parameter 'gama' (closest: gamma, lambda_, name)")
     assert not (tmp_path / "suite").exists()
+
+
+@pytest.mark.parametrize("conf, extra, message", [
+    ("confs/ppo_cartpole.gin", [],
+     "error: --conf confs/ppo_cartpole.gin trains 'CartPole-v1', not an Atari game"),
+    ("confs/impala_atari_sync.gin", ["--conf_param", "load.env_name='ALE/Qbert-v5'"],
+     "error: --conf_param 'load.env_name='ALE/Qbert-v5'': the suite sets load.env_name "
+     "itself, from --games"),
+    ("confs/impala_atari_sync.gin", ["--conf_param", "TrainerConfig.random_seed=3"],
+     "error: --conf_param 'TrainerConfig.random_seed=3': the suite sets "
+     "TrainerConfig.random_seed itself, from --seeds"),
+    ("confs/impala_atari_sync.gin", ["--conf_param", "load_atari.frameskip=3"],
+     "error: --conf confs/impala_atari_sync.gin binds load_atari.frameskip = 3 but "
+     "--frameskip is 4: give --frameskip 3"),
+])
+def test_a_conf_the_suite_cannot_run_is_refused_before_any_run_starts(tmp_path, conf, extra,
+                                                                     message):
+    # A CartPole conf would train its MLP on Pong's frames; a binding of the game or the seed
+    # would silently replace the suite's own (later bindings win); a frameskip other than
+    # --frameskip would miscount the frames.
+    root = tmp_path / "suite"
+    r = subprocess.run(
+        [sys.executable, "-m", "rlf.bin.suite", "--conf", conf, "--games", "Pong", "--frames",
+         "4000", "--root_dir", str(root), *extra], cwd=REPO, capture_output=True, text=True,
+        timeout=600)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()], r.stderr
+    assert r.stderr.startswith(message), r.stderr
+    assert not root.exists()

@@ -29,8 +29,10 @@ Scores are the game's own (``AverageEpisodeScore``, unclipped), and:
   episodes (some of which ended before the window);
 - ``human_normalized``: ``score`` normalised with ``rlf.utils.atari_scores``.
 
-The conf, the ``--conf_param`` bindings and every game's ``ALE/<game>-v5`` id are checked
-before the first run starts (a mistake is one line and exit status 2); a failed run stops the
+The conf (an Atari conf, whose ``load_atari.frameskip`` is ``--frameskip``), the
+``--conf_param`` bindings (which may not set the game, seed or length: the suite does) and
+every game's ``ALE/<game>-v5`` id are checked before the first run starts (a mistake is one
+line and exit status 2); a failed run stops the
 suite with its exit status and one line after the run's own error. The conf's schedules are in
 agent steps: a ``--frames`` other than the conf's own length does not rescale them (the suite
 says so when it starts).
@@ -52,6 +54,7 @@ from absl import flags
 from rlf.bin.cli import run_main
 from rlf.bin.gin_utils import parse_config
 from rlf.environments import find_spec
+from rlf.environments.atari import ATARI_ENTRY_POINT
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.atari_scores import REFERENCE_SCORES, human_normalized_score
 from rlf.utils.errors import UserError, one_line
@@ -153,7 +156,8 @@ def summarize_run(directory: Path, game: str, seed: int, frameskip: int) -> Dict
     steps, scores, walls = series[tag]
     returns = series[RETURN_TAG][1]
     if not steps:
-        raise UserError(f"{directory}/train holds no {SCORE_TAG} or {RETURN_TAG} summaries")
+        raise UserError(f"{directory}/train holds no {SCORE_TAG} or {RETURN_TAG} summaries: "
+                        f"no episode of the run ended; give a larger --frames")
     frames = steps[-1] * frameskip
     start = 0.9 * steps[-1]
     last_tenth, episodes = last_tenth_score(series, start, tag)
@@ -257,20 +261,49 @@ def plot_game(game: str, directories: Dict[int, Path], out: Path, frameskip: int
     plt.close(fig)
 
 
-def _conf_num_env_steps(conf: str, params: List[str]) -> int:
-    """The conf's ``TrainerConfig.num_env_steps`` (0 if unset), parsing the conf and
-    ``params`` as every run will, so that a broken conf or binding stops the suite before
-    its first run.
+SUITE_BINDINGS = {"load.env_name": "--games", "TrainerConfig.random_seed": "--seeds",
+                  "TrainerConfig.num_env_steps": "--frames",
+                  "TrainerConfig.num_iterations": "--frames"}
+
+
+def _query(name: str, default):
+    """gin's value for ``name`` after parsing, ``default`` where it is not bound."""
+    import gin
+    try:
+        return gin.query_parameter(name)
+    except ValueError:  # not bound
+        return default
+
+
+def check_conf(conf: str, params: List[str], frameskip: int) -> int:
+    """Checks the conf and ``params`` as every run will parse them, so that a mistake stops
+    the suite before its first run; returns the conf's ``TrainerConfig.num_env_steps`` (0 if
+    unset).
 
     Raises:
         ConfigError: for a missing or malformed conf or a bad binding (one line).
+        UserError: if a binding in ``params`` sets what the suite sets itself (the game, the
+            seed or the length), if the conf's environment is not an Atari game (its network
+            and settings would be run on frames they were not made for), or if the conf binds
+            ``load_atari.frameskip`` to a value other than ``frameskip``.
     """
-    import gin
+    for b in params:
+        name = b.split("=", 1)[0].strip()
+        if name in SUITE_BINDINGS:
+            raise UserError(f"--conf_param '{b}': the suite sets {name} itself, from "
+                            f"{SUITE_BINDINGS[name]}")
     parse_config(conf, params)
-    try:
-        return int(gin.query_parameter("TrainerConfig.num_env_steps"))
-    except ValueError:  # not bound
-        return 0
+    env_name = _query("load.env_name", None)
+    if env_name is None or find_spec(env_name).entry_point != ATARI_ENTRY_POINT:
+        raise UserError(f"--conf {conf} trains {env_name!r}, not an Atari game: the suite runs "
+                        f"ALE/<game>-v5 with the conf's network and settings; give an Atari "
+                        f"conf (e.g. confs/impala_atari.gin)")
+    conf_frameskip = _query("load_atari.frameskip", 4)
+    if conf_frameskip != frameskip:
+        raise UserError(f"--conf {conf} binds load_atari.frameskip = {conf_frameskip} but "
+                        f"--frameskip is {frameskip}: give --frameskip {conf_frameskip}, so "
+                        f"that frames are counted as the runs count them")
+    return int(_query("TrainerConfig.num_env_steps", 0))
 
 
 def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_dir: Path,
@@ -282,10 +315,11 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
 
     Raises:
         SuiteRunError: if a run fails (the suite stops there).
-        UserError: for a missing or malformed conf, a bad ``params`` binding, or a game
-            without an ``ALE/<game>-v5`` id (before any run starts).
+        UserError: for a missing or malformed conf, a bad ``params`` binding, a conf that is
+            not an Atari conf (``check_conf``), or a game without an ``ALE/<game>-v5`` id
+            (before any run starts).
     """
-    conf_steps = _conf_num_env_steps(conf, params)
+    conf_steps = check_conf(conf, params, frameskip)
     if conf_steps and conf_steps != frames // frameskip:
         print(f"[suite] --frames {frames:,} differs from the conf's {conf_steps * frameskip:,} "
               f"frames: its schedules (learning rate, entropy, ...) are set in agent steps "
