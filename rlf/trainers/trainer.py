@@ -239,12 +239,18 @@ class Trainer:
         """
         config = self._config
         algorithm = self.build()
-        writer = summary.create_summary_writer(str(self._root_dir / "train"),
-                                               flush_secs=config.summaries_flush_secs)
-        summary.set_default_writer(writer)
         summary.set_summary_interval(config.summary_interval)
         summary.set_global_counter(0)
         restored = self._restore()
+        # What an earlier process wrote past the restored state (after the checkpoint, or all
+        # of it for a new run) is hidden by TensorBoard's restart marker, not plotted beside
+        # the new summaries; env-step summaries after the checkpoint's step are the ones
+        # hidden (iteration summaries past it are written again at the same steps).
+        purge_step = algorithm.get_env_steps() + 1 if restored is not None else 0
+        writer = summary.create_summary_writer(str(self._root_dir / "train"),
+                                               flush_secs=config.summaries_flush_secs,
+                                               purge_step=purge_step)
+        summary.set_default_writer(writer)
         if restored is None:
             tqdm.write(f"Starting a new run in {self._root_dir}")
         else:

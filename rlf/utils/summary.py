@@ -39,16 +39,21 @@ _record_if_fn: Optional[Callable[[], bool]] = None
 _timers: Dict[str, float] = defaultdict(float)
 
 
-def create_summary_writer(logdir: str, flush_secs: int = 10, max_queue: int = 100
-                          ) -> SummaryWriter:
+def create_summary_writer(logdir: str, flush_secs: int = 10, max_queue: int = 100,
+                          purge_step: Optional[int] = None) -> SummaryWriter:
     """A ``SummaryWriter`` writing event files under ``logdir`` (created if missing).
 
     Args:
         logdir: directory of the event files (e.g. ``root_dir/train``).
         flush_secs: seconds between flushes to disk.
         max_queue: events buffered before a forced flush.
+        purge_step: if given, the new event file starts with TensorBoard's restart marker
+            (a ``SessionLog.START`` event at this step): TensorBoard, and
+            ``rlf.utils.tensorboard_reader``, then hide every event of the directory's earlier
+            files whose step is ``>= purge_step``, whatever its tag (the files stay on disk).
     """
-    return SummaryWriter(logdir, flush_secs=flush_secs, max_queue=max_queue)
+    return SummaryWriter(logdir, flush_secs=flush_secs, max_queue=max_queue,
+                         purge_step=purge_step)
 
 
 def set_default_writer(writer: Optional[SummaryWriter]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
@@ -11,9 +12,11 @@ Series = Tuple[List[int], List[float], List[float]]
 
 
 def read_scalar_tags(event_dir: str | Path, tags: Sequence[str]) -> Dict[str, Series]:
-    """``{tag: (steps, values, wall_times)}`` for each of ``tags``, parsing every event file
-    in ``event_dir`` (a run's ``train/``) once; a step written twice (a resumed run) keeps the
-    later value.
+    """``{tag: (steps, values, wall_times)}`` for each of ``tags``, parsing the event files of
+    ``event_dir`` (a run's ``train/``) once, in order, as TensorBoard does: a file that begins
+    with a restart marker (``SessionLog.START`` at step ``s``, written by a resumed or
+    restarted run) hides the earlier files' events at steps ``>= s``; a step written twice
+    keeps the later value.
 
     Args:
         event_dir: the directory holding ``events.out.tfevents.*`` files.
@@ -24,25 +27,36 @@ def read_scalar_tags(event_dir: str | Path, tags: Sequence[str]) -> Dict[str, Se
         written.
     """
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    points = {tag: {} for tag in tags}
-    for f in sorted(Path(event_dir).glob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
+    acc = EventAccumulator(str(event_dir), size_guidance={"scalars": 0})
+    quiet = _DropPurgeWarning()
+    tb_logger = logging.getLogger("tensorboard")
+    tb_logger.addFilter(quiet)
+    try:
         acc.Reload()
-        written = set(acc.Tags()["scalars"])
-        for tag in points:
-            if tag in written:
-                for e in acc.Scalars(tag):
-                    points[tag][e.step] = (e.value, e.wall_time)
+    finally:
+        tb_logger.removeFilter(quiet)
+    written = set(acc.Tags()["scalars"])
     out = {}
-    for tag, p in points.items():
-        steps = sorted(p)
-        out[tag] = (steps, [p[s][0] for s in steps], [p[s][1] for s in steps])
+    for tag in tags:
+        points = {e.step: (e.value, e.wall_time) for e in acc.Scalars(tag)} if tag in written \
+            else {}
+        steps = sorted(points)
+        out[tag] = (steps, [points[s][0] for s in steps], [points[s][1] for s in steps])
     return out
 
 
+class _DropPurgeWarning(logging.Filter):
+    """Drops TensorBoard's warning for each purge ("Detected out of order event.step likely
+    caused by a TensorFlow restart..."): for rlf's runs a purge is the expected result of a
+    resume, not news."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Detected out of order event.step")
+
+
 def read_scalars(event_dir: str | Path, tag: str) -> Series:
-    """``(steps, values, wall_times)`` of ``tag`` over every event file in ``event_dir``
-    (a run's ``train/``), by step; a step written twice (a resumed run) keeps the later value.
+    """``(steps, values, wall_times)`` of ``tag`` over the event files of ``event_dir`` (a
+    run's ``train/``), by step, as ``read_scalar_tags`` reads them.
 
     Args:
         event_dir: the directory holding ``events.out.tfevents.*`` files.

@@ -183,6 +183,34 @@ def test_truncated_checkpoint_is_skipped_and_mismatch_is_refused(tmp_path, capsy
     assert hashlib.sha256(ckpt.read_bytes()).hexdigest() == digest
 
 
+def test_summaries_past_the_restored_state_are_hidden_as_tensorboard_hides_them(tmp_path):
+    # A run killed after its checkpoint at iteration 4 had written summaries up to iteration 8
+    # (ckpt-8 removed: the kill came before it). The resumed run stops at 6: without
+    # TensorBoard's restart marker, the killed run's summaries of iterations 7 and 8 would
+    # still be read as the run's (and an async run's, at other env steps, beside the new
+    # ones). A run that finds no checkpoint at all hides the old run entirely.
+    from rlf.utils.tensorboard_reader import read_scalars
+    tag = "Metrics_vs_EnvironmentSteps/NumberOfEpisodes"
+    Trainer(_config(8, checkpoint_interval=4), tmp_path, progress=False).train()
+    steps_8 = read_scalars(tmp_path / "train", tag)[0]
+    assert len(steps_8) == 8
+    (tmp_path / "ckpt" / "ckpt-8.pt").unlink()
+    time.sleep(1.1)  # event file names carry the second: the resumed run's sorts after
+    Trainer(_config(6, checkpoint_interval=4), tmp_path, progress=False).train()
+    steps = read_scalars(tmp_path / "train", tag)[0]
+    assert steps == steps_8[:6]
+    acc = EventAccumulator(str(tmp_path / "train"), size_guidance={"scalars": 0})
+    acc.Reload()  # TensorBoard's own view of the directory agrees
+    assert sorted({e.step for e in acc.Scalars(tag)}) == steps
+    assert len(list((tmp_path / "train").glob("events.out.tfevents.*"))) == 2  # none deleted
+
+    for ckpt in (tmp_path / "ckpt").glob("ckpt-*.pt"):
+        ckpt.unlink()
+    time.sleep(1.1)
+    Trainer(_config(2, checkpoint_interval=4), tmp_path, progress=False).train()
+    assert read_scalars(tmp_path / "train", tag)[0] == steps_8[:2]
+
+
 def _train_cli(*args, **kw):
     return subprocess.run([sys.executable, "-m", "rlf.bin.train", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=120, **kw)

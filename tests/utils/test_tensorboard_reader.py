@@ -25,3 +25,18 @@ def test_several_tags_in_one_pass_and_a_resumed_run_keeps_the_later_value(tmp_pa
     assert series["never"] == ([], [], [])
     assert read_scalars(tmp_path, "a") == series["a"]
     assert all(len(v[2]) == len(v[0]) for v in series.values())
+
+
+def test_a_restart_marker_hides_the_earlier_files_later_steps(tmp_path):
+    first = SummaryWriter(str(tmp_path))  # killed after step 5, resumed from step 2
+    for step in range(1, 6):
+        first.add_scalar("a", float(step), step)
+        first.add_scalar("b", 10.0 * step, step)
+    first.close()
+    time.sleep(1.1)
+    resumed = SummaryWriter(str(tmp_path), purge_step=3)  # hides steps >= 3 of every tag
+    resumed.add_scalar("a", 103.0, 3)
+    resumed.close()
+    series = read_scalar_tags(tmp_path, ["a", "b"])
+    assert series["a"][:2] == ([1, 2, 3], [1.0, 2.0, 103.0])
+    assert series["b"][:2] == ([1, 2], [10.0, 20.0])
