@@ -24,9 +24,11 @@ def read_scalar_tags(event_dir: str | Path, tags: Sequence[str]) -> Dict[str, Se
 
     Returns:
         Per tag, three equally long lists, ascending in step; empty if the tag was never
-        written.
+        written or ``event_dir`` does not exist.
     """
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    if not Path(event_dir).is_dir():
+        return {tag: ([], [], []) for tag in tags}
     acc = EventAccumulator(str(event_dir), size_guidance={"scalars": 0})
     quiet = _DropPurgeWarning()
     tb_logger = logging.getLogger("tensorboard")
