@@ -232,10 +232,12 @@ class TrainerConfig:
                             ("num_actors", num_actors)):
             if value < 1:
                 raise ValueError(f"TrainerConfig.{name} must be >= 1, got {value}")
-        for name, value in (("mini_batch_size", mini_batch_size),
-                            ("mini_batch_length", mini_batch_length)):
+        for name, value, none in (("mini_batch_size", mini_batch_size, "all"),
+                                  ("mini_batch_length", mini_batch_length, "all"),
+                                  ("torch_num_threads", torch_num_threads, "torch's default")):
             if value is not None and value < 1:
-                raise ValueError(f"TrainerConfig.{name} must be >= 1 or None (all), got {value}")
+                raise ValueError(f"TrainerConfig.{name} must be >= 1 or None ({none}), got "
+                                 f"{value}")
         if priority_replay_alpha < 0 or not 0 <= priority_replay_beta <= 1:
             raise ValueError(f"TrainerConfig: priority_replay_alpha must be >= 0 (got "
                              f"{priority_replay_alpha}) and priority_replay_beta in [0, 1] (got "

@@ -31,6 +31,9 @@ MISTAKES = {
                               "ImpalaAlgorithm: gamma must be in [0, 1], got 1.5"),
     "zero_mini_batch": ("TrainerConfig.mini_batch_size=0",
                         "TrainerConfig.mini_batch_size must be >= 1 or None (all), got 0"),
+    "zero_threads": ("TrainerConfig.torch_num_threads=0",
+                     "TrainerConfig.torch_num_threads must be >= 1 or None (torch's default), "
+                     "got 0"),
     "ray_without_actors": ("TrainerConfig.use_ray=True",
                            "TrainerConfig.use_ray runs the actors of async_unroll: set "
                            "TrainerConfig.async_unroll = True as well"),
