@@ -139,12 +139,14 @@ class TrainerConfig:
             Setting one to anything but its old default warns once.
 
     Raises:
-        ValueError: for negative ``num_iterations``, ``num_env_steps`` or ``unroll_length``;
-            for both budgets 0; for ``summary_interval``, ``checkpoint_interval``,
-            ``num_checkpoints``, ``eval_interval``, ``num_updates_per_train_iter``,
-            ``unroll_queue_size``, ``replay_buffer_length``, ``metric_min_buffer_size``,
-            ``num_eval_episodes``, ``num_eval_environments`` or ``num_actors`` below 1; for
-            ``mini_batch_size`` or ``mini_batch_length`` below 1 (None is allowed); for a
+        ValueError: for negative ``num_iterations``, ``num_env_steps``, ``unroll_length`` or
+            ``initial_collect_steps``; for both budgets 0; for ``summary_interval``,
+            ``checkpoint_interval``, ``num_checkpoints``, ``eval_interval``,
+            ``num_updates_per_train_iter``, ``unroll_queue_size``, ``replay_buffer_length``,
+            ``metric_min_buffer_size``, ``num_eval_episodes``, ``num_eval_environments``,
+            ``num_actors`` or ``unroll_parameter_update_period`` below 1; for
+            ``mini_batch_size``, ``mini_batch_length`` or ``torch_num_threads`` below 1 (None
+            is allowed); for a
             negative ``priority_replay_alpha`` or a ``priority_replay_beta`` outside
             ``[0, 1]``; for ``use_ray`` without ``async_unroll``, or ``ray_address`` /
             ``ray_actor_resources`` without ``use_ray``; for ``offline_fraction`` outside
@@ -217,8 +219,10 @@ class TrainerConfig:
         if num_iterations == 0 and num_env_steps == 0:
             raise ValueError("TrainerConfig: set num_iterations or num_env_steps (both are 0, "
                              "so training would never stop)")
-        if unroll_length < 0:
-            raise ValueError(f"TrainerConfig.unroll_length must be >= 0, got {unroll_length}")
+        for name, value in (("unroll_length", unroll_length),
+                            ("initial_collect_steps", initial_collect_steps)):
+            if value < 0:
+                raise ValueError(f"TrainerConfig.{name} must be >= 0, got {value}")
         for name, value in (("summary_interval", summary_interval),
                             ("checkpoint_interval", checkpoint_interval),
                             ("num_checkpoints", num_checkpoints),
@@ -229,7 +233,8 @@ class TrainerConfig:
                             ("metric_min_buffer_size", metric_min_buffer_size),
                             ("num_eval_episodes", num_eval_episodes),
                             ("num_eval_environments", num_eval_environments),
-                            ("num_actors", num_actors)):
+                            ("num_actors", num_actors),
+                            ("unroll_parameter_update_period", unroll_parameter_update_period)):
             if value < 1:
                 raise ValueError(f"TrainerConfig.{name} must be >= 1, got {value}")
         for name, value, none in (("mini_batch_size", mini_batch_size, "all"),

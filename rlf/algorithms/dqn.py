@@ -140,7 +140,8 @@ class DQNAlgorithm(RLAlgorithm):
 
     Raises:
         ValueError: for ``n_step < 1``, ``TrainerConfig.mini_batch_length < n_step + 1``,
-            ``gamma`` outside ``[0, 1]``, or a bad schedule, target update or action spec.
+            ``gamma``, ``eval_epsilon`` or an epsilon of the schedule outside ``[0, 1]``,
+            ``huber_delta <= 0``, or a bad schedule, target update or action spec.
     """
 
     def __init__(self,
@@ -162,7 +163,14 @@ class DQNAlgorithm(RLAlgorithm):
                  **kwargs):
         if n_step < 1:
             raise ValueError(f"{name}: n_step must be >= 1, got {n_step}")
-        check_unit_interval(name, gamma=gamma)
+        check_unit_interval(name, gamma=gamma, eval_epsilon=eval_epsilon)
+        if huber_delta is not None and not huber_delta > 0:
+            raise ValueError(f"{name}: huber_delta must be > 0 (or None for the squared "
+                             f"error), got {huber_delta}")
+        epsilon = StepSchedule(epsilon_greedy, f"{name}.epsilon_greedy")
+        if not all(0.0 <= v <= 1.0 for v in epsilon.values):
+            raise ValueError(f"{name}: epsilon_greedy's values must be in [0, 1], got "
+                             f"{epsilon_greedy!r}")
         length = getattr(config, "mini_batch_length", None)
         if length is not None and length < n_step + 1:
             raise ValueError(f"{name}: n_step = {n_step} needs sequences of n_step + 1 steps; "
@@ -179,7 +187,7 @@ class DQNAlgorithm(RLAlgorithm):
         self._gamma = gamma
         self._n_step = int(n_step)
         self._double_q = double_q
-        self._epsilon = StepSchedule(epsilon_greedy, f"{name}.epsilon_greedy")
+        self._epsilon = epsilon
         self._eval_epsilon = eval_epsilon
         self._huber_delta = huber_delta
         self._min_action = int(action_spec.minimum)

@@ -95,8 +95,9 @@ class PPOAlgorithm(RLAlgorithm):
         name, optimizer, gradient_clipping, lr_scheduler, ...: see ``Algorithm``.
 
     Raises:
-        ValueError: if the network has a recurrent state, ``importance_ratio_clipping`` is
-            not positive, or ``gamma`` or ``td_lambda`` is outside ``[0, 1]``.
+        ValueError: if the network has a recurrent state, ``importance_ratio_clipping`` or
+            ``value_clipping`` is not positive, or ``gamma`` or ``td_lambda`` is outside
+            ``[0, 1]``.
     """
 
     def __init__(self,
@@ -119,6 +120,9 @@ class PPOAlgorithm(RLAlgorithm):
         if not importance_ratio_clipping > 0:
             raise ValueError(f"{name}: importance_ratio_clipping must be > 0, got "
                              f"{importance_ratio_clipping}")
+        if value_clipping is not None and not value_clipping > 0:
+            raise ValueError(f"{name}: value_clipping must be > 0 or None (no clipping), got "
+                             f"{value_clipping}")
         network = network_ctor(observation_spec, action_spec)
         if network.state_spec:
             raise ValueError(f"{name}: recurrent networks are not supported (a mini-batch of "

@@ -170,7 +170,8 @@ class SACAlgorithm(RLAlgorithm):
 
     Raises:
         ValueError: if an optimizer is missing (naming the parameters without one), the
-            action spec is not bounded and continuous, or ``gamma`` is outside ``[0, 1]``.
+            action spec is not bounded and continuous, ``gamma`` is outside ``[0, 1]``, or
+            ``initial_alpha <= 0``.
     """
 
     def __init__(self,
@@ -193,6 +194,9 @@ class SACAlgorithm(RLAlgorithm):
                  name: str = "SACAlgorithm",
                  **kwargs):
         check_unit_interval(name, gamma=gamma)
+        if not initial_alpha > 0:
+            raise ValueError(f"{name}: initial_alpha (the temperature, learned as its log) "
+                             f"must be > 0, got {initial_alpha}")
         if not (action_spec.is_continuous and isinstance(action_spec, BoundedTensorSpec)):
             raise ValueError(f"{name} needs a bounded continuous action spec (a Box), got "
                              f"{action_spec}")

@@ -2,6 +2,7 @@
 schedule, target-network updates, prioritised replay, a short CartPole run, exact resume."""
 
 import functools
+import re
 
 import pytest
 import torch
@@ -172,6 +173,21 @@ def test_n_step_longer_than_the_sampled_sequences_is_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"mini_batch_length = 4 \(it is 2\)"):
         DQNAlgorithm(obs, act, optimizer=torch.optim.Adam, n_step=3,
                      config=TrainerConfig(mini_batch_length=2))
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(huber_delta=0.0), "huber_delta must be > 0 (or None for the squared error), got 0.0"),
+    (dict(eval_epsilon=2.0), "eval_epsilon must be in [0, 1], got 2.0"),
+    (dict(epsilon_greedy=[(0, 1.5), (100, 0.1)]),
+     "epsilon_greedy's values must be in [0, 1], got [(0, 1.5), (100, 0.1)]"),
+    (dict(epsilon_greedy=-0.1), "epsilon_greedy's values must be in [0, 1], got -0.1"),
+])
+def test_out_of_range_exploration_and_huber_delta_are_refused(kw, message):
+    # Accepted before: a Huber delta of 0 failed in the first update; an epsilon above 1
+    # explored at random and an eval_epsilon of 2 evaluated a random policy, silently.
+    obs, act = TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 2)
+    with pytest.raises(ValueError, match=re.escape(f"DQNAlgorithm: {message}")):
+        DQNAlgorithm(obs, act, optimizer=torch.optim.Adam, **kw)
 
 
 def test_actors_receive_the_scheduled_epsilon_with_the_parameters():

@@ -37,12 +37,15 @@ def _alg(**kw):
                         alpha_optimizer=ADAM, **kw)
 
 
-def test_a_discrete_action_spec_or_a_discount_out_of_range_is_refused():
+def test_a_discrete_action_spec_or_a_discount_or_temperature_out_of_range_is_refused():
     with pytest.raises(ValueError, match="needs a bounded continuous action spec"):
         SACAlgorithm(TensorSpec((3,)), BoundedTensorSpec((), torch.int64, 0, 1),
                      actor_optimizer=ADAM, critic_optimizer=ADAM, alpha_optimizer=ADAM)
     with pytest.raises(ValueError, match=r"SACAlgorithm: gamma must be in \[0, 1\], got 1.01"):
         _alg(gamma=1.01)
+    with pytest.raises(ValueError, match=r"SACAlgorithm: initial_alpha \(the temperature, "
+                                         r"learned as its log\) must be > 0, got 0.0"):
+        _alg(initial_alpha=0.0)  # was math.log's "math domain error"
 
 
 def test_losses_on_a_hand_computed_transition():

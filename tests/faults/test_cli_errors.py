@@ -34,6 +34,10 @@ MISTAKES = {
     "zero_threads": ("TrainerConfig.torch_num_threads=0",
                      "TrainerConfig.torch_num_threads must be >= 1 or None (torch's default), "
                      "got 0"),
+    "negative_collect": ("TrainerConfig.initial_collect_steps=-3",
+                         "TrainerConfig.initial_collect_steps must be >= 0, got -3"),
+    "zero_update_period": ("TrainerConfig.unroll_parameter_update_period=0",
+                           "TrainerConfig.unroll_parameter_update_period must be >= 1, got 0"),
     "ray_without_actors": ("TrainerConfig.use_ray=True",
                            "TrainerConfig.use_ray runs the actors of async_unroll: set "
                            "TrainerConfig.async_unroll = True as well"),
