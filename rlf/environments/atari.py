@@ -70,8 +70,21 @@ def load_atari(env_name: str,
 
     Raises:
         ValueError: if ``env_name`` is not a registered ALE id, or asks for RAM observations
-            (those go through ``load_gym``).
+            (those go through ``load_gym``); if ``frame_stack``, ``frameskip``,
+            ``img_height``, ``img_width``, ``max_num_frames_per_episode`` or ``num_threads`` is
+            below 1 (the last two may be None), ``noop_max`` is negative, or
+            ``repeat_action_probability`` is outside ``[0, 1]``.
     """
+    for name, value, low in (("frame_stack", frame_stack, 1), ("frameskip", frameskip, 1),
+                             ("img_height", img_height, 1), ("img_width", img_width, 1),
+                             ("noop_max", noop_max, 0),
+                             ("max_num_frames_per_episode", max_num_frames_per_episode, 1),
+                             ("num_threads", num_threads, 1)):
+        if value is not None and value < low:
+            raise ValueError(f"load_atari: {name} must be >= {low}, got {value}")
+    if repeat_action_probability is not None and not 0.0 <= repeat_action_probability <= 1.0:
+        raise ValueError(f"load_atari: repeat_action_probability must be in [0, 1], got "
+                         f"{repeat_action_probability}")
     import ale_py
     from ale_py.vector_env import AtariVectorEnv
 

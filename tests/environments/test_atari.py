@@ -1,10 +1,14 @@
 """Real ALE/Pong-v5 through AtariVectorEnv."""
 
+import re
+
 import numpy as np
+import pytest
 import torch
 
 from rlf.data_structures import StepType
 from rlf.environments import load
+from rlf.environments.atari import load_atari
 from rlf.tensor_specs import validate_nest
 
 B = 2
@@ -140,3 +144,19 @@ def test_rewards_are_clipped_and_the_raw_ones_kept():
     raw, clipped = torch.stack(raw), torch.stack(clipped)
     assert raw.max() >= 5  # unclipped points
     assert torch.equal(clipped, raw.clamp(-1, 1)) and clipped.max() == 1
+
+
+def test_preprocessing_values_out_of_range_are_refused_before_the_games_start():
+    # Before, frame_stack 0 or frameskip 0 failed later with a traceback, and a sticky-action
+    # probability of 1.5 or noop_max -1 ran silently.
+    for kw, message in [(dict(frame_stack=0), "frame_stack must be >= 1, got 0"),
+                        (dict(frameskip=0), "frameskip must be >= 1, got 0"),
+                        (dict(img_width=0), "img_width must be >= 1, got 0"),
+                        (dict(noop_max=-1), "noop_max must be >= 0, got -1"),
+                        (dict(max_num_frames_per_episode=0),
+                         "max_num_frames_per_episode must be >= 1, got 0"),
+                        (dict(num_threads=0), "num_threads must be >= 1, got 0"),
+                        (dict(repeat_action_probability=1.5),
+                         "repeat_action_probability must be in [0, 1], got 1.5")]:
+        with pytest.raises(ValueError, match=re.escape(f"load_atari: {message}")):
+            load_atari("ALE/Pong-v5", 1, **kw)
