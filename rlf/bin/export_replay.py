@@ -27,7 +27,8 @@ from rlf.utils.errors import UserError, one_line
 FLAGS = flags.FLAGS
 flags.DEFINE_string("root_dir", None, "the run's directory")
 flags.DEFINE_string("out", None, "the file to write")
-flags.DEFINE_integer("checkpoint_step", None, "iteration of the replay file (newest if unset)")
+flags.DEFINE_integer("checkpoint_step", None, "iteration of the replay file (newest if unset)",
+                     lower_bound=0)
 flags.DEFINE_bool("overwrite", False, "replace --out if it exists")
 flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
 

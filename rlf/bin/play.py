@@ -37,7 +37,8 @@ from rlf.utils.video import check_video_path, save_video
 FLAGS = flags.FLAGS
 flags.DEFINE_string("root_dir", None, "run directory holding config.gin and ckpt/")
 flags.DEFINE_integer("num_episodes", 5, "episodes to play", lower_bound=1)
-flags.DEFINE_integer("checkpoint_step", None, "iteration of the checkpoint (newest if unset)")
+flags.DEFINE_integer("checkpoint_step", None, "iteration of the checkpoint (newest if unset)",
+                     lower_bound=0)
 flags.DEFINE_string("record", None, "save the first episode as an animated .gif or .mp4")
 flags.DEFINE_integer("fps", 30, "frames per second of the recording", lower_bound=1)
 flags.DEFINE_integer("seed", 0, "environment seed")

@@ -140,6 +140,7 @@ def test_stray_arguments_are_refused_not_ignored(tmp_path, module, args):
     ("suite", ["--conf", "confs/impala_atari.gin", "--frameskip", "0"],
      "flag --frameskip=0: 0 is not a positive integer"),
     ("train", [*CARTPOLE, "--noprogres"], "Unknown command line flag 'noprogres'"),
+    ("play", ["--checkpoint_step", "-1"], "flag --checkpoint_step=-1: -1 is not"),
 ])
 def test_flag_mistakes_are_one_line_and_status_2(tmp_path, module, args, message):
     # absl alone would print two lines ("FATAL Flags parsing error: ...") and exit 1; play
