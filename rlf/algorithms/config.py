@@ -146,12 +146,12 @@ class TrainerConfig:
             ``metric_min_buffer_size``, ``num_eval_episodes``, ``num_eval_environments``,
             ``num_actors`` or ``unroll_parameter_update_period`` below 1; for
             ``mini_batch_size``, ``mini_batch_length`` or ``torch_num_threads`` below 1 (None
-            is allowed); for a
-            negative ``priority_replay_alpha`` or a ``priority_replay_beta`` outside
-            ``[0, 1]``; for ``use_ray`` without ``async_unroll``, or ``ray_address`` /
-            ``ray_actor_resources`` without ``use_ray``; for ``offline_fraction`` outside
-            ``[0, 1)``; for a negative ``actor_niceness`` or ``max_actor_restarts``; for a
-            ``device`` torch does not know or a CUDA device on a machine without one.
+            is allowed); for a negative ``priority_replay_alpha`` or a
+            ``priority_replay_beta`` outside ``[0, 1]``; for ``use_ray`` without
+            ``async_unroll``, or ``ray_address`` / ``ray_actor_resources`` without
+            ``use_ray``; for ``offline_fraction`` outside ``[0, 1)``; for a negative
+            ``actor_niceness`` or ``max_actor_restarts``; for a ``device`` torch does not know
+            or a CUDA device on a machine without one.
     """
 
     def __init__(self,
