@@ -154,7 +154,7 @@ def test_flag_mistakes_are_one_line_and_status_2(tmp_path, module, args, message
 
 
 @pytest.mark.parametrize("flag", ["--help", "--helpfull"])
-def test_help_prints_usage_and_exits_0(tmp_path, flag):
+def test_help_prints_usage_and_exits_0(flag):
     # absl's help flags exit with status 1.
     r = run_cli("export_replay", flag)
     assert r.returncode == 0, r.stderr
