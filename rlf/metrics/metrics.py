@@ -227,9 +227,12 @@ class AverageEpisodicAggregationMetric(StepMetric):
             if self._new_episodes:
                 _np(self._new_sum)[:] += values.sum(axis=1)
                 self._new_count += int(ended_t.size)
-            values = values[:, -self._buffer_size:]
-            n = int(self._num_episodes)
-            _np(self._buffer)[:, (n + np.arange(values.shape[1])) % self._buffer_size] = values
+            # Episode i (in order) of the n ever ended goes to slot i % buffer_size; only the
+            # newest buffer_size of this block can still be among the last buffer_size.
+            kept = min(int(ended_t.size), self._buffer_size)
+            first_kept = int(self._num_episodes) + int(ended_t.size) - kept
+            slots = (first_kept + np.arange(kept)) % self._buffer_size
+            _np(self._buffer)[:, slots] = values[:, -kept:]
             self._num_episodes += int(ended_t.size)
         carried_len[:] = length[-1]  # 0 where the block ends on a FIRST
         carried_sum[:] = sums[:, -1]

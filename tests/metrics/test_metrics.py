@@ -68,10 +68,13 @@ def _reference(step_types, rewards, gamma):
     return np.array(out)
 
 
-@pytest.mark.parametrize("block", [1, 7])
-def test_random_episodes_against_reference(block):
+@pytest.mark.parametrize("block", [1, 7, 50])
+@pytest.mark.parametrize("buffer_size", [1000, 4])
+def test_random_episodes_against_reference(block, buffer_size):
+    # buffer_size 4: blocks of 7 or 50 steps end more than 4 episodes at once; after every
+    # block the averages are over the last 4 episodes to end.
     rng = np.random.default_rng(0)
-    t_len, batch, gamma, buffer_size = 300, 5, 0.9, 1000
+    t_len, batch, gamma = 300, 5, 0.9
     step_types = np.full((t_len, batch), M)
     step_types[0] = F
     for b in range(batch):
@@ -90,11 +93,24 @@ def test_random_episodes_against_reference(block):
         s = nest.utils.stack_nests(steps[i:i + block]) if block > 1 else steps[i]
         for m in ms:
             m(s)
-    ref = _reference(step_types, rewards, gamma)
-    assert int(ms[0].result()) == len(ref)
-    assert int(ms[1].result()) == int((step_types != F).sum())
-    got = [float(ms[i].result()) for i in (2, 3, 6, 5, 7)]
-    np.testing.assert_allclose(got, ref.mean(axis=0), rtol=1e-6)
+        end = i + block
+        ref = _reference(step_types[:end], rewards[:end], gamma)
+        assert int(ms[0].result()) == len(ref)
+        assert int(ms[1].result()) == int((step_types[:end] != F).sum())
+        if len(ref):
+            got = [float(ms[k].result()) for k in (2, 3, 6, 5, 7)]
+            np.testing.assert_allclose(got, ref[-buffer_size:].mean(axis=0), rtol=1e-5,
+                                       atol=1e-6)
+
+
+def test_a_block_ending_more_episodes_than_the_buffer_holds():
+    # One unroll ends returns 1, 2, 3, 4 (the buffer of 3 keeps 2, 3, 4); the next ends 5:
+    # the last three are 3, 4, 5.
+    m = AverageReturnMetric(1, buffer_size=3)
+    for returns in ([1., 2., 3., 4.], [5.]):
+        rewards = [row for r in returns for row in ([0.], [r], [0.])]
+        m(nest.utils.stack_nests(_steps([[F], [M], [L]] * len(returns), rewards)))
+    assert float(m.result()) == pytest.approx(4.0)
 
 
 def test_buffer_keeps_last_episodes_and_vector_reward():
