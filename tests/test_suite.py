@@ -151,6 +151,8 @@ def test_an_unknown_game_is_refused_before_any_run_starts(tmp_path):
     ("confs/impala_atari_sync.gin", ["--conf_param", "TrainerConfig.random_seed=3"],
      "error: --conf_param 'TrainerConfig.random_seed=3': the suite sets "
      "TrainerConfig.random_seed itself, from --seeds"),
+    ("confs/impala_atari_sync.gin", ["--seeds", "0,-1"],
+     "error: --seeds ['0', '-1']: seeds must be in [0, 2**30) (TrainerConfig.random_seed)"),
     ("confs/impala_atari_sync.gin", ["--conf_param", "load_atari.frameskip=3"],
      "error: --conf confs/impala_atari_sync.gin binds load_atari.frameskip = 3 but "
      "--frameskip is 4: give --frameskip 3"),

@@ -12,6 +12,10 @@ __all__ = ["TrainerConfig"]
 
 _warned_removed = set()  # removed fields already warned about
 
+# Seeds lie below this, leaving room for the offsets of the environments' seeds (evaluation:
+# + 1,000,003) within ALE's int32 seeds.
+RANDOM_SEED_LIMIT = 2 ** 30
+
 
 @gin.configurable
 class TrainerConfig:
@@ -27,7 +31,8 @@ class TrainerConfig:
         algorithm_ctor: called as ``algorithm_ctor(observation_spec=..., action_spec=...,
             reward_spec=..., env=..., config=...)`` to build the root ``RLAlgorithm``.
         random_seed: seeds Python, numpy, torch and the environments (environment ``i`` gets
-            ``random_seed + i``); None picks one and logs it.
+            ``random_seed + i``, evaluation environment ``i`` ``random_seed + 1000003 + i``),
+            in ``[0, 2**30)`` so that those fit ALE's int32 seeds; None picks one and logs it.
         torch_num_threads: ``torch.set_num_threads`` for the learner; None leaves torch's
             default (one per core). On a 2-core machine running ALE's threads too, 1 or 2.
         flush_denormal: ``torch.set_flush_denormal(True)`` in the learner and the actors:
@@ -139,7 +144,8 @@ class TrainerConfig:
             Setting one to anything but its old default warns once.
 
     Raises:
-        ValueError: for negative ``num_iterations``, ``num_env_steps``, ``unroll_length`` or
+        ValueError: for a ``random_seed`` outside ``[0, 2**30)``; for negative
+            ``num_iterations``, ``num_env_steps``, ``unroll_length`` or
             ``initial_collect_steps``; for both budgets 0; for ``summary_interval``,
             ``checkpoint_interval``, ``num_checkpoints``, ``eval_interval``,
             ``num_updates_per_train_iter``, ``unroll_queue_size``, ``replay_buffer_length``,
@@ -213,6 +219,9 @@ class TrainerConfig:
                  max_unroll_length: int = 0,
                  rl_train_after_update_steps: int = 0,
                  rl_train_every_update_steps: int = 1):
+        if random_seed is not None and not 0 <= random_seed < RANDOM_SEED_LIMIT:
+            raise ValueError(f"TrainerConfig.random_seed must be in [0, 2**30) or None, got "
+                             f"{random_seed}")
         if num_iterations < 0 or num_env_steps < 0:
             raise ValueError(f"TrainerConfig: num_iterations ({num_iterations}) and "
                              f"num_env_steps ({num_env_steps}) must be >= 0")

@@ -41,7 +41,8 @@ flags.DEFINE_integer("checkpoint_step", None, "iteration of the checkpoint (newe
                      lower_bound=0)
 flags.DEFINE_string("record", None, "save the first episode as an animated .gif or .mp4")
 flags.DEFINE_integer("fps", 30, "frames per second of the recording", lower_bound=1)
-flags.DEFINE_integer("seed", 0, "environment seed")
+flags.DEFINE_integer("seed", 0, "environment seed (ALE takes up to 2**31 - 1)", lower_bound=0,
+                     upper_bound=2 ** 31 - 1)
 flags.DEFINE_multi_string("conf_param", [], "extra gin bindings")
 flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
 

@@ -50,6 +50,7 @@ from typing import Dict, List, Tuple
 
 from absl import flags
 
+from rlf.algorithms.config import RANDOM_SEED_LIMIT
 from rlf.bin.cli import run_main
 from rlf.bin.gin_utils import parse_config
 from rlf.environments import find_spec
@@ -359,6 +360,9 @@ def main(argv) -> int:
             seeds = [int(s) for s in FLAGS.seeds]
         except ValueError:
             raise UserError(f"--seeds {FLAGS.seeds}: expected integers") from None
+        if not all(0 <= s < RANDOM_SEED_LIMIT for s in seeds):
+            raise UserError(f"--seeds {FLAGS.seeds}: seeds must be in [0, 2**30) "
+                            f"(TrainerConfig.random_seed)")
         run_suite(FLAGS.conf, FLAGS.games, seeds, parse_frames(FLAGS.frames),
                   Path(FLAGS.root_dir), FLAGS.conf_param, FLAGS.frameskip)
     except UserError as e:

@@ -16,6 +16,8 @@ from rlf.tensor_specs import TensorSpec
 __all__ = ["load_atari", "ATARI_ENTRY_POINT"]
 
 ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
+# The largest seed ALE takes (its seeds are int32).
+ALE_MAX_SEED = 2 ** 31 - 1
 
 
 @gin.configurable
@@ -48,7 +50,8 @@ def load_atari(env_name: str,
     Args:
         env_name: a registered ALE id, e.g. ``"ALE/Pong-v5"`` or ``"PongNoFrameskip-v4"``.
         num_envs: number of games ``B``.
-        seed: game ``i`` is seeded with ``seed + i`` at the first reset.
+        seed: game ``i`` is seeded with ``seed + i`` at the first reset; ALE's seeds are
+            int32, so ``seed + num_envs - 1 <= 2**31 - 1``.
         frame_stack: number of most recent frames stacked per observation (4 or 1).
         frameskip: emulator frames per agent step (the action is repeated).
         img_height, img_width: size the frames are resized to.
@@ -72,9 +75,13 @@ def load_atari(env_name: str,
         ValueError: if ``env_name`` is not a registered ALE id, or asks for RAM observations
             (those go through ``load_gym``); if ``frame_stack``, ``frameskip``,
             ``img_height``, ``img_width``, ``max_num_frames_per_episode`` or ``num_threads`` is
-            below 1 (the last two may be None), ``noop_max`` is negative, or
-            ``repeat_action_probability`` is outside ``[0, 1]``.
+            below 1 (the last two may be None), ``noop_max`` is negative,
+            ``repeat_action_probability`` is outside ``[0, 1]``, or a game's seed is negative
+            or above ``2**31 - 1``.
     """
+    if seed is not None and not 0 <= seed <= ALE_MAX_SEED - (num_envs - 1):
+        raise ValueError(f"load_atari: seeds {seed}..{seed + num_envs - 1} of {num_envs} "
+                         f"games must lie in [0, 2**31 - 1] (ALE's int32 seeds)")
     for name, value, low in (("frame_stack", frame_stack, 1), ("frameskip", frameskip, 1),
                              ("img_height", img_height, 1), ("img_width", img_width, 1),
                              ("noop_max", noop_max, 0),

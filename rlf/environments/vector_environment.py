@@ -50,7 +50,8 @@ class VectorEnvironment:
             ``AverageEpisodeScore`` sums the game's own score.
 
     Raises:
-        ValueError: if the VectorEnv autoresets in another mode.
+        ValueError: if the VectorEnv autoresets in another mode, or ``seed`` is not None or
+            an integer >= 0.
     """
 
     def __init__(self, env: gym.vector.VectorEnv, seed: Optional[int] = None,
@@ -65,7 +66,10 @@ class VectorEnvironment:
                              f"num_envs {env.num_envs}; only synchronous stepping is supported")
         self._env = env
         self._name = name or str(getattr(env.spec, "id", type(env).__name__))
-        self._seed = seed
+        if seed is not None and (isinstance(seed, bool) or int(seed) != seed or seed < 0):
+            raise ValueError(f"VectorEnvironment({self._name}): seed must be an integer >= 0 "
+                             f"or None, got {seed!r}")
+        self._seed = None if seed is None else int(seed)
         self._num_envs = int(env.num_envs)
         self._observation_spec = spec_from_space(env.single_observation_space)
         self._action_spec = spec_from_space(env.single_action_space)

@@ -16,6 +16,7 @@ import torch
 from tqdm import tqdm
 
 from rlf.algorithms.algorithm import NonFiniteLossError
+from rlf.algorithms.config import RANDOM_SEED_LIMIT
 from rlf.environments import load
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
@@ -109,7 +110,7 @@ class Trainer:
     def _seed(self) -> int:
         seed = self._config.random_seed
         if seed is None:
-            seed = int.from_bytes(os.urandom(4), "little") % (2 ** 31)
+            seed = int.from_bytes(os.urandom(4), "little") % RANDOM_SEED_LIMIT
             logger.info("random_seed is None; using %d", seed)
         random.seed(seed)
         np.random.seed(seed)

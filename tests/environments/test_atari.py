@@ -160,3 +160,16 @@ def test_preprocessing_values_out_of_range_are_refused_before_the_games_start():
                          "repeat_action_probability must be in [0, 1], got 1.5")]:
         with pytest.raises(ValueError, match=re.escape(f"load_atari: {message}")):
             load_atari("ALE/Pong-v5", 1, **kw)
+
+
+def test_seeds_outside_ales_int32_are_refused():
+    # Before, a seed past 2**31 - 1 failed in ALE's reset with a pybind TypeError, and a
+    # negative seed was passed to ALE.
+    for seed, games in ((2 ** 31 - 2, 3), (2 ** 31, 1), (-1, 1)):
+        with pytest.raises(ValueError, match=re.escape(
+                f"load_atari: seeds {seed}..{seed + games - 1} of {games} games must lie in "
+                f"[0, 2**31 - 1]")):
+            load_atari("ALE/Pong-v5", games, seed=seed)
+    env = load_atari("ALE/Pong-v5", 2, seed=2 ** 31 - 2)  # seeds up to 2**31 - 1
+    env.reset()
+    env.close()

@@ -1,5 +1,7 @@
 """VectorEnvironment over gymnasium.make_vec, checked against plain single gymnasium envs."""
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -112,3 +114,9 @@ def test_bad_input():
         env.step(torch.zeros(2))
     with pytest.raises(ValueError, match="num_envs"):
         load("CartPole-v1", 0)
+    # Before, a negative seed failed only at the first reset, inside gymnasium.
+    for seed in (-1, 1.5):
+        with pytest.raises(ValueError, match=re.escape(
+                f"VectorEnvironment(CartPole-v1): seed must be an integer >= 0 or None, got "
+                f"{seed}")):
+            load("CartPole-v1", 2, seed=seed)

@@ -34,6 +34,8 @@ MISTAKES = {
     "zero_threads": ("TrainerConfig.torch_num_threads=0",
                      "TrainerConfig.torch_num_threads must be >= 1 or None (torch's default), "
                      "got 0"),
+    "negative_seed": ("TrainerConfig.random_seed=-1",
+                      "TrainerConfig.random_seed must be in [0, 2**30) or None, got -1"),
     "negative_collect": ("TrainerConfig.initial_collect_steps=-3",
                          "TrainerConfig.initial_collect_steps must be >= 0, got -3"),
     "zero_update_period": ("TrainerConfig.unroll_parameter_update_period=0",
@@ -141,6 +143,7 @@ def test_stray_arguments_are_refused_not_ignored(tmp_path, module, args):
      "flag --frameskip=0: 0 is not a positive integer"),
     ("train", [*CARTPOLE, "--noprogres"], "Unknown command line flag 'noprogres'"),
     ("play", ["--checkpoint_step", "-1"], "flag --checkpoint_step=-1: -1 is not"),
+    ("play", ["--seed", "-1"], "flag --seed=-1: -1 is not an integer in the range [0, "),
 ])
 def test_flag_mistakes_are_one_line_and_status_2(tmp_path, module, args, message):
     # absl alone would print two lines ("FATAL Flags parsing error: ...") and exit 1; play
