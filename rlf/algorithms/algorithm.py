@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from rlf.algorithms.algorithm_state import AlgorithmStateMixin
-from rlf.algorithms.optimization import NonFiniteLossError, OptimizationMixin
+from rlf.algorithms.optimization import (NonFiniteLossError, OptimizationMixin,
+                                         check_optimizer_args)
 from rlf.algorithms.training_loops import TrainingLoopsMixin
 from rlf.data_structures import AlgStep, Experience, LossInfo
 from rlf.utils.common import zeros_from_spec
@@ -59,6 +60,10 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
             It is stepped once per gradient update (not per epoch, as torch's examples do;
             not for updates that AMP's GradScaler skips), and its state is checkpointed
             with the optimizer's.
+
+    Raises:
+        ValueError: for an ``optimizer`` or ``lr_scheduler`` that cannot be called, or a
+            ``gradient_clipping`` <= 0.
     """
 
     def __init__(self,
@@ -75,6 +80,7 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
                  clip_by_global_norm: bool = True,
                  lr_scheduler: Any = None):
         super().__init__()
+        check_optimizer_args(name, optimizer, lr_scheduler, gradient_clipping)
         self._name = name
         self._train_state_spec = train_state_spec
         self._rollout_state_spec = (train_state_spec if rollout_state_spec is None

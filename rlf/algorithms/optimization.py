@@ -15,6 +15,7 @@ from rlf import nest
 from rlf.data_structures import LossInfo
 from rlf.utils import summary
 from rlf.utils.common import is_empty
+from rlf.utils.errors import UserError
 
 __all__ = ["OptimizationMixin", "NonFiniteLossError"]
 
@@ -42,6 +43,29 @@ def _fit_mask(valid_masks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
                          f"[{t}, {b}] steps nor the [T-1, B] transitions of its batch")
     m = valid_masks[:x.shape[0]].to(x.dtype)
     return m.view(m.shape + (1,) * (x.ndim - 2))
+
+
+def check_optimizer_args(name: str, optimizer: Any, lr_scheduler: Any,
+                         gradient_clipping: Optional[float] = None) -> None:
+    """Refuses an ``optimizer`` that is neither None, an optimizer nor callable, an
+    ``lr_scheduler`` that is neither None nor callable (both are only called at the first
+    update, too late for a clear error), and a ``gradient_clipping`` <= 0 (a negative norm
+    would flip the gradients' sign).
+
+    Raises:
+        ValueError: naming ``name`` and the value.
+    """
+    if gradient_clipping is not None and not gradient_clipping > 0:
+        raise ValueError(f"{name}: gradient_clipping must be > 0 or None (no clipping), got "
+                         f"{gradient_clipping}")
+    if optimizer is not None and not (isinstance(optimizer, torch.optim.Optimizer)
+                                      or callable(optimizer)):
+        raise ValueError(f"{name}: optimizer must be a torch.optim.Optimizer class or factory "
+                         f"(gin: @torch.optim.Adam) or None, got {optimizer!r}")
+    if lr_scheduler is not None and not callable(lr_scheduler):
+        raise ValueError(f"{name}: lr_scheduler must be a torch.optim.lr_scheduler class or "
+                         f"factory (gin: @torch.optim.lr_scheduler.LinearLR) or None, got "
+                         f"{lr_scheduler!r}")
 
 
 class OptimizationMixin:
@@ -74,14 +98,18 @@ class OptimizationMixin:
             clip_by_global_norm: like ``Algorithm``'s; by default the algorithm's.
 
         Raises:
-            RuntimeError: once the optimizers exist (after the first update or
-                ``state_dict``): call it in the constructor.
+            RuntimeError: once the optimizers exist (the trainer builds them right after the
+                algorithm; otherwise the first update or ``state_dict`` does): call it in
+                the constructor.
             ValueError: for a module or parameter that is not an attribute of this
-                algorithm (or of its sub-modules).
+                algorithm (or of its sub-modules), an ``optimizer`` or ``lr_scheduler``
+                that cannot be called, or a ``gradient_clipping`` <= 0.
         """
         if self._optimizers is not None:
             raise RuntimeError(f"{self._name}: add_optimizer must be called before the "
                                f"optimizers are created (in the constructor)")
+        check_optimizer_args(f"{self._name}.add_optimizer", optimizer, lr_scheduler,
+                             None if gradient_clipping == "inherit" else gradient_clipping)
         if optimizer is None:
             return
         if isinstance(modules, (nn.Module, nn.Parameter)):
@@ -147,8 +175,8 @@ class OptimizationMixin:
                 _add(entry["optimizer"], params, entry["lr_scheduler"], entry["clipping"])
             if module._optimizer_arg is None:
                 if module._lr_scheduler_arg is not None:
-                    raise ValueError(f"{module._name}: lr_scheduler needs an optimizer of its "
-                                     f"own (set {type(module).__name__}.optimizer)")
+                    raise UserError(f"{module._name}: lr_scheduler needs an optimizer of its "
+                                    f"own (set {type(module).__name__}.optimizer)")
                 continue
             _add(module._optimizer_arg, module._own_parameters(claimed),
                  module._lr_scheduler_arg,
@@ -159,7 +187,7 @@ class OptimizationMixin:
         uncovered = [n for n, p in self.named_parameters()
                      if p.requires_grad and id(p) not in covered]
         if uncovered:
-            raise ValueError(
+            raise UserError(
                 f"{self._name}: parameters {uncovered[:5]}{'...' if len(uncovered) > 5 else ''}"
                 f" have no optimizer; pass optimizer=... (e.g. in gin "
                 f"`{type(self).__name__}.optimizer = @torch.optim.Adam`)")
@@ -168,11 +196,12 @@ class OptimizationMixin:
     @property
     def optimizers(self) -> List[torch.optim.Optimizer]:
         """All optimizers of this algorithm and its sub-algorithms (created on first use,
-        with their ``lr_scheduler``s).
+        with their ``lr_scheduler``s; ``Trainer`` uses it right after building the algorithm,
+        so that a setting they refuse stops the run before it starts).
 
         Raises:
-            ValueError: naming parameters no optimizer covers, or an algorithm with an
-                ``lr_scheduler`` but no ``optimizer`` of its own.
+            UserError: (a ``ValueError``) naming parameters no optimizer covers, or an
+                algorithm with an ``lr_scheduler`` but no ``optimizer`` of its own.
         """
         if self._optimizers is None:
             self._optimizers = self._create_optimizers()

@@ -170,6 +170,9 @@ class Trainer:
             reward_spec=self._env.reward_spec(), env=self._env, config=config)
         self._algorithm.to(config.device)
         self._algorithm.load_initial_checkpoint()
+        # The optimizers and their schedules now, not at the first update: a setting they
+        # refuse (a negative learning rate) then stops the run before anything is written.
+        self._algorithm.optimizers
         if config.offline_buffer_dir:
             if self._algorithm.on_policy:
                 raise UserError("TrainerConfig.offline_buffer_dir needs an off-policy "
@@ -187,10 +190,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def _save(self) -> Path:
-        # Optimizers and their schedules are built at the first update, which off-policy
-        # training reaches after iteration 1 (or after initial_collect_steps); rewriting the
-        # operative config with every checkpoint records their settings by the time there is
-        # a checkpoint to resume.
+        # Configurables first called during the run (the evaluation environment's, an
+        # algorithm's lazily built parts) reach the operative config only then; rewriting it
+        # with every checkpoint records them by the time there is a checkpoint to resume.
         self._write_config()
         companions = {}
         if self._config.save_replay_buffer:

@@ -15,9 +15,17 @@ class UserError(ValueError):
     keeps working."""
 
 
+_GIN_NOTE = r"\s*In call to configurable '([^']*)' \([^\n]*\)"
+
+
 def one_line(error: BaseException) -> str:
-    """The error's message as one line: gin's "In call to configurable ..." notes dropped
-    (the messages name what they are about), other lines joined, whitespace collapsed."""
+    """The error's message as one line: gin's "In call to configurable ..." notes dropped,
+    other lines joined, whitespace collapsed. A message from outside rlf (not a
+    ``UserError``) that does not name the innermost configurable gets its name in front: a
+    library's "Invalid learning rate: -1" becomes "Adam: Invalid learning rate: -1"."""
     text = str(error).strip() or type(error).__name__
-    text = re.sub(r"\s*In call to configurable '[^']*' \([^\n]*\)", "", text)
+    called = re.findall(_GIN_NOTE, text)
+    text = re.sub(_GIN_NOTE, "", text)
+    if called and called[0] not in text and not isinstance(error, UserError):
+        text = f"{called[0]}: {text}"
     return " ".join(text.split())

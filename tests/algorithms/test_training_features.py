@@ -3,6 +3,7 @@ it is split, on-policy epochs over shuffled transitions, and several optimizers 
 algorithm ([T-1, B] transition losses: test_algorithm.py, beside the per-step masking)."""
 
 import functools
+import re
 
 import pytest
 import torch
@@ -192,3 +193,23 @@ def test_added_optimizers_have_their_own_rate_schedule_and_clipping_and_are_chec
     assert float(other.a.weight.detach()) == pytest.approx(0.7)
     with pytest.raises(RuntimeError, match="before the optimizers are created"):
         other.add_optimizer(torch.optim.SGD, other.c)
+
+
+def test_optimizer_settings_that_could_only_fail_at_the_first_update_are_refused():
+    # Before, these were called (or, for a negative clipping norm, flipped the gradients'
+    # sign) only at the first update, after the run had started.
+    for kw, message in ((dict(optimizer=3), "Algorithm: optimizer must be a "
+                         "torch.optim.Optimizer class or factory"),
+                        (dict(optimizer=torch.optim.SGD, lr_scheduler="linear"),
+                         "Algorithm: lr_scheduler must be a torch.optim.lr_scheduler class"),
+                        (dict(optimizer=torch.optim.SGD, gradient_clipping=-1.0),
+                         "Algorithm: gradient_clipping must be > 0 or None (no clipping), got "
+                         "-1.0")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            Algorithm(**kw)
+    alg = Algorithm()
+    alg.a = nn.Linear(1, 1)
+    with pytest.raises(ValueError, match=re.escape(
+            "Algorithm.add_optimizer: gradient_clipping must be > 0 or None (no clipping), "
+            "got 0.0")):
+        alg.add_optimizer(torch.optim.SGD, alg.a, gradient_clipping=0.0)

@@ -46,6 +46,17 @@ MISTAKES = {
     "refused_by_algorithm": ("ImpalaAlgorithm.experience_replay_fraction=2.0",
                              "ImpalaAlgorithm: experience_replay_fraction must be in [0, 1), "
                              "got 2.0"),
+    # Optimizers and schedules are built before the run starts, not at the first update.
+    "negative_rate": ("torch.optim.Adam.lr=-1.0", "Adam: Invalid learning rate: -1.0"),
+    "refused_by_scheduler": ("torch.optim.lr_scheduler.LinearLR.start_factor=0.0",
+                             "LinearLR: Starting multiplicative factor expected to be greater "
+                             "than 0"),
+    "optimizer_not_callable": ("ImpalaAlgorithm.optimizer=3",
+                               "ImpalaAlgorithm: optimizer must be a torch.optim.Optimizer "
+                               "class or factory (gin: @torch.optim.Adam) or None, got 3"),
+    "negative_clipping": ("ImpalaAlgorithm.gradient_clipping=-1.0",
+                          "ImpalaAlgorithm: gradient_clipping must be > 0 or None (no "
+                          "clipping), got -1.0"),
     "unknown_environment": ("load.env_name='CartPol-v1'",
                             "Unknown environment id 'CartPol-v1'"),
 }
