@@ -73,7 +73,8 @@ class TrainerConfig:
         priority_replay_alpha: priority exponent.
         priority_replay_beta: importance-sampling exponent.
         initial_collect_steps: environment steps (over all environments) in the buffer before
-            off-policy training starts.
+            off-policy training starts; sampled training also waits until an environment
+            holds one whole sequence of ``mini_batch_length`` steps.
         update_counter_every_mini_batch: advance the global counter per mini-batch instead of
             per iteration.
         summary_interval: record summaries every this many iterations (the training

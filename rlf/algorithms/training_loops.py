@@ -123,7 +123,8 @@ class TrainingLoopsMixin:
 
         Returns:
             The number of steps trained on (with repetitions); 0 if the buffer holds fewer
-            than ``config.initial_collect_steps`` steps.
+            than ``config.initial_collect_steps`` steps or, for sampling, no environment holds
+            a whole sequence of ``mini_batch_length`` steps yet.
 
         Raises:
             ValueError: if sampling is needed and ``mini_batch_size`` or
@@ -133,6 +134,10 @@ class TrainingLoopsMixin:
         buffer, offline = self.replay_buffer, self.offline_replay_buffer
         online_ready = buffer is not None and buffer.total_size >= max(
             config.initial_collect_steps, 1)
+        if online_ready and not config.whole_replay_buffer_training and (
+                config.mini_batch_length is not None):
+            # A small initial_collect_steps: nothing to sample until a whole sequence is held.
+            online_ready = buffer.can_sample(config.mini_batch_length)
         if not online_ready and offline is None:
             return 0
         need_sampling = not online_ready or not config.whole_replay_buffer_training

@@ -334,6 +334,12 @@ class ReplayBuffer(nn.Module):
                                 positions=torch.from_numpy(start),
                                 importance_weights=weights)
 
+    def can_sample(self, batch_length: int = 1) -> bool:
+        """Whether some environment holds a sequence of ``batch_length`` steps for
+        ``get_batch`` (beyond its ``num_earliest_frames_ignored`` oldest steps)."""
+        with self._lock:
+            return bool(self._num_valid_starts(batch_length).any())
+
     def _num_valid_starts(self, batch_length: int) -> np.ndarray:
         return np.maximum(self._size_np - self._num_ignored - batch_length + 1, 0)
 

@@ -207,3 +207,22 @@ def test_target_updates_follow_parameters_replaced_by_a_load():
     alg.load_state_dict(state, strict=False, assign=True)  # new Parameter objects
     alg.after_update(None, None)
     assert torch.equal(alg.target_q_network.head.bias, alg.q_network.head.bias)
+
+
+def test_sampled_training_waits_for_a_whole_sequence_whatever_initial_collect_steps():
+    # Before, initial_collect_steps = 0 with sequences of 4 steps failed in the first
+    # iteration, whose buffer held one step per environment.
+    env = load("CartPole-v1", 2, seed=0)
+    config = TrainerConfig(unroll_length=1, mini_batch_size=8, mini_batch_length=4,
+                           initial_collect_steps=0, num_iterations=10)
+    alg = DQNAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
+                       n_step=3, optimizer=torch.optim.Adam)
+    alg.set_unroller(SyncUnroller(env, alg))
+    held, trained = [], []
+    for _ in range(6):
+        trained.append(alg.train_iter())
+        held.append(alg.replay_buffer.current_size.tolist())
+    first = next(i for i, n in enumerate(trained) if n)
+    assert held[first] == [4, 4] and held[first - 1] == [3, 3]
+    assert trained[first:] == [8 * 4] * (6 - first)
+    env.close()

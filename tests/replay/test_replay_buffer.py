@@ -98,8 +98,13 @@ def test_sequences_are_consecutive_and_never_cross_the_overwrite_point(prioritiz
 def test_get_batch_longer_than_stored_says_what_is_held():
     rb = ReplayBuffer(SPEC, num_environments=2, max_length=10)
     fill(rb, 3)
+    assert rb.can_sample(3) and not rb.can_sample(4)
     with pytest.raises(ValueError, match=r"no environment holds 4 steps.*\[3, 3\]"):
         rb.get_batch(2, 4)
+    ignoring = ReplayBuffer(SPEC, num_environments=2, max_length=10,
+                            num_earliest_frames_ignored=1)
+    fill(ignoring, 3)
+    assert ignoring.can_sample(2) and not ignoring.can_sample(3)
 
 
 def reference_priorities(rb, alpha):
