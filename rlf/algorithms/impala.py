@@ -108,7 +108,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         ValueError: for an action spec the policy heads do not serve (naming it); for an
             ``entropy_regularization`` schedule that is empty, not made of pairs, or whose
             steps are negative or not increasing; for ``importance_ratio_clipping <= 0``; for
-            ``gamma`` or ``td_lambda`` outside ``[0, 1]``.
+            ``gamma`` or ``td_lambda`` outside ``[0, 1]``; for a negative ``td_loss_weight``.
     """
 
     def __init__(self,
@@ -141,6 +141,9 @@ class ImpalaAlgorithm(RLAlgorithm):
                                  "value_weight", value_weight, 0.5)
         td_lambda = renamed("ImpalaAlgorithm", "td_lambda", td_lambda, "lambda_", lambda_, 1.0)
         check_unit_interval(name, gamma=gamma, td_lambda=td_lambda)
+        if not td_loss_weight >= 0:
+            raise ValueError(f"{name}: td_loss_weight must be >= 0 (a negative weight would "
+                             f"maximise the value error), got {td_loss_weight}")
         if not 0.0 <= experience_replay_fraction < 1.0:
             raise ValueError(f"{name}: experience_replay_fraction must be in [0, 1), got "
                              f"{experience_replay_fraction}")

@@ -96,8 +96,8 @@ class PPOAlgorithm(RLAlgorithm):
 
     Raises:
         ValueError: if the network has a recurrent state, ``importance_ratio_clipping`` or
-            ``value_clipping`` is not positive, or ``gamma`` or ``td_lambda`` is outside
-            ``[0, 1]``.
+            ``value_clipping`` is not positive, ``td_loss_weight`` is negative, or ``gamma``
+            or ``td_lambda`` is outside ``[0, 1]``.
     """
 
     def __init__(self,
@@ -120,6 +120,9 @@ class PPOAlgorithm(RLAlgorithm):
         if not importance_ratio_clipping > 0:
             raise ValueError(f"{name}: importance_ratio_clipping must be > 0, got "
                              f"{importance_ratio_clipping}")
+        if not td_loss_weight >= 0:
+            raise ValueError(f"{name}: td_loss_weight must be >= 0 (a negative weight would "
+                             f"maximise the value error), got {td_loss_weight}")
         if value_clipping is not None and not value_clipping > 0:
             raise ValueError(f"{name}: value_clipping must be > 0 or None (no clipping), got "
                              f"{value_clipping}")

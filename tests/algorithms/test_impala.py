@@ -2,6 +2,7 @@
 iteration, bad action specs."""
 
 import functools
+import re
 
 import pytest
 import torch
@@ -280,3 +281,12 @@ def test_old_parameter_names_are_aliases_that_warn_once():
         "quantity, ALF's name)"])  # once each, though discount was given twice
     with pytest.raises(ValueError, match="discount \\(deprecated\\) and gamma are both set"):
         ImpalaAlgorithm(*spec, discount=0.5, gamma=0.9)
+
+
+def test_a_negative_td_loss_weight_is_refused():
+    # Accepted before: the value loss was maximised.
+    spec = (TensorSpec((4,)), BoundedTensorSpec((), torch.int64, 0, 1))
+    with pytest.raises(ValueError, match=re.escape(
+            "ImpalaAlgorithm: td_loss_weight must be >= 0 (a negative weight would maximise "
+            "the value error), got -0.5")):
+        ImpalaAlgorithm(*spec, td_loss_weight=-0.5)

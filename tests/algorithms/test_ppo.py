@@ -180,9 +180,12 @@ def test_a_carried_step_that_does_not_fit_is_dropped_with_a_warning(caplog):
     (dict(importance_ratio_clipping=0.0), "importance_ratio_clipping must be > 0, got 0.0"),
     (dict(value_clipping=-0.1), "value_clipping must be > 0 or None (no clipping), got -0.1"),
     (dict(td_lambda=1.2), "td_lambda must be in [0, 1], got 1.2"),
+    (dict(td_loss_weight=-1.0), "td_loss_weight must be >= 0 (a negative weight would "
+                                "maximise the value error), got -1.0"),
 ])
 def test_out_of_range_clipping_and_lambda_are_refused(kw, message):
-    # A non-positive value clipping was accepted: a clip range of width <= 0.
+    # A non-positive value clipping was accepted: a clip range of width <= 0; so was a
+    # negative value-loss weight.
     obs, act = TensorSpec((4,)), BoundedTensorSpec((), torch.int64, 0, 1)
     with pytest.raises(ValueError, match=re.escape(f"PPOAlgorithm: {message}")):
         PPOAlgorithm(obs, act, optimizer=torch.optim.Adam, **kw)
