@@ -172,6 +172,9 @@ def _is_reference(value: Any) -> bool:
 
 
 def _type_name(annotation: Any) -> str:
+    if typing.get_origin(annotation) is type and typing.get_args(annotation):
+        base = typing.get_args(annotation)[0]
+        return f"a {getattr(base, '__name__', base)} class, given as a reference (@Name)"
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "").replace("NoneType", "None")
@@ -199,6 +202,8 @@ def _fits(value: Any, annotation: Any) -> bool:
         return value in args
     if collections.abc.Callable in (origin, annotation) or annotation is typing.Callable:
         return callable(value)
+    if origin is type or annotation is type:
+        return False  # a class: only a reference (@torch.nn.ReLU) stands for one
     if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable) or \
             annotation in (list, tuple):
         if not isinstance(value, (list, tuple)):
@@ -230,8 +235,8 @@ def validate_bindings() -> None:
     - The parameter exists: for a class whose ``__init__`` takes ``**kwargs`` (gin then
       accepts any name), the names of every ``__init__`` the ``**kwargs`` reach up its MRO.
     - The value fits the parameter's type annotation (``int``, ``float``, ``bool``,
-      ``str``, ``Optional``/``Union``, sequences, ``Callable``); an unannotated parameter
-      whose default is a number or a bool is not given a string. Gin references
+      ``str``, ``Optional``/``Union``, sequences, ``Callable``, ``Type``); an unannotated
+      parameter whose default is a number or a bool is not given a string. Gin references
       (``@Foo``, ``%MACRO``) are not judged.
 
     Raises:

@@ -23,6 +23,9 @@ MISTAKES = {
     "wrong_type_optimizer": ("torch.optim.Adam.lr='fast'",
                              "torch.optim.Adam.lr = 'fast': expected float | torch.Tensor, "
                              "got str"),
+    "wrong_type_class": ("MLPEncoder.activation=3",
+                         "MLPEncoder.activation = 3: expected a Module class, given as a "
+                         "reference (@Name), got int"),
     "wrong_type_trainer_config": ("TrainerConfig.num_iterations='ten'",
                                   "TrainerConfig.num_iterations = 'ten': expected int, got str"),
     "refused_value": ("TrainerConfig.checkpoint_interval=0",
