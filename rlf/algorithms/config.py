@@ -90,7 +90,8 @@ class TrainerConfig:
         evaluate: evaluate with ``predict_step`` on a separate environment.
         eval_interval: evaluate every this many iterations.
         num_eval_episodes: episodes per evaluation.
-        num_eval_environments: parallel environments of the evaluation environment.
+        num_eval_environments: parallel environments of the evaluation environment; each
+            plays an equal share of ``num_eval_episodes`` (so short episodes are not favoured).
         device: where the algorithm's parameters live (``"cpu"``, ``"cuda"``).
         enable_amp: ``torch.autocast`` in rollout and loss (bfloat16 on CPU, float16 on CUDA
             with a ``GradScaler``).

@@ -29,9 +29,12 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
                       ) -> EvalResult:
     """Plays ``num_episodes`` episodes with ``algorithm.predict_step`` (no gradients, eval mode).
 
-    Episodes are counted in the order they end over the batched ``env``; its environments
-    are reset first. The return of an episode is the sum of its (possibly vector) rewards
-    after FIRST; its length counts its non-FIRST steps (as ``AverageEpisodeLengthMetric``).
+    Environment ``b`` of the batched ``env`` (reset first) contributes its first
+    ``(num_episodes + b) // B`` episodes, fixed in advance as in Stable-Baselines3's
+    ``evaluate_policy``: counting the first ``num_episodes`` to end over all environments
+    would favour short episodes. They are listed in the order they end. The return of an
+    episode is the sum of its (possibly vector) rewards after FIRST; its length counts its
+    non-FIRST steps (as ``AverageEpisodeLengthMetric``).
 
     Args:
         algorithm: has ``predict_step(time_step, state)`` and
@@ -66,6 +69,8 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
     scores: List[float] = []
     returns: List[float] = []
     lengths: List[int] = []
+    targets = (num_episodes + np.arange(batch_size)) // batch_size  # episodes per environment
+    counted = np.zeros(batch_size, dtype=np.int64)
     steps = 0
     # Evaluation draws its own random numbers: training's stream (and so a resumed run's
     # reproducibility) does not depend on whether or how long evaluation ran.
@@ -82,11 +87,14 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
                     raw = time_step.env_info[RAW_REWARD].numpy()
                     episode_score = np.where(first, 0.0, episode_score + raw)
                 for b in np.flatnonzero(time_step.is_last().numpy()):
+                    if counted[b] == targets[b]:
+                        continue
+                    counted[b] += 1
                     returns.append(float(episode_return[b]))
                     lengths.append(int(episode_length[b]))
                     if scored:
                         scores.append(float(episode_score[b]))
-                    if on_episode is not None and len(returns) <= num_episodes:
+                    if on_episode is not None:
                         on_episode(len(returns) - 1, returns[-1], lengths[-1],
                                    scores[-1] if scored else None)
                 inputs = nest.utils.convert_device(time_step, device)
@@ -97,12 +105,10 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
                 steps += 1
         finally:
             algorithm.train(was_training)
-    returns, lengths = returns[:num_episodes], lengths[:num_episodes]
     result = EvalResult(AverageReturn=float(np.mean(returns)) if returns else float("nan"),
                         AverageEpisodeLength=float(np.mean(lengths)) if lengths else float("nan"),
                         returns=returns, lengths=lengths)
     if scored:
-        scores = scores[:num_episodes]
         result.update(AverageEpisodeScore=float(np.mean(scores)) if scores else float("nan"),
                       scores=scores)
     return result

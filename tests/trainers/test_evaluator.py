@@ -25,10 +25,35 @@ def test_on_episode_reports_each_episode_as_it_ends_and_no_more():
                                    on_episode=lambda i, r, n, s: seen.append((i, r, n)))
     finally:
         env.close()
-    # With these seeds the 4th and 5th episodes end at the same step (two environments at
-    # once): the 5th is dropped from both the result and the callback.
+    # Environments 0, 1, 2 contribute 1, 1 and 2 episodes; later ones are dropped from both
+    # the result and the callback.
     assert [i for i, _, _ in seen] == [0, 1, 2, 3]
     assert [r for _, r, _ in seen] == result["returns"]
     assert [n for _, _, n in seen] == result["lengths"]
     # CartPole pays 1 per step, so an episode's return equals its length.
     assert all(r == n and 5 <= n <= 15 for _, r, n in seen)
+
+
+class LeftHereBalanceThere(torch.nn.Module):
+    """Environment 0 pushes left (episodes of ~10 steps); environment 1 balances the pole
+    (episodes last until the 50-step time limit)."""
+
+    def get_initial_predict_state(self, batch_size):
+        return ()
+
+    def predict_step(self, time_step, state):
+        angle, angular_velocity = time_step.observation[:, 2], time_step.observation[:, 3]
+        balance = (angle + angular_velocity > 0).long()
+        return AlgStep(output=torch.stack([torch.zeros_like(balance[0]), balance[1]]))
+
+
+def test_each_environment_contributes_a_fixed_share_so_short_episodes_are_not_favoured():
+    # Counting the first 4 episodes to end over both environments took environment 0's four
+    # short episodes and none of environment 1's long ones.
+    env = load("CartPole-v1", 2, seed=0, max_episode_steps=50)
+    try:
+        result = evaluate_episodes(LeftHereBalanceThere(), env, 4)
+    finally:
+        env.close()
+    assert sorted(result["lengths"])[2:] == [50, 50]
+    assert all(n < 20 for n in sorted(result["lengths"])[:2])
