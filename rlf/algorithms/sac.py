@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from rlf import nest
+from rlf.algorithms.optimization import check_optimizer_args
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo
@@ -169,9 +170,9 @@ class SACAlgorithm(RLAlgorithm):
         name, gradient_clipping, ...: see ``Algorithm``.
 
     Raises:
-        ValueError: if an optimizer is missing (naming the parameters without one), the
-            action spec is not bounded and continuous, ``gamma`` is outside ``[0, 1]``, or
-            ``initial_alpha <= 0``.
+        ValueError: if an optimizer is missing (naming the parameters without one) or
+            cannot be called, the action spec is not bounded and continuous, ``gamma`` is
+            outside ``[0, 1]``, or ``initial_alpha <= 0``.
     """
 
     def __init__(self,
@@ -194,6 +195,10 @@ class SACAlgorithm(RLAlgorithm):
                  name: str = "SACAlgorithm",
                  **kwargs):
         check_unit_interval(name, gamma=gamma)
+        for key, value in (("actor_optimizer", actor_optimizer),
+                           ("critic_optimizer", critic_optimizer),
+                           ("alpha_optimizer", alpha_optimizer)):
+            check_optimizer_args(f"{name}.{key}", value, None)
         if not initial_alpha > 0:
             raise ValueError(f"{name}: initial_alpha (the temperature, learned as its log) "
                              f"must be > 0, got {initial_alpha}")

@@ -33,8 +33,8 @@ def test_soft_q_target_subtracts_the_entropy_term():
 def _alg(**kw):
     obs = TensorSpec((3,))
     act = BoundedTensorSpec((2,), torch.float32, -2.0, 2.0)
-    return SACAlgorithm(obs, act, actor_optimizer=ADAM, critic_optimizer=ADAM,
-                        alpha_optimizer=ADAM, **kw)
+    optimizers = dict(actor_optimizer=ADAM, critic_optimizer=ADAM, alpha_optimizer=ADAM)
+    return SACAlgorithm(obs, act, **{**optimizers, **kw})
 
 
 def test_a_discrete_action_spec_or_a_discount_or_temperature_out_of_range_is_refused():
@@ -46,6 +46,9 @@ def test_a_discrete_action_spec_or_a_discount_or_temperature_out_of_range_is_ref
     with pytest.raises(ValueError, match=r"SACAlgorithm: initial_alpha \(the temperature, "
                                          r"learned as its log\) must be > 0, got 0.0"):
         _alg(initial_alpha=0.0)  # was math.log's "math domain error"
+    with pytest.raises(ValueError, match=r"SACAlgorithm.critic_optimizer: optimizer must be a "
+                                         r"torch.optim.Optimizer class or factory"):
+        _alg(critic_optimizer=0.001)  # was a TypeError at the first update
 
 
 def test_losses_on_a_hand_computed_transition():
