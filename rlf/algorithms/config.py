@@ -53,7 +53,8 @@ class TrainerConfig:
             ``num_env_steps`` must be set).
         num_env_steps: stop unrolling when ``EnvironmentSteps`` reaches this; 0 for no limit.
         unroll_length: steps per environment per iteration (``T``); may be fractional for
-            off-policy algorithms (e.g. 0.25 unrolls one step every 4 iterations).
+            off-policy algorithms (e.g. 0.25 unrolls one step every 4 iterations); 0 trains
+            only on ``offline_buffer_dir``'s data, for ``num_iterations``.
         unroll_with_grad: keep the autograd graph of ``rollout_step`` (on-policy algorithms
             always do; off-policy ones may, e.g. to train on the rollout's own forward pass).
         use_rollout_state: in ``train_from_replay_buffer``, start ``train_step``'s recurrent
@@ -148,7 +149,8 @@ class TrainerConfig:
     Raises:
         ValueError: for a ``random_seed`` outside ``[0, 2**30)``; for negative
             ``num_iterations``, ``num_env_steps``, ``unroll_length`` or
-            ``initial_collect_steps``; for both budgets 0; for ``summary_interval``,
+            ``initial_collect_steps``; for both budgets 0; for ``unroll_length = 0``
+            without ``offline_buffer_dir`` or ``num_iterations``; for ``summary_interval``,
             ``checkpoint_interval``, ``num_checkpoints``, ``eval_interval``,
             ``num_updates_per_train_iter``, ``unroll_queue_size``, ``replay_buffer_length``,
             ``metric_min_buffer_size``, ``num_eval_episodes``, ``num_eval_environments``,
@@ -234,6 +236,14 @@ class TrainerConfig:
                             ("initial_collect_steps", initial_collect_steps)):
             if value < 0:
                 raise ValueError(f"TrainerConfig.{name} must be >= 0, got {value}")
+        if unroll_length == 0 and not offline_buffer_dir:
+            raise ValueError("TrainerConfig.unroll_length = 0 collects no experience and "
+                             "trains only on offline data: set TrainerConfig."
+                             "offline_buffer_dir, or an unroll_length > 0")
+        if unroll_length == 0 and not num_iterations:
+            raise ValueError(f"TrainerConfig.unroll_length = 0 takes no environment step, so "
+                             f"num_env_steps = {num_env_steps} would never be reached: bound "
+                             f"the run with num_iterations")
         for name, value in (("summary_interval", summary_interval),
                             ("checkpoint_interval", checkpoint_interval),
                             ("num_checkpoints", num_checkpoints),

@@ -140,3 +140,23 @@ def test_a_directory_loads_every_file_in_name_order(tmp_path, bc_spec):
         make_offline_replay_buffer(empty, bc_spec.offline_experience_spec())
     with pytest.raises(OfflineDataError, match="missing does not exist"):
         make_offline_replay_buffer(tmp_path / "missing", bc_spec.offline_experience_spec())
+
+
+@pytest.mark.parametrize("bindings, message", [
+    ([], "TrainerConfig.unroll_length = 0 collects no experience and trains only on offline "
+         "data: set TrainerConfig.offline_buffer_dir, or an unroll_length > 0"),
+    ([f"TrainerConfig.offline_buffer_dir='{ALF_FILE}'", "TrainerConfig.num_env_steps=1000",
+      "TrainerConfig.num_iterations=0"],
+     "TrainerConfig.unroll_length = 0 takes no environment step, so num_env_steps = 1000 "
+     "would never be reached"),
+])
+def test_purely_offline_training_needs_data_and_an_iteration_bound(tmp_path, bindings,
+                                                                  message):
+    # Before, the first ran its iterations without a single update and the second never
+    # stopped.
+    root = tmp_path / "run"
+    extra = [arg for b in bindings for arg in ("--conf_param", b)]
+    r = run_cli("train", *BC_PENDULUM, *extra, "--root_dir", str(root))
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0].startswith(f"error: {message}"), r.stderr
+    assert not root.exists()
