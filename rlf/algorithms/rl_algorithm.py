@@ -42,6 +42,7 @@ from rlf.tensor_specs import TensorSpec, spec_from_tensors
 from rlf.unrollers import ActorError, Unroller
 from rlf.utils import summary
 from rlf.utils.common import detach
+from rlf.utils.errors import UserError
 
 __all__ = ["RLAlgorithm", "adjust_replay_buffer_length", "check_unit_interval"]
 
@@ -225,9 +226,21 @@ class RLAlgorithm(Algorithm):
 
         Raises:
             ValueError: without ``config``, or for a second unroller of another batch size.
+            UserError: (a ``ValueError``) for an off-policy algorithm whose
+                ``initial_collect_steps`` exceed what the replay buffer holds (training
+                would never start).
         """
         if self._config is None:
             raise ValueError(f"{self._name}: set_unroller needs config=TrainerConfig")
+        config = self._config
+        capacity = unroller.batch_size * adjust_replay_buffer_length(config)
+        if not self.on_policy and config.initial_collect_steps > capacity:
+            raise UserError(
+                f"{self._name}: TrainerConfig.initial_collect_steps = "
+                f"{config.initial_collect_steps} exceeds what the replay buffer holds "
+                f"(environments x steps each: {unroller.batch_size} x "
+                f"{capacity // unroller.batch_size} = {capacity}), so training would never "
+                f"start; lower it or raise TrainerConfig.replay_buffer_length")
         if self._metrics is not None and unroller.batch_size != self._num_envs:
             raise ValueError(f"{self._name}: the metrics were sized for {self._num_envs} "
                              f"environments, the new unroller has {unroller.batch_size}")

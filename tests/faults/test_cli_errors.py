@@ -41,6 +41,10 @@ MISTAKES = {
                       "TrainerConfig.random_seed must be in [0, 2**30) or None, got -1"),
     "negative_collect": ("TrainerConfig.initial_collect_steps=-3",
                          "TrainerConfig.initial_collect_steps must be >= 0, got -3"),
+    "collect_beyond_capacity": ("TrainerConfig.initial_collect_steps=1000000",
+                                "ImpalaAlgorithm: TrainerConfig.initial_collect_steps = "
+                                "1000000 exceeds what the replay buffer holds (environments "
+                                "x steps each: 16 x "),
     "zero_update_period": ("TrainerConfig.unroll_parameter_update_period=0",
                            "TrainerConfig.unroll_parameter_update_period must be >= 1, got 0"),
     "ray_without_actors": ("TrainerConfig.use_ray=True",
