@@ -227,8 +227,9 @@ class RLAlgorithm(Algorithm):
         Raises:
             ValueError: without ``config``, or for a second unroller of another batch size.
             UserError: (a ``ValueError``) for an off-policy algorithm whose
-                ``initial_collect_steps`` exceed what the replay buffer holds (training
-                would never start).
+                ``initial_collect_steps`` exceed what the replay buffer holds, or whose
+                sampled sequences are longer than a replay ring (training would never
+                start).
         """
         if self._config is None:
             raise ValueError(f"{self._name}: set_unroller needs config=TrainerConfig")
@@ -241,6 +242,7 @@ class RLAlgorithm(Algorithm):
                 f"(environments x steps each: {unroller.batch_size} x "
                 f"{capacity // unroller.batch_size} = {capacity}), so training would never "
                 f"start; lower it or raise TrainerConfig.replay_buffer_length")
+        self._check_sequence_fits(adjust_replay_buffer_length(config))
         if self._metrics is not None and unroller.batch_size != self._num_envs:
             raise ValueError(f"{self._name}: the metrics were sized for {self._num_envs} "
                              f"environments, the new unroller has {unroller.batch_size}")
@@ -253,6 +255,19 @@ class RLAlgorithm(Algorithm):
                 env_info_spec=env.env_info_spec() if env is not None else {},
                 buffer_size=max(self._config.metric_min_buffer_size, self._num_envs),
                 discount=self._metric_discount)
+
+    def _check_sequence_fits(self, usable_length: int) -> None:
+        """Refuses sampled replay training whose sequences are longer than the ``usable_length``
+        steps an environment's ring can offer (training would never start)."""
+        config = self._config
+        if self.on_policy or config.whole_replay_buffer_training:
+            return
+        if config.mini_batch_length is not None and config.mini_batch_length > usable_length:
+            raise UserError(
+                f"{self._name}: TrainerConfig.mini_batch_length = {config.mini_batch_length} "
+                f"is longer than a replay ring's usable steps ({usable_length}: its length "
+                f"less the oldest frames that frame stacking ignores), so no sequence could "
+                f"ever be sampled; raise TrainerConfig.replay_buffer_length")
 
     def actor_state_dict(self) -> Dict[str, torch.Tensor]:
         """The tensors an actor's copy of this algorithm needs to act as it does: every
@@ -330,6 +345,8 @@ class RLAlgorithm(Algorithm):
                 minimum = self.replay_buffer.max_length * self._num_envs
                 if config.initial_collect_steps < minimum:
                     config.initial_collect_steps = minimum
+            self._check_sequence_fits(self.replay_buffer.max_length
+                                      - self.replay_buffer.num_earliest_frames_ignored)
             if self._pending_replay_state is not None:
                 self.replay_buffer.load_state_dict(self._pending_replay_state)
                 self._pending_replay_state = None

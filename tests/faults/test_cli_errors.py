@@ -198,3 +198,16 @@ def test_a_list_flag_takes_space_separated_values(argv, joined):
     full = ["suite", *argv]
     assert join_list_values(full, ("games", "seeds")) == ["suite", *joined]
     assert full == ["suite", *argv]  # not changed in place
+
+
+def test_replay_settings_under_which_training_could_never_start_are_refused(tmp_path):
+    # Before, sequences longer than the ring failed at the first update with a traceback.
+    root = tmp_path / "run"
+    r = run_cli("train", "--conf", "confs/dqn_cartpole.gin", "--noprogress", "--root_dir",
+                str(root), "--conf_param", "TrainerConfig.replay_buffer_length=3",
+                "--conf_param", "TrainerConfig.initial_collect_steps=0")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0].startswith(
+        "error: DQNAlgorithm: TrainerConfig.mini_batch_length = 4 is longer than a replay "
+        "ring's usable steps (3: "), r.stderr
+    assert not root.exists()
