@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from rlf.tensor_specs import TensorSpec
+from rlf.utils.errors import one_line
 
 __all__ = ["MLPEncoder", "FrameConv2d", "NatureCNN", "ShallowCNN", "ImpalaCNN",
            "orthogonal_init_"]
@@ -141,6 +142,14 @@ class FrameConv2d(nn.Conv2d):
                                   self.bias)
 
 
+def _check_frames(name: str, input_spec: TensorSpec) -> None:
+    """Raises ``ValueError`` unless ``input_spec`` is ``[C, H, W]``."""
+    if len(input_spec.shape) != 3:
+        raise ValueError(f"{name} needs [C, H, W] frames (e.g. (4, 84, 84)), got "
+                         f"observations of shape {tuple(input_spec.shape)}; vector "
+                         f"observations need an MLP encoder (MLPEncoder)")
+
+
 class _ConvStack(nn.Module):
     """Valid-padded convolutions with ReLUs, flattened, then one linear layer with ReLU: the
     shape shared by NatureCNN and IMPALA's shallow encoder.
@@ -160,11 +169,17 @@ class _ConvStack(nn.Module):
 
     Attributes:
         output_size: features per sample.
+
+    Raises:
+        ValueError: for an ``input_spec`` that is not ``[C, H, W]`` or whose frames are too
+            small for the kernels.
     """
 
     def __init__(self, input_spec: TensorSpec, conv_layers: Sequence[Tuple[int, int, int]],
                  output_size: int, channels_last: bool = True, orthogonal_init: bool = True):
         super().__init__()
+        name = type(self).__name__
+        _check_frames(name, input_spec)
         c = input_spec.shape[0]
         layers = []
         for out, kernel, stride in conv_layers:
@@ -172,8 +187,12 @@ class _ConvStack(nn.Module):
             layers += [conv(c, out, kernel, stride=stride), nn.ReLU()]
             c = out
         self.conv = nn.Sequential(*layers, nn.Flatten())
-        with torch.no_grad():
-            n = self.conv(torch.zeros(1, *input_spec.shape)).shape[1]
+        try:
+            with torch.no_grad():
+                n = self.conv(torch.zeros(1, *input_spec.shape)).shape[1]
+        except RuntimeError as e:
+            raise ValueError(f"{name}: frames of shape {tuple(input_spec.shape)} are too small "
+                             f"for its kernels ({one_line(e)})") from None
         self.fc = nn.Sequential(nn.Linear(n, output_size), nn.ReLU())
         self.output_size = output_size
         if orthogonal_init:
@@ -196,8 +215,8 @@ class NatureCNN(_ConvStack):
         input_spec, output_size, channels_last, orthogonal_init: see ``_ConvStack``.
 
     Called on ``[B, C, H, W]`` uint8 frames (or float32 in [0, 1]), returns ``[B,
-    output_size]`` float32 features. Raises ``RuntimeError`` at construction if ``H, W``
-    are too small for the kernels.
+    output_size]`` float32 features. Raises ``ValueError`` at construction for observations
+    that are not ``[C, H, W]`` or whose ``H, W`` are too small for the kernels.
     """
 
     def __init__(self, input_spec: TensorSpec, output_size: int = 512,
@@ -217,8 +236,8 @@ class ShallowCNN(_ConvStack):
         input_spec, output_size, channels_last, orthogonal_init: see ``_ConvStack``.
 
     Called on ``[B, C, H, W]`` uint8 frames (or float32 in [0, 1]), returns ``[B,
-    output_size]`` float32 features. Raises ``RuntimeError`` at construction if ``H, W``
-    are too small for the kernels.
+    output_size]`` float32 features. Raises ``ValueError`` at construction for observations
+    that are not ``[C, H, W]`` or whose ``H, W`` are too small for the kernels.
     """
 
     def __init__(self, input_spec: TensorSpec, output_size: int = 256,
@@ -247,12 +266,16 @@ class ImpalaCNN(nn.Module):
         input_spec: ``TensorSpec((C, H, W))``.
         channels: output channels of the stages.
         output_size: units of the final linear layer.
+
+    Raises:
+        ValueError: for an ``input_spec`` that is not ``[C, H, W]``.
     """
 
     def __init__(self, input_spec: TensorSpec, channels: Sequence[int] = (16, 32, 32),
                  output_size: int = 256):
         super().__init__()
-        c, h, w = input_spec.shape
+        _check_frames(type(self).__name__, input_spec)
+        c = input_spec.shape[0]
         stages = []
         for out in channels:
             conv = FrameConv2d if not stages else nn.Conv2d

@@ -1,4 +1,5 @@
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -129,3 +130,17 @@ def test_uint8_frames_give_the_values_and_gradients_of_frames_divided_by_255(
         # The weights themselves are not rescaled (checkpoints keep their meaning).
         assert isinstance(enc.conv[0], FrameConv2d)
         assert float(enc.conv[0].weight.detach().abs().max()) > 0.05
+
+
+@pytest.mark.parametrize("cls", [NatureCNN, ShallowCNN, ImpalaCNN])
+def test_observations_that_are_not_big_enough_frames_are_refused(cls):
+    # Before, a vector observation (an Atari conf on CartPole) or frames too small for the
+    # kernels failed inside conv2d with a RuntimeError and a traceback.
+    with pytest.raises(ValueError, match=re.escape(
+            f"{cls.__name__} needs [C, H, W] frames (e.g. (4, 84, 84)), got observations of "
+            f"shape (4,)")):
+        cls(TensorSpec((4,), torch.float32))
+    if cls is not ImpalaCNN:  # its padded convolutions take any frame size
+        with pytest.raises(ValueError, match=re.escape(
+                f"{cls.__name__}: frames of shape (4, 10, 10) are too small for its kernels")):
+            cls(TensorSpec((4, 10, 10), torch.uint8))
