@@ -420,7 +420,8 @@ class RLAlgorithm(Algorithm):
             files, self.offline_experience_spec(), length=self._config.offline_buffer_length,
             aliases=self.offline_replay_aliases(), name=f"{self._name}_offline_replay_buffer",
             action_spec=self._action_spec,
-            normalized_actions=self._config.offline_normalized_actions)
+            normalized_actions=self._config.offline_normalized_actions,
+            buffer_ctor=self._replay_buffer_ctor)
         logger.info("loaded offline replay data: %d steps in %d environments",
                     self.offline_replay_buffer.total_size,
                     self.offline_replay_buffer.num_environments)

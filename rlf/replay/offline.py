@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import torch
 
@@ -260,13 +260,20 @@ def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
                                name: str = "offline_replay_buffer",
                                action_spec: Any = None,
                                normalized_actions: Optional[bool] = False,
+                               buffer_ctor: Callable[..., ReplayBuffer] = ReplayBuffer,
                                **buffer_kwargs) -> ReplayBuffer:
     """A ``ReplayBuffer`` holding the data of one or more replay checkpoints.
 
     Every environment ring of every file becomes one environment of the new buffer (files
     are stacked along the environment axis), its steps in time order. Every file is checked
     (``validate_replay_data``, shapes and dtypes against ``data_spec``, action bounds)
-    before any buffer is built.
+    before the buffer is filled.
+
+    Stacked frames: where the buffer stores only the newest frame of a stacked field
+    (``ReplayBuffer.stacked_frames``, e.g. ``{"time_step.observation": 4}``), a file may hold
+    that field as single frames ``[num_envs, max_length, 84, 84]`` (what such a buffer
+    saves, rlf's Atari confs included) or as whole stacks ``[..., 4, 84, 84]``, of which the
+    newest frame is kept; sampling re-stacks them either way.
 
     Args:
         files: a path, a directory (every ``*.pt`` in it, in name order) or a list of those.
@@ -284,7 +291,10 @@ def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
             affinely to the spec's bounds: ``low + (a + 1) (high - low) / 2``. None: as
             False, but a float action leaf whose values all lie in [-1, 1] while the spec's
             bounds are wider is refused as probably normalised.
-        **buffer_kwargs: passed to ``ReplayBuffer`` (``prioritized_sampling``, ...).
+        buffer_ctor: builds the buffer, called as ``ReplayBuffer`` is (``data_spec``,
+            ``num_environments``, ``max_length``, ``name``, ``**buffer_kwargs``); the
+            algorithm's own, so that gin's ``ReplayBuffer.stacked_frames`` applies.
+        **buffer_kwargs: passed to ``buffer_ctor`` (``prioritized_sampling``, ...).
 
     Returns:
         The filled ``ReplayBuffer`` (``max_length`` = the longest environment's step count).
@@ -299,6 +309,9 @@ def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
     aliases = dict(aliases or {})
     paths = [p for p, _ in nest.flatten_with_path(data_spec)]
     specs: List[TensorSpec] = nest.flatten(data_spec)
+    # The shape the buffer stores per step: the spec's, or one frame of a stacked field.
+    probe = buffer_ctor(data_spec, 1, 1, name=name, **buffer_kwargs).state_dict()
+    stored = [tuple(probe[_key(p)].shape[2:]) for p in paths]
     bounded = _action_leaves(data_spec, action_spec) if action_spec is not None else {}
     per_leaf: List[List[torch.Tensor]] = [[] for _ in paths]
     for f in files:
@@ -313,11 +326,19 @@ def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
                     f"{tuple(spec.shape)} {spec.dtype}); it has "
                     f"{sorted(k for k in ckpt if not k.startswith('_'))}")
             t = ckpt[found_key]
-            if tuple(t.shape[2:]) != tuple(spec.shape):
+            step_shape, full = tuple(t.shape[2:]), tuple(spec.shape)
+            if step_shape == full and stored[i] != full:
+                t = t[:, :, -1]  # whole stacks into a buffer of single frames: the newest
+            elif step_shape != stored[i]:
+                single = (f" (or single frames [num_envs, max_length, "
+                          f"{', '.join(map(str, stored[i]))}])" if stored[i] != full else "")
+                hint = ("; a file of single frames needs the stacking configured, e.g. "
+                        f"ReplayBuffer.stacked_frames = {{'{path}': {full[0]}}}"
+                        if stored[i] == full and full and step_shape == full[1:] else "")
                 raise OfflineDataError(
                     f"replay checkpoint {f}: '{found_key}' has shape {tuple(t.shape)}, expected "
-                    f"[num_envs, max_length, {', '.join(map(str, spec.shape))}] for {path} "
-                    f"(spec shape {tuple(spec.shape)})")
+                    f"[num_envs, max_length, {', '.join(map(str, full))}]{single} for {path} "
+                    f"(spec shape {full}){hint}")
             if t.dtype != spec.dtype:
                 if t.dtype.is_floating_point != spec.dtype.is_floating_point:
                     raise OfflineDataError(
@@ -335,7 +356,7 @@ def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
     num_envs, max_length = len(counts), max(counts)
     if max_length == 0:
         raise OfflineDataError(f"replay checkpoints {[str(f) for f in files]} hold no steps")
-    buffer = ReplayBuffer(data_spec, num_envs, max_length, name=name, **buffer_kwargs)
+    buffer = buffer_ctor(data_spec, num_envs, max_length, name=name, **buffer_kwargs)
     state = buffer.state_dict()
     with torch.no_grad():
         for path, rows in zip(paths, per_leaf):

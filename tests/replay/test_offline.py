@@ -3,6 +3,7 @@ hybrid training."""
 
 import functools
 import hashlib
+import re
 import shutil
 from pathlib import Path
 
@@ -11,12 +12,14 @@ import pytest
 import torch
 
 from examples.bc import BehaviourCloning
-from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
-from rlf.data_structures import StepType
+from rlf.algorithms import DQNAlgorithm, ImpalaAlgorithm, SACAlgorithm, TrainerConfig
+from rlf.data_structures import Experience, StepType
 from rlf.environments import load
 from rlf.environments.vector_environment import VectorEnvironment
-from rlf.replay.offline import (export_replay_buffer as export, load_replay_checkpoint,
-                                make_offline_replay_buffer, replay_buffer_steps)
+from rlf.replay import ReplayBuffer
+from rlf.replay.offline import (OfflineDataError, export_replay_buffer as export,
+                                load_replay_checkpoint, make_offline_replay_buffer,
+                                replay_buffer_steps)
 from rlf.trainers import Trainer
 
 ALF_FILE = Path(__file__).resolve().parents[1] / "data" / "alf_pendulum_sac_replay_buffer.pt"
@@ -183,3 +186,85 @@ def test_replay_buffer_steps_ignores_other_names(tmp_path):
                  "replay_buffer-5.pt.tmp", "ckpt-7.pt"):
         (tmp_path / name).write_bytes(b"")
     assert replay_buffer_steps(tmp_path) == [3, 20]
+
+
+def _atari_frames(tmp_path, stacked):
+    """A real Pong replay buffer of 2 games x 40 steps (random actions), saved in ALF's
+    layout; with ``stacked`` it stores single frames (``ReplayBuffer.stacked_frames``), as
+    rlf's Atari confs do, else whole stacks. Returns ``(file, buffer)``."""
+    env = load("ALE/Pong-v5", 2, seed=0)
+    ts = env.reset()
+    spec = Experience(time_step=env.time_step_spec()._replace(env_info={}),
+                      action=env.action_spec(), rollout_info=(), state=())
+    frames = {"time_step.observation": 4} if stacked else None
+    buffer = ReplayBuffer(spec, 2, 64, stacked_frames=frames)
+    torch.manual_seed(0)
+    for _ in range(40):
+        action = torch.randint(0, 6, (2,))
+        buffer.add_batch(Experience(time_step=ts._replace(env_info={}), action=action,
+                                    rollout_info=(), state=()))
+        ts = env.step(action)
+    env.close()
+    path = tmp_path / f"pong_{'single' if stacked else 'stacks'}.pt"
+    torch.save({"algorithm": {f"_replay_buffer.{k}": v
+                              for k, v in buffer.state_dict().items()}}, path)
+    return path, buffer, spec
+
+
+@pytest.mark.parametrize("stacked_file", [True, False])
+def test_atari_files_of_single_frames_or_whole_stacks_load_into_a_frame_stacking_buffer(
+        tmp_path, stacked_file):
+    # Before, rlf's own Atari replay files (single frames) were refused by every Atari conf:
+    # the offline buffer ignored ReplayBuffer.stacked_frames.
+    path, source, spec = _atari_frames(tmp_path, stacked_file)
+    ctor = functools.partial(ReplayBuffer, stacked_frames={"time_step.observation": 4})
+    offline = make_offline_replay_buffer(path, spec, buffer_ctor=ctor)
+    assert offline.state_dict()["time_step|observation"].shape == (2, 40, 84, 84)
+    env_ids, positions = torch.tensor([0, 1, 0]), torch.tensor([3, 10, 36])
+    got = offline.get_batch_by_indices(env_ids, positions, 4)
+    want = source.get_batch_by_indices(env_ids, positions, 4)
+    assert got.time_step.observation.shape == (3, 4, 4, 84, 84)
+    assert torch.equal(got.time_step.observation, want.time_step.observation)
+    assert torch.equal(got.action, want.action)
+    if stacked_file:  # single frames into a buffer without the stacking: refused, with the fix
+        with pytest.raises(OfflineDataError, match=re.escape(
+                "a file of single frames needs the stacking configured, e.g. "
+                "ReplayBuffer.stacked_frames = {'time_step.observation': 4}")):
+            make_offline_replay_buffer(path, spec)
+
+
+def _train_offline(tmp_path, bindings, network, **config):
+    """Trains ``num_iterations`` purely offline; returns whether ``network``'s parameters
+    changed and the trainer's result."""
+    gin.parse_config(bindings)
+    try:
+        trainer = Trainer(TrainerConfig(unroll_length=0, random_seed=0, **config), tmp_path,
+                          progress=False)
+        params = list(network(trainer.build()).parameters())
+        before = [p.detach().clone() for p in params]
+        result = trainer.train()
+    finally:
+        gin.clear_config()
+    return any(not torch.equal(p, b) for p, b in zip(params, before)), result
+
+
+def test_dqn_and_sac_train_on_offline_files(tmp_path):
+    # Before, both failed in their first train_step: the offline data had no
+    # rollout_info.action to replay.
+    path, _, _ = _atari_frames(tmp_path, stacked=True)
+    changed, result = _train_offline(
+        tmp_path / "dqn", "load.env_name = 'ALE/Pong-v5'\nload.num_envs = 2\n"
+        "ReplayBuffer.stacked_frames = {'time_step.observation': 4}",
+        lambda alg: alg.q_network,
+        algorithm_ctor=functools.partial(DQNAlgorithm, n_step=3, optimizer=torch.optim.Adam),
+        offline_buffer_dir=str(path), mini_batch_size=4, mini_batch_length=4, num_iterations=2)
+    assert changed and result["env_steps"] == 0
+    adam = functools.partial(torch.optim.Adam, lr=1e-3)
+    changed, result = _train_offline(
+        tmp_path / "sac", "load.env_name = 'Pendulum-v1'\nload.num_envs = 1",
+        lambda alg: alg._actor,
+        algorithm_ctor=functools.partial(SACAlgorithm, actor_optimizer=adam,
+                                         critic_optimizer=adam, alpha_optimizer=adam),
+        offline_buffer_dir=str(ALF_FILE), offline_normalized_actions=True,
+        mini_batch_size=32, mini_batch_length=2, num_iterations=3)
+    assert changed and result["env_steps"] == 0
