@@ -42,7 +42,7 @@ from rlf.tensor_specs import TensorSpec, spec_from_tensors
 from rlf.unrollers import ActorError, Unroller
 from rlf.utils import summary
 from rlf.utils.common import detach
-from rlf.utils.errors import UserError
+from rlf.utils.errors import UserError, one_line
 
 __all__ = ["RLAlgorithm", "adjust_replay_buffer_length", "check_unit_interval"]
 
@@ -329,16 +329,25 @@ class RLAlgorithm(Algorithm):
     # ------------------------------------------------------------------ replay
     def observe_for_replay(self, exp: Experience) -> None:
         """Adds one ``[B]`` step of experience to the replay buffer (created on first use from
-        the experience's structure, ``adjust_replay_buffer_length`` and the config)."""
+        the experience's structure, ``adjust_replay_buffer_length`` and the config).
+
+        Raises:
+            UserError: (a ``ValueError``) if the buffer refuses its configured settings (e.g.
+                a ``ReplayBuffer.stacked_frames`` path that is not a field of the experience)
+                or its sequences do not fit in it.
+        """
         if self.replay_buffer is None:
             config = self._config
             spec = spec_from_tensors(exp)
-            self.__dict__["_replay_buffer"] = self._replay_buffer_ctor(
-                data_spec=spec, num_environments=self._num_envs,
-                max_length=adjust_replay_buffer_length(config),
-                prioritized_sampling=config.priority_replay,
-                alpha=config.priority_replay_alpha, beta=config.priority_replay_beta,
-                name=f"{self._name}_replay_buffer")
+            try:
+                self.__dict__["_replay_buffer"] = self._replay_buffer_ctor(
+                    data_spec=spec, num_environments=self._num_envs,
+                    max_length=adjust_replay_buffer_length(config),
+                    prioritized_sampling=config.priority_replay,
+                    alpha=config.priority_replay_alpha, beta=config.priority_replay_beta,
+                    name=f"{self._name}_replay_buffer")
+            except ValueError as e:  # a configured setting it refuses (stacked_frames paths)
+                raise UserError(one_line(e)) from e
             if config.whole_replay_buffer_training and config.clear_replay_buffer:
                 # The first iteration holds unroll_length steps only; train from the second
                 # on, when the buffer holds unroll_length + 1 (ALF).

@@ -211,3 +211,13 @@ def test_replay_settings_under_which_training_could_never_start_are_refused(tmp_
         "error: DQNAlgorithm: TrainerConfig.mini_batch_length = 4 is longer than a replay "
         "ring's usable steps (3: "), r.stderr
     assert not root.exists()
+
+
+def test_a_replay_setting_found_wrong_at_the_first_step_is_one_line(tmp_path):
+    # The replay buffer is built from the first step's structure; a stacked_frames path that
+    # is not a field of it was a traceback.
+    r = run_cli("train", "--conf", "confs/dqn_cartpole.gin", "--noprogress", "--root_dir",
+                str(tmp_path / "run"), "--conf_param",
+                "ReplayBuffer.stacked_frames={'time_step.obs': 4}")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert "stacked_frames paths ['time_step.obs'] are not leaves of data_spec" in r.stderr
