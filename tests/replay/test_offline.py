@@ -191,7 +191,7 @@ def test_replay_buffer_steps_ignores_other_names(tmp_path):
 def _atari_frames(tmp_path, stacked):
     """A real Pong replay buffer of 2 games x 40 steps (random actions), saved in ALF's
     layout; with ``stacked`` it stores single frames (``ReplayBuffer.stacked_frames``), as
-    rlf's Atari confs do, else whole stacks. Returns ``(file, buffer)``."""
+    rlf's Atari confs do, else whole stacks (ALE's own). Returns ``(file, buffer, spec)``."""
     env = load("ALE/Pong-v5", 2, seed=0)
     ts = env.reset()
     spec = Experience(time_step=env.time_step_spec()._replace(env_info={}),
@@ -262,7 +262,7 @@ def test_dqn_and_sac_train_on_offline_files(tmp_path):
     adam = functools.partial(torch.optim.Adam, lr=1e-3)
     changed, result = _train_offline(
         tmp_path / "sac", "load.env_name = 'Pendulum-v1'\nload.num_envs = 1",
-        lambda alg: alg._actor,
+        lambda alg: alg.actor,
         algorithm_ctor=functools.partial(SACAlgorithm, actor_optimizer=adam,
                                          critic_optimizer=adam, alpha_optimizer=adam),
         offline_buffer_dir=str(ALF_FILE), offline_normalized_actions=True,
