@@ -234,15 +234,16 @@ class RLAlgorithm(Algorithm):
         if self._config is None:
             raise ValueError(f"{self._name}: set_unroller needs config=TrainerConfig")
         config = self._config
-        capacity = unroller.batch_size * adjust_replay_buffer_length(config)
+        length = adjust_replay_buffer_length(config)
+        capacity = unroller.batch_size * length
         if not self.on_policy and config.initial_collect_steps > capacity:
             raise UserError(
                 f"{self._name}: TrainerConfig.initial_collect_steps = "
                 f"{config.initial_collect_steps} exceeds what the replay buffer holds "
-                f"(environments x steps each: {unroller.batch_size} x "
-                f"{capacity // unroller.batch_size} = {capacity}), so training would never "
-                f"start; lower it or raise TrainerConfig.replay_buffer_length")
-        self._check_sequence_fits(adjust_replay_buffer_length(config))
+                f"(environments x steps each: {unroller.batch_size} x {length} = {capacity}), "
+                f"so training would never start; lower it or raise "
+                f"TrainerConfig.replay_buffer_length")
+        self._check_sequence_fits(length)
         if self._metrics is not None and unroller.batch_size != self._num_envs:
             raise ValueError(f"{self._name}: the metrics were sized for {self._num_envs} "
                              f"environments, the new unroller has {unroller.batch_size}")
