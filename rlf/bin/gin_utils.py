@@ -4,6 +4,7 @@ closest valid names, and checking every binding's name and type before anything 
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import difflib
 import inspect
 import logging
@@ -16,7 +17,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 import gin
 from gin import config as gin_config
 
-from rlf.utils.errors import UserError
+from rlf.utils.errors import UserError, one_line
 
 __all__ = ["ConfigError", "parse_config", "register_all", "validate_bindings"]
 
@@ -24,6 +25,25 @@ __all__ = ["ConfigError", "parse_config", "register_all", "validate_bindings"]
 class ConfigError(UserError):
     """A gin file or binding is missing, malformed, names something unknown or gives a value
     of the wrong type."""
+
+
+@contextlib.contextmanager
+def configured_values_refused_as_config_errors():
+    """Inside it, a ``ValueError`` raised in a call gin made (its message carries gin's "In
+    call to configurable" note: a constructor refused a configured value) becomes a one-line
+    ``ConfigError``; every other error passes unchanged.
+
+    Raises:
+        ConfigError: for such a refusal.
+    """
+    try:
+        yield
+    except UserError:
+        raise
+    except ValueError as e:
+        if "In call to configurable" not in str(e):
+            raise
+        raise ConfigError(one_line(e)) from e
 
 
 def register_all() -> None:

@@ -30,7 +30,7 @@ import numpy as np
 from absl import flags
 
 from rlf.bin.cli import run_main
-from rlf.bin.gin_utils import parse_config
+from rlf.bin.gin_utils import configured_values_refused_as_config_errors, parse_config
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.video import check_video_path, save_video
 
@@ -103,7 +103,8 @@ def _play() -> int:
     from rlf.environments import load
     from rlf.trainers import evaluate_episodes
 
-    config = TrainerConfig()
+    with configured_values_refused_as_config_errors():  # e.g. a --conf_param's value
+        config = TrainerConfig()
     step, checkpoint = _checkpoint(root / "ckpt")
     checkpoint_path = root / "ckpt" / f"ckpt-{step}.pt"
     record = FLAGS.record is not None
@@ -116,10 +117,12 @@ def _play() -> int:
         pass
     if record and env_name and not env_name.startswith("ALE/") and "NoFrameskip" not in env_name:
         kwargs["render_mode"] = "rgb_array"
-    env = load(num_envs=1, seed=FLAGS.seed, **kwargs)
-    algorithm = config.algorithm_ctor(observation_spec=env.observation_spec(),
-                                      action_spec=env.action_spec(),
-                                      reward_spec=env.reward_spec(), env=None, config=config)
+    with configured_values_refused_as_config_errors():
+        env = load(num_envs=1, seed=FLAGS.seed, **kwargs)
+        algorithm = config.algorithm_ctor(observation_spec=env.observation_spec(),
+                                          action_spec=env.action_spec(),
+                                          reward_spec=env.reward_spec(), env=None,
+                                          config=config)
     algorithm.to(config.device)
     state = checkpoint["algorithm"]
     # The metrics' sizes depend on the training environment; only the model is needed here.

@@ -26,7 +26,8 @@ from pathlib import Path
 from absl import flags
 
 from rlf.bin.cli import run_main
-from rlf.bin.gin_utils import ConfigError, parse_config
+from rlf.bin.gin_utils import (ConfigError, configured_values_refused_as_config_errors,
+                               parse_config)
 from rlf.runtime import configure_process
 from rlf.utils.errors import UserError, one_line
 
@@ -61,15 +62,8 @@ def _train() -> int:
     configure_process(num_threads=config.torch_num_threads,
                       flush_denormal=config.flush_denormal,
                       reuse_freed_memory=config.reuse_freed_memory)
-    try:
+    with configured_values_refused_as_config_errors():
         trainer.build()
-    except UserError:
-        raise
-    except ValueError as e:
-        # A constructor refused a configured value (gin names the configurable).
-        if "In call to configurable" not in str(e):
-            raise
-        raise ConfigError(one_line(e)) from e
     try:
         result = trainer.train()
     except (ActorFailure, NonFiniteLossError) as e:
