@@ -40,7 +40,7 @@ class A2C(RLAlgorithm):
         Others: see ``RLAlgorithm``.
     """
 
-    def __init__(self, observation_spec, action_spec, hidden=(64, 64), gamma=0.99,
+    def __init__(self, observation_spec, action_spec, hidden: tuple = (64, 64), gamma=0.99,
                  td_lambda=0.95, td_loss_weight=0.5, entropy_regularization=0.01,
                  is_on_policy=True, name="A2C", gae_lambda=None, value_weight=None,
                  entropy_weight=None, **kwargs):
