@@ -221,3 +221,14 @@ def test_a_replay_setting_found_wrong_at_the_first_step_is_one_line(tmp_path):
                 "ReplayBuffer.stacked_frames={'time_step.obs': 4}")
     assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
     assert "stacked_frames paths ['time_step.obs'] are not leaves of data_spec" in r.stderr
+
+
+def test_a_wrong_value_for_the_a2c_examples_layers_is_one_line(tmp_path):
+    # A2C.hidden had no annotation and a tuple default: 'x' passed the binding check and
+    # failed while the network was built.
+    r = run_cli("train", "--conf", "examples/a2c_cartpole.gin", "--root_dir",
+                str(tmp_path / "run"), "--conf_param", "A2C.hidden='x'")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0] == ("error: examples.a2c.A2C.hidden = 'x': expected tuple, got "
+                                  "str"), r.stderr
+    assert not (tmp_path / "run").exists()
