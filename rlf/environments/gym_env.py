@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+import contextlib
+import importlib
+import logging
+from typing import Callable, Iterator, Optional, Sequence
 
 import gin
 import gymnasium as gym
@@ -12,6 +15,8 @@ from gymnasium.vector import AutoresetMode
 from rlf.environments.vector_environment import VectorEnvironment
 
 __all__ = ["load_gym"]
+
+logger = logging.getLogger(__name__)
 
 
 def _to_float32(observation: np.ndarray) -> np.ndarray:
@@ -27,6 +32,28 @@ def _float32_observations(env: gym.Env) -> gym.Env:
                              space.shape, np.float32)
     # a module-level function, not a lambda: the environment stays picklable (get_state)
     return gym.wrappers.TransformObservation(env, _to_float32, space32)
+
+
+@contextlib.contextmanager
+def _mujoco_warnings_logged(env_name: str) -> Iterator[None]:
+    """While a MuJoCo environment is built, MuJoCo's warnings go to this module's logger
+    (debug level) instead of straight to stderr, where MuJoCo's C library prints them: every
+    model gymnasium's v5 assets compile draws one (MuJoCo 4 deprecates ``settotalmass``),
+    which concerns gymnasium's files, not the run."""
+    try:
+        entry_point = gym.spec(env_name).entry_point
+    except gym.error.Error:  # an unknown id: make_vec names it
+        entry_point = None
+    if not (isinstance(entry_point, str) and "mujoco" in entry_point):
+        yield
+        return
+    mujoco = importlib.import_module("mujoco")
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(lambda message: logger.debug("MuJoCo: %s", message))
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
 
 
 @gin.configurable
@@ -63,6 +90,7 @@ def load_gym(env_name: str,
         wrappers = [*wrappers, _float32_observations]
     vector_kwargs = ({"autoreset_mode": AutoresetMode.NEXT_STEP}
                      if vectorization_mode in ("sync", "async") else None)
-    env = gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=vectorization_mode,
-                       vector_kwargs=vector_kwargs, wrappers=list(wrappers), **env_kwargs)
+    with _mujoco_warnings_logged(env_name):
+        env = gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=vectorization_mode,
+                           vector_kwargs=vector_kwargs, wrappers=list(wrappers), **env_kwargs)
     return VectorEnvironment(env, seed=seed, name=env_name)

@@ -40,3 +40,15 @@ def test_sac_trains_on_halfcheetah_with_actions_inside_the_bounds():
     assert float(actions.abs().max()) <= 1.0
     assert int(alg._num_updates) > 0
     env.close()
+
+
+def test_model_compile_warnings_go_to_the_log_not_to_stderr(capfd, caplog):
+    # gymnasium's half_cheetah.xml uses `settotalmass`, which MuJoCo 4 warns about through
+    # its C library (fd 2): a line before every run's output, and before one-line errors.
+    import mujoco
+    caplog.set_level("DEBUG", logger="rlf.environments.gym_env")
+    env = load("HalfCheetah-v5", 1, seed=0)
+    env.close()
+    assert capfd.readouterr().err == ""
+    assert any("settotalmass" in r.getMessage() for r in caplog.records)
+    assert mujoco.get_mju_user_warning() is None  # MuJoCo's own handler is back
