@@ -229,7 +229,7 @@ class RLAlgorithm(Algorithm):
             UserError: (a ``ValueError``) for an off-policy algorithm whose
                 ``initial_collect_steps`` exceed what the replay buffer holds, or whose
                 sampled sequences are longer than a replay ring (training would never
-                start).
+                start), or whose replay buffer refuses its settings (``_probe_replay_buffer``).
         """
         if self._config is None:
             raise ValueError(f"{self._name}: set_unroller needs config=TrainerConfig")
@@ -243,7 +243,8 @@ class RLAlgorithm(Algorithm):
                 f"(environments x steps each: {unroller.batch_size} x {length} = {capacity}), "
                 f"so training would never start; lower it or raise "
                 f"TrainerConfig.replay_buffer_length")
-        self._check_sequence_fits(length)
+        if not self.on_policy:
+            self._check_sequence_fits(length - self._probe_replay_buffer())
         if self._metrics is not None and unroller.batch_size != self._num_envs:
             raise ValueError(f"{self._name}: the metrics were sized for {self._num_envs} "
                              f"environments, the new unroller has {unroller.batch_size}")
@@ -256,6 +257,35 @@ class RLAlgorithm(Algorithm):
                 env_info_spec=env.env_info_spec() if env is not None else {},
                 buffer_size=max(self._config.metric_min_buffer_size, self._num_envs),
                 discount=self._metric_discount)
+
+    def _probe_replay_buffer(self) -> int:
+        """Builds a one-step replay buffer with ``replay_buffer_ctor`` over the experience's
+        spec as far as it is known before the first step (all of it but ``rollout_info``),
+        so that a setting the buffer refuses (a ``ReplayBuffer.stacked_frames`` path or
+        shape) stops the run before anything is written. Returns the probe's
+        ``num_earliest_frames_ignored`` (frame stacking's). A ``stacked_frames`` path inside
+        ``rollout_info`` is left to the buffer built at the first step.
+
+        Raises:
+            UserError: (a ``ValueError``) for a setting the buffer refuses.
+        """
+        env = self._env
+        ts = (env.time_step_spec() if env is not None else
+              time_step_spec(self._observation_spec, self._action_spec, self._reward_spec))
+        spec = Experience(time_step=ts, action=self._action_spec, rollout_info=(),
+                          state=self.rollout_state_spec)
+        config = self._config
+        try:
+            probe = self._replay_buffer_ctor(
+                data_spec=spec, num_environments=1, max_length=1,
+                prioritized_sampling=config.priority_replay,
+                alpha=config.priority_replay_alpha, beta=config.priority_replay_beta,
+                name=f"{self._name}_replay_buffer")
+        except ValueError as e:
+            if "'rollout_info." in str(e):  # a path the probe's spec cannot hold
+                return 0
+            raise UserError(one_line(e)) from e
+        return probe.num_earliest_frames_ignored
 
     def _check_sequence_fits(self, usable_length: int) -> None:
         """Refuses sampled replay training whose sequences are longer than the ``usable_length``

@@ -11,8 +11,10 @@ from rlf.algorithms import DQNAlgorithm, TrainerConfig
 from rlf.algorithms.dqn import DQNInfo, double_q_bootstrap, dqn_loss
 from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
+from rlf.replay import ReplayBuffer
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
+from rlf.utils.errors import UserError
 
 from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
 
@@ -225,4 +227,26 @@ def test_sampled_training_waits_for_a_whole_sequence_whatever_initial_collect_st
     first = next(i for i, n in enumerate(trained) if n)
     assert held[first] == [4, 4] and held[first - 1] == [3, 3]
     assert trained[first:] == [8 * 4] * (6 - first)
+    env.close()
+
+
+@pytest.mark.parametrize("path, when, message", [
+    # A field of the time step is known before the first step: refused by set_unroller.
+    ("time_step.obs", "set_unroller", "stacked_frames paths ['time_step.obs'] are not leaves"),
+    # rollout_info is known only after the first rollout_step: the buffer built then refuses.
+    ("rollout_info.action", "train_iter",
+     "stacked field 'rollout_info.action' has spec shape ()"),
+])
+def test_replay_buffer_settings_are_checked_as_soon_as_the_spec_is_known(path, when, message):
+    env = load("CartPole-v1", 1, seed=0)
+    config = TrainerConfig(unroll_length=1, mini_batch_size=8, mini_batch_length=2,
+                           initial_collect_steps=0, num_iterations=10)
+    ctor = functools.partial(ReplayBuffer, stacked_frames={path: 4})
+    alg = DQNAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
+                       optimizer=torch.optim.Adam, replay_buffer_ctor=ctor)
+    unroller = SyncUnroller(env, alg)
+    with pytest.raises(UserError, match=re.escape(message)):
+        alg.set_unroller(unroller)
+        assert when == "train_iter"
+        alg.train_iter()
     env.close()

@@ -213,14 +213,30 @@ def test_replay_settings_under_which_training_could_never_start_are_refused(tmp_
     assert not root.exists()
 
 
-def test_a_replay_setting_found_wrong_at_the_first_step_is_one_line(tmp_path):
+def test_a_wrong_stacked_frames_path_is_refused_before_anything_is_written(tmp_path):
     # The replay buffer is built from the first step's structure; a stacked_frames path that
-    # is not a field of it was a traceback.
+    # is not a field of it was a traceback, then one line after the run directory was made.
+    root = tmp_path / "run"
     r = run_cli("train", "--conf", "confs/dqn_cartpole.gin", "--noprogress", "--root_dir",
-                str(tmp_path / "run"), "--conf_param",
-                "ReplayBuffer.stacked_frames={'time_step.obs': 4}")
+                str(root), "--conf_param", "ReplayBuffer.stacked_frames={'time_step.obs': 4}")
     assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
     assert "stacked_frames paths ['time_step.obs'] are not leaves of data_spec" in r.stderr
+    assert not root.exists()
+
+
+def test_sequences_longer_than_a_stacked_ring_are_refused_before_anything_is_written(
+        tmp_path):
+    # With 4 stacked frames a ring's 3 oldest steps start no sequence: 5 steps leave 2, less
+    # than mini_batch_length = 4. This was found when the buffer was built at the first step.
+    root = tmp_path / "run"
+    r = run_cli("train", "--conf", "confs/dqn_atari.gin", "--noprogress", "--root_dir",
+                str(root), "--conf_param", "TrainerConfig.replay_buffer_length=5",
+                "--conf_param", "TrainerConfig.initial_collect_steps=0")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0].startswith(
+        "error: DQNAlgorithm: TrainerConfig.mini_batch_length = 4 is longer than a replay "
+        "ring's usable steps (2: "), r.stderr
+    assert not root.exists()
 
 
 def test_a_wrong_value_for_the_a2c_examples_layers_is_one_line(tmp_path):
