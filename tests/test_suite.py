@@ -65,6 +65,22 @@ def test_results_table_has_one_row_per_run_and_the_means_per_game(tmp_path):
     assert md[3].startswith("| Pong | 0 | 18.0 (18.0) | 17.5 | 1.096 |")
 
 
+def test_a_table_write_that_fails_leaves_the_previous_tables_whole(tmp_path, monkeypatch):
+    row = dict(game="Pong", seed=0, score=18.0, score_last_10pct=17.5, human_normalized=1.0,
+               frames=4000, clipped_return=18.0, wall_minutes=1.0, agent_steps_per_s=10.0)
+    write_tables([row], tmp_path)
+    before = {n: (tmp_path / n).read_bytes() for n in ("results.csv", "results.md")}
+
+    def fail(self, row):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(csv.DictWriter, "writerow", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_tables([dict(row, score=-21.0)], tmp_path)
+    assert {n: (tmp_path / n).read_bytes() for n in before} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before)  # no temporary left
+
+
 def test_the_last_tenth_is_the_mean_of_the_episodes_ending_in_it(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
     w = SummaryWriter(str(tmp_path))
@@ -153,6 +169,11 @@ def test_an_unknown_game_is_refused_before_any_run_starts(tmp_path):
      "TrainerConfig.random_seed itself, from --seeds"),
     ("confs/impala_atari_sync.gin", ["--seeds", "0,-1"],
      "error: --seeds ['0', '-1']: seeds must be in [0, 2**30) (TrainerConfig.random_seed)"),
+    # A run given twice was run once and counted twice in the means over seeds.
+    ("confs/impala_atari_sync.gin", ["--seeds", "0", "1", "0"],
+     "error: --seeds 0, 1, 0: 0 given more than once"),
+    ("confs/impala_atari_sync.gin", ["--games", "Pong,Breakout,Pong"],
+     "error: --games Pong, Breakout, Pong: Pong given more than once"),
     ("confs/impala_atari_sync.gin", ["--conf_param", "load_atari.frameskip=3"],
      "error: --conf confs/impala_atari_sync.gin binds load_atari.frameskip = 3 but "
      "--frameskip is 4: give --frameskip 3"),

@@ -12,7 +12,7 @@ in ``root_dir/<game>/seed<seed>``, bounded by ``--frames`` (agent steps = frames
 A run that finished writes ``suite_result.json`` beside its checkpoints and is skipped when the
 suite is started again; an unfinished one resumes from its checkpoint. Then the suite writes
 ``root_dir/results.csv``, ``root_dir/results.md`` and ``root_dir/<game>.png`` (return against
-frames, seeds as thin lines and their mean).
+frames, seeds as thin lines and their mean), each atomically.
 
 Scores are the game's own (``AverageEpisodeScore``, unclipped), and:
 
@@ -31,8 +31,8 @@ Scores are the game's own (``AverageEpisodeScore``, unclipped), and:
 
 The conf (an Atari conf, whose ``load_atari.frameskip`` is ``--frameskip``), the
 ``--conf_param`` bindings (which may not set the game, seed or length: the suite does) and
-every game's ``ALE/<game>-v5`` id are checked before the first run starts (a mistake is one
-line and exit status 2); a failed run stops the suite with its exit status and one line after
+every game's ``ALE/<game>-v5`` id are checked before the first run starts, and a game or seed
+given twice is refused (a mistake is one line and exit status 2); a failed run stops the suite with its exit status and one line after
 the run's own error. The conf's schedules are in agent steps: a ``--frames`` other than the
 conf's own length does not rescale them (the suite says so when it starts).
 """
@@ -211,7 +211,7 @@ def write_tables(rows: List[Dict], root_dir: Path) -> None:
     """``results.csv`` (one row per run) and ``results.md`` (per game: the mean over seeds and
     each seed's score)."""
     root_dir = Path(root_dir)
-    with open(root_dir / "results.csv", "w", newline="") as f:
+    with atomic_write(root_dir / "results.csv") as tmp, open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         for row in rows:
@@ -230,7 +230,8 @@ def write_tables(rows: List[Dict], root_dir: Path) -> None:
                      f"{mean('score'):.1f} ({each}) | {mean('score_last_10pct'):.1f} | "
                      f"{mean('human_normalized'):.3f} | {runs[0]['frames']:,} | "
                      f"{mean('wall_minutes'):.0f} |")
-    (root_dir / "results.md").write_text("\n".join(lines) + "\n")
+    with atomic_write(root_dir / "results.md") as tmp:
+        tmp.write_text("\n".join(lines) + "\n")
 
 
 def plot_game(game: str, directories: Dict[int, Path], out: Path, frameskip: int) -> None:
@@ -257,7 +258,9 @@ def plot_game(game: str, directories: Dict[int, Path], out: Path, frameskip: int
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    out = Path(out)
+    with atomic_write(out, suffix=out.suffix) as tmp:  # matplotlib picks the format by suffix
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
 
 
@@ -363,6 +366,12 @@ def main(argv) -> int:
         if not all(0 <= s < RANDOM_SEED_LIMIT for s in seeds):
             raise UserError(f"--seeds {FLAGS.seeds}: seeds must be in [0, 2**30) "
                             f"(TrainerConfig.random_seed)")
+        # A repeated run would be counted twice in the means over seeds.
+        for flag, values in (("--games", FLAGS.games), ("--seeds", seeds)):
+            repeated = sorted({str(v) for v in values if values.count(v) > 1})
+            if repeated:
+                raise UserError(f"{flag} {', '.join(map(str, values))}: "
+                                f"{', '.join(repeated)} given more than once")
         run_suite(FLAGS.conf, FLAGS.games, seeds, parse_frames(FLAGS.frames),
                   Path(FLAGS.root_dir), FLAGS.conf_param, FLAGS.frameskip)
     except UserError as e:
