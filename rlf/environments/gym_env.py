@@ -13,6 +13,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from rlf.environments.vector_environment import VectorEnvironment
+from rlf.utils.errors import UserError
 
 __all__ = ["load_gym"]
 
@@ -21,6 +22,29 @@ logger = logging.getLogger(__name__)
 
 def _to_float32(observation: np.ndarray) -> np.ndarray:
     return observation.astype(np.float32)
+
+
+_NESTED_OR_DISCRETE = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Dict,
+                       gym.spaces.Tuple)
+
+
+def _flat_observations(env: gym.Env) -> gym.Env:
+    """``env`` with its observations flattened by gymnasium's ``FlattenObservation`` into one
+    float32 vector (``Discrete`` and ``MultiDiscrete`` parts one-hot, ``Dict`` and ``Tuple``
+    parts concatenated)."""
+    env = gym.wrappers.FlattenObservation(env)
+    space = env.observation_space
+    flat32 = gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
+                            space.shape, np.float32)
+    return gym.wrappers.TransformObservation(env, _to_float32, flat32)
+
+
+def _flat_observations_if_needed(env: gym.Env) -> gym.Env:
+    """``_flat_observations(env)`` for a ``Discrete``, ``MultiDiscrete``, ``Dict`` or ``Tuple``
+    observation space, ``env`` itself otherwise."""
+    if isinstance(env.observation_space, _NESTED_OR_DISCRETE):
+        return _flat_observations(env)
+    return env
 
 
 def _float32_observations(env: gym.Env) -> gym.Env:
@@ -64,6 +88,7 @@ def load_gym(env_name: str,
              wrappers: Sequence[Callable[[gym.Env], gym.Wrapper]] = (),
              max_episode_steps: Optional[int] = None,
              float32_observations: bool = True,
+             flatten_observations: Optional[bool] = None,
              **env_kwargs) -> VectorEnvironment:
     """Creates ``num_envs`` copies of a gymnasium environment as one batched environment.
 
@@ -78,19 +103,36 @@ def load_gym(env_name: str,
         max_episode_steps: overrides the id's ``TimeLimit`` (truncation after this many steps).
         float32_observations: cast float64 ``Box`` observations (MuJoCo's) to float32, the
             dtype of rlf's networks (sync/async only).
+        flatten_observations: flatten observations into one float32 vector with gymnasium's
+            ``FlattenObservation`` (``Discrete`` and ``MultiDiscrete`` one-hot, ``Dict`` and
+            ``Tuple`` concatenated), which rlf's built-in networks take. None: only those
+            four spaces (e.g. FrozenLake's and Taxi's states, Blackjack's tuple); False keeps
+            them, for an ``encoder_ctor`` of one's own (sync/async only).
         **env_kwargs: passed to ``gymnasium.make`` for each copy.
 
     Raises:
+        UserError: (a ``ValueError``) if the environment needs a package that is not
+            installed (gymnasium's message says which).
         gymnasium.error.Error: if gymnasium cannot build it (e.g. wrappers with
             ``vector_entry_point``).
     """
     if max_episode_steps is not None:
         env_kwargs["max_episode_steps"] = max_episode_steps
-    if float32_observations and vectorization_mode in ("sync", "async"):
-        wrappers = [*wrappers, _float32_observations]
+    if vectorization_mode in ("sync", "async"):
+        if flatten_observations is None:
+            wrappers = [*wrappers, _flat_observations_if_needed]
+        elif flatten_observations:
+            wrappers = [*wrappers, _flat_observations]
+        if float32_observations:
+            wrappers = [*wrappers, _float32_observations]
     vector_kwargs = ({"autoreset_mode": AutoresetMode.NEXT_STEP}
                      if vectorization_mode in ("sync", "async") else None)
-    with _mujoco_warnings_logged(env_name):
-        env = gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=vectorization_mode,
-                           vector_kwargs=vector_kwargs, wrappers=list(wrappers), **env_kwargs)
+    try:
+        with _mujoco_warnings_logged(env_name):
+            env = gym.make_vec(env_name, num_envs=num_envs,
+                               vectorization_mode=vectorization_mode,
+                               vector_kwargs=vector_kwargs, wrappers=list(wrappers),
+                               **env_kwargs)
+    except gym.error.DependencyNotInstalled as e:  # e.g. Box2D for LunarLander
+        raise UserError(f"{env_name}: {e}") from e
     return VectorEnvironment(env, seed=seed, name=env_name)

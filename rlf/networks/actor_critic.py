@@ -8,7 +8,7 @@ import gin
 import torch
 from torch import nn
 
-from rlf.networks.encoders import MLPEncoder, NatureCNN
+from rlf.networks.encoders import default_encoder_ctor
 from rlf.networks.heads import make_policy_head
 from rlf.tensor_specs import TensorSpec
 
@@ -37,7 +37,8 @@ class ActorCriticNetwork(nn.Module):
             state at FIRST steps (``reset_state_if_necessary``).
 
     Raises:
-        ValueError: for an action spec no head serves (naming it).
+        ValueError: for an action spec no head serves (naming it), or a nested observation
+            without an ``encoder_ctor`` (``require_tensor_spec``).
     """
 
     def __init__(self, observation_spec: TensorSpec, action_spec,
@@ -46,7 +47,7 @@ class ActorCriticNetwork(nn.Module):
                  tanh_squash: bool = False):
         super().__init__()
         if encoder_ctor is None:
-            encoder_ctor = NatureCNN if len(observation_spec.shape) == 3 else MLPEncoder
+            encoder_ctor = default_encoder_ctor("ActorCriticNetwork", observation_spec)
         if lstm_size and not shared_encoder:
             raise ValueError("ActorCriticNetwork: an LSTM core needs shared_encoder=True")
         self.encoder = encoder_ctor(observation_spec)

@@ -5,7 +5,7 @@ and divide by 255 inside, so frames stay ``uint8`` until the first layer (docs/d
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple, Type
+from typing import Any, Callable, Sequence, Tuple, Type
 
 import gin
 import numpy as np
@@ -16,7 +16,33 @@ from rlf.tensor_specs import TensorSpec
 from rlf.utils.errors import one_line
 
 __all__ = ["MLPEncoder", "FrameConv2d", "NatureCNN", "ShallowCNN", "ImpalaCNN",
-           "orthogonal_init_"]
+           "orthogonal_init_", "require_tensor_spec", "default_encoder_ctor"]
+
+
+def require_tensor_spec(owner: str, observation_spec: Any) -> TensorSpec:
+    """Returns ``observation_spec`` if it is one ``TensorSpec``.
+
+    Raises:
+        ValueError: for a nest of specs (a ``Dict`` or ``Tuple`` observation space), naming
+            ``owner`` and the two ways to feed it.
+    """
+    if not isinstance(observation_spec, TensorSpec):
+        raise ValueError(
+            f"{owner}: the observation is a nest ({type(observation_spec).__name__} of "
+            f"specs) and {owner}'s encoders take one tensor; flatten it with "
+            f"load_gym.flatten_observations = True (gymnasium's FlattenObservation) or give "
+            f"an encoder_ctor that takes the nest")
+    return observation_spec
+
+
+def default_encoder_ctor(owner: str, observation_spec: Any) -> Callable[..., nn.Module]:
+    """``NatureCNN`` for rank-3 observations (frames ``[C, H, W]``), ``MLPEncoder`` otherwise.
+
+    Raises:
+        ValueError: for a nest of specs (``require_tensor_spec``).
+    """
+    spec = require_tensor_spec(owner, observation_spec)
+    return NatureCNN if len(spec.shape) == 3 else MLPEncoder
 
 
 def orthogonal_init_(module: nn.Module, gain: float = 2 ** 0.5) -> nn.Module:
@@ -97,12 +123,15 @@ class MLPEncoder(nn.Module):
 
     Attributes:
         output_size: features per sample.
+
+    Raises:
+        ValueError: for a nest of specs (``require_tensor_spec``).
     """
 
     def __init__(self, input_spec: TensorSpec, hidden: Sequence[int] = (64, 64),
                  activation: Type[nn.Module] = nn.Tanh):
         super().__init__()
-        layers, n = [], int(input_spec.numel)
+        layers, n = [], int(require_tensor_spec("MLPEncoder", input_spec).numel)
         for h in hidden:
             layers += [nn.Linear(n, h), activation()]
             n = h
@@ -110,8 +139,8 @@ class MLPEncoder(nn.Module):
         self.output_size = n
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """``[B, ...]`` -> ``[B, output_size]`` float32."""
-        return self.net(_scale(obs).flatten(1))
+        """``[B, ...]`` -> ``[B, output_size]`` float32 (``[B]`` scalars are one feature)."""
+        return self.net(_scale(obs).reshape(obs.shape[0], -1))
 
 
 class FrameConv2d(nn.Conv2d):

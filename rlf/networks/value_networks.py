@@ -9,7 +9,7 @@ import gin
 import torch
 from torch import nn
 
-from rlf.networks.encoders import MLPEncoder, NatureCNN
+from rlf.networks.encoders import default_encoder_ctor, require_tensor_spec
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 __all__ = ["QNetwork", "CriticNetwork"]
@@ -27,7 +27,8 @@ class QNetwork(nn.Module):
             ``NatureCNN`` for rank-3 observations and ``MLPEncoder`` otherwise.
 
     Raises:
-        ValueError: for an action spec that is not one bounded discrete scalar.
+        ValueError: for an action spec that is not one bounded discrete scalar, or a nested
+            observation without an ``encoder_ctor`` (``require_tensor_spec``).
     """
 
     def __init__(self, observation_spec: TensorSpec, action_spec: BoundedTensorSpec,
@@ -38,7 +39,7 @@ class QNetwork(nn.Module):
             raise ValueError(f"QNetwork needs a scalar discrete action spec (Discrete), got "
                              f"{action_spec}")
         if encoder_ctor is None:
-            encoder_ctor = NatureCNN if len(observation_spec.shape) == 3 else MLPEncoder
+            encoder_ctor = default_encoder_ctor("QNetwork", observation_spec)
         self.encoder = encoder_ctor(observation_spec)
         self.num_actions = int(action_spec.maximum) - int(action_spec.minimum) + 1
         self.head = nn.Linear(self.encoder.output_size, self.num_actions)
@@ -58,11 +59,15 @@ class CriticNetwork(nn.Module):
         action_spec: a continuous ``BoundedTensorSpec``.
         hidden: hidden layer sizes.
         activation: activation class.
+
+    Raises:
+        ValueError: for a nested observation (``require_tensor_spec``).
     """
 
     def __init__(self, observation_spec: TensorSpec, action_spec: BoundedTensorSpec,
                  hidden: Sequence[int] = (256, 256), activation=nn.ReLU):
         super().__init__()
+        observation_spec = require_tensor_spec("CriticNetwork", observation_spec)
         layers, n = [], int(observation_spec.numel) + int(action_spec.numel)
         for h in hidden:
             layers += [nn.Linear(n, h), activation()]
@@ -71,5 +76,6 @@ class CriticNetwork(nn.Module):
 
     def forward(self, observation: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """``[B, ...]`` observations and ``[B, ...]`` actions -> ``[B]`` float32 values."""
-        x = torch.cat([observation.flatten(1).float(), action.flatten(1).float()], -1)
+        b = observation.shape[0]
+        x = torch.cat([observation.reshape(b, -1).float(), action.reshape(b, -1).float()], -1)
         return self.net(x).squeeze(-1).float()

@@ -120,3 +120,38 @@ def test_bad_input():
                 f"VectorEnvironment(CartPole-v1): seed must be an integer >= 0 or None, got "
                 f"{seed}")):
             load("CartPole-v1", 2, seed=seed)
+
+
+@pytest.mark.parametrize("env_name", ["FrozenLake-v1", "Blackjack-v1"])
+def test_discrete_and_tuple_observations_are_one_hot_float32_vectors(env_name):
+    # A Discrete state (FrozenLake) or a tuple of them (Blackjack) reached the MLP as an
+    # integer scalar or a tuple: an IndexError at the first forward pass, or an AttributeError.
+    env = load(env_name, 2, seed=5)
+    raw = [gym.make(env_name) for _ in range(2)]
+    space = raw[0].observation_space
+    n = gym.spaces.flatdim(space)
+    assert env.observation_spec().shape == (n,)
+    assert env.observation_spec().dtype == torch.float32
+    observations = [e.reset(seed=5 + i)[0] for i, e in enumerate(raw)]
+    ts = env.reset()
+    for step in range(6):
+        expected = np.stack([gym.spaces.flatten(space, o) for o in observations])
+        assert ts.observation.dtype == torch.float32
+        np.testing.assert_array_equal(ts.observation.numpy(), expected.astype(np.float32))
+        if bool((ts.step_type == StepType.LAST).any()):
+            break
+        action = torch.zeros(2, dtype=torch.int64)
+        observations = [e.step(0)[0] for e in raw]
+        ts = env.step(action)
+    assert gym.spaces.flatten(space, observations[0]).sum() >= 1  # one-hot parts
+    env.close()
+
+
+def test_observations_are_kept_as_they_are_on_request():
+    env = load("Blackjack-v1", 2, seed=0, flatten_observations=False)
+    assert isinstance(env.observation_spec(), tuple) and len(env.observation_spec()) == 3
+    assert env.reset().observation[0].dtype == torch.int64
+    env.close()
+    env = load("CartPole-v1", 2, seed=0, flatten_observations=True)  # a Box: already flat
+    assert env.observation_spec().shape == (4,)
+    env.close()

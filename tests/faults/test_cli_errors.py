@@ -1,6 +1,8 @@
 """Every user mistake at the command line is one line on stderr and exit status 2, and leaves
 nothing on disk; ``--debug`` / ``RLF_DEBUG=1`` show the traceback."""
 
+import importlib.util
+
 import pytest
 
 from tests.faults._cli import CARTPOLE, lines, run_cli, sha256
@@ -239,4 +241,34 @@ def test_a_wrong_value_for_the_a2c_examples_layers_is_one_line(tmp_path):
     assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
     assert lines(r.stderr)[0] == ("error: examples.a2c.A2C.hidden = 'x': expected tuple, got "
                                   "str"), r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("env_name", ["Taxi-v4", "Blackjack-v1"])
+def test_discrete_and_tuple_observations_train_with_the_shipped_networks(tmp_path, env_name):
+    # Taxi's Discrete state failed at the first forward pass, after the run directory was
+    # written; Blackjack's tuple failed while the network was built (a traceback, exit 1).
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path / "run"), "--conf_param",
+                f"load.env_name='{env_name}'")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path / "kept"), "--conf_param",
+                f"load.env_name='{env_name}'", "--conf_param",
+                "load_gym.flatten_observations=False")
+    if env_name == "Taxi-v4":  # one integer: the MLP reads it as one feature
+        assert r.returncode == 0, r.stderr
+    else:
+        assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+        assert lines(r.stderr)[0].startswith(
+            "error: ActorCriticNetwork: the observation is a nest (tuple of specs)"), r.stderr
+        assert not (tmp_path / "kept").exists()
+
+
+def test_an_environment_whose_package_is_missing_is_one_line(tmp_path):
+    if importlib.util.find_spec("Box2D") is not None:
+        pytest.skip("Box2D is installed")
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path / "run"), "--conf_param",
+                "load.env_name='LunarLander-v3'")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0].startswith(
+        "error: LunarLander-v3: Box2D is not installed, you can install it by run"), r.stderr
     assert not (tmp_path / "run").exists()

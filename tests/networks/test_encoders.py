@@ -144,3 +144,28 @@ def test_observations_that_are_not_big_enough_frames_are_refused(cls):
         with pytest.raises(ValueError, match=re.escape(
                 f"{cls.__name__}: frames of shape (4, 10, 10) are too small for its kernels")):
             cls(TensorSpec((4, 10, 10), torch.uint8))
+
+
+def test_default_networks_refuse_a_nested_observation_naming_the_fix():
+    from rlf.networks import ActorCriticNetwork, CriticNetwork, QNetwork
+    from rlf.tensor_specs import BoundedTensorSpec
+    nested = (BoundedTensorSpec((), torch.int64, 0, 31), BoundedTensorSpec((), torch.int64, 0, 1))
+    discrete = BoundedTensorSpec((), torch.int64, 0, 1)
+    box = BoundedTensorSpec((1,), torch.float32, -1.0, 1.0)
+    for make, owner in [(lambda: ActorCriticNetwork(nested, discrete), "ActorCriticNetwork"),
+                        (lambda: QNetwork(nested, discrete), "QNetwork"),
+                        (lambda: CriticNetwork(nested, box), "CriticNetwork")]:
+        with pytest.raises(ValueError, match=re.escape(
+                f"{owner}: the observation is a nest (tuple of specs) and {owner}'s encoders "
+                f"take one tensor; flatten it with load_gym.flatten_observations = True")):
+            make()
+
+
+def test_scalar_observations_are_one_feature():
+    from rlf.networks import CriticNetwork, MLPEncoder
+    from rlf.tensor_specs import BoundedTensorSpec
+    spec = TensorSpec(())
+    encoder = MLPEncoder(spec, hidden=(8,))
+    assert encoder(torch.tensor([0.5, -1.0])).shape == (2, 8)
+    critic = CriticNetwork(spec, BoundedTensorSpec((), torch.float32, -1.0, 1.0), hidden=(8,))
+    assert critic(torch.tensor([0.5, -1.0]), torch.tensor([0.1, 0.2])).shape == (2,)
