@@ -239,6 +239,22 @@ def _fits(value: Any, annotation: Any) -> bool:
     return True
 
 
+def _misfit(value: Any, annotation: Any) -> str:
+    """What in ``value`` does not fit ``annotation``: its type, or for a list or tuple given
+    to a homogeneous sequence type, its first element that does not fit ("list with element
+    3 of type int")."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    homogeneous = (origin in (list, collections.abc.Sequence, collections.abc.Iterable)
+                   and len(args) == 1) or (origin is tuple and len(args) == 2
+                                           and args[1] is Ellipsis)
+    if isinstance(value, (list, tuple)) and homogeneous:
+        bad = [v for v in value if not _fits(v, args[0])]
+        if bad:
+            return f"{type(value).__name__} with element {bad[0]!r} of type " \
+                   f"{type(bad[0]).__name__}"
+    return type(value).__name__
+
+
 def _hints(functions: List[Callable]) -> Dict[str, Any]:
     hints: Dict[str, Any] = {}
     for f in reversed(functions):  # the subclass's annotation wins
@@ -296,4 +312,4 @@ def validate_bindings() -> None:
                     continue
             if not _fits(value, annotation):
                 raise ConfigError(f"{where}.{param} = {value!r}: expected "
-                                  f"{_type_name(annotation)}, got {type(value).__name__}")
+                                  f"{_type_name(annotation)}, got {_misfit(value, annotation)}")

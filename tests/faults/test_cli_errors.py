@@ -28,6 +28,10 @@ MISTAKES = {
     "wrong_type_class": ("MLPEncoder.activation=3",
                          "MLPEncoder.activation = 3: expected a Module class, given as a "
                          "reference (@Name), got int"),
+    # A list of the right kind names its first wrong element, not just "got list".
+    "wrong_type_element": ("MLPEncoder.hidden=[64, 'a']",
+                           "MLPEncoder.hidden = [64, 'a']: expected Sequence[int], got list "
+                           "with element 'a' of type str"),
     "wrong_type_trainer_config": ("TrainerConfig.num_iterations='ten'",
                                   "TrainerConfig.num_iterations = 'ten': expected int, got str"),
     "refused_value": ("TrainerConfig.checkpoint_interval=0",
