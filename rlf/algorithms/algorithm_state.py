@@ -34,8 +34,9 @@ class AlgorithmStateMixin:
 
         Raises:
             ValueError: naming missing and unexpected keys, parameters whose shape or dtype
-                differs (expected vs found), and optimizers that do not fit; nothing is
-                changed then.
+                differs (expected vs found), and optimizers that do not fit (other group
+                sizes, or another optimizer class's hyperparameters); nothing is changed
+                then.
         """
         state_dict = dict(state_dict)
         opt_states = state_dict.pop("_optimizers", None)
@@ -67,6 +68,14 @@ class AlgorithmStateMixin:
                     if sizes != found:
                         problems.append(f"optimizer {i} has parameter groups of sizes {sizes}, "
                                         f"the checkpoint {found}")
+                    # Another optimizer class: torch would load its hyperparameters and fail
+                    # at the first step (SGD's KeyError 'momentum' on Adam's state).
+                    foreign = sorted({k for g in st.get("param_groups", []) for k in g}
+                                     - {k for g in opt.param_groups for k in g})
+                    if foreign:
+                        problems.append(f"optimizer {i} ({type(opt).__name__}) has none of "
+                                        f"the checkpoint optimizer's hyperparameters "
+                                        f"{foreign}: it was written by another optimizer")
         if sched_states is not None and opt_states is not None:
             mine = [s is not None for s in self._lr_schedulers]
             theirs = [s is not None for s in sched_states]

@@ -2,6 +2,7 @@
 recurrent-state resets, replay-buffer length and training from the buffer."""
 
 import functools
+import re
 
 import pytest
 import torch
@@ -87,6 +88,24 @@ def test_state_dict_carries_optimizers_and_rejects_mismatch_untouched():
     with pytest.raises(ValueError, match=r"'net\.weight' expected \(1, 4\).*found \(1, 3\)"):
         c.load_state_dict(sd)
     assert torch.equal(c.net.weight, before)
+
+
+def test_a_checkpoint_of_another_optimizer_class_is_refused_untouched():
+    # Before, SGD loaded Adam's state and failed at its first step: KeyError 'momentum'.
+    class Net(Algorithm):
+        def __init__(self, optimizer):
+            super().__init__(optimizer=optimizer)
+            self.net = nn.Linear(3, 1)
+    a = Net(functools.partial(torch.optim.Adam, lr=0.1))
+    a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    b = Net(functools.partial(torch.optim.SGD, lr=0.1))
+    before = b.net.weight.clone()
+    with pytest.raises(ValueError, match=re.escape(
+            "optimizer 0 (SGD) has none of the checkpoint optimizer's hyperparameters "
+            "['amsgrad', 'betas', ")):
+        b.load_state_dict(a.state_dict())
+    assert torch.equal(b.net.weight, before)
+    b.update_with_gradient(LossInfo(loss=b.net(torch.ones(1, 3)).sum()))  # still usable
 
 
 def test_lr_scheduler_steps_per_update_and_resumes_from_state_dict():
