@@ -12,9 +12,9 @@ cores; on-policy if the config says so). Async needs off-policy training
 torch thread, and a learner with ``learner_threads`` torch threads
 (``confs/impala_atari.gin``'s split, but with the actor on 2 ALE threads). Both modes run
 the conf's learning recipe, so they do the same learning per agent step. The actors run
-``TrainerConfig.actor_niceness`` (default 5) nice levels below the learner; ``--async_param TrainerConfig.actor_niceness=0`` measures them at
-the learner's priority. Both train the same total number of
-environments. The learner's idle fraction is the time it waited for actors divided by the
+``TrainerConfig.actor_niceness`` (default 5) nice levels below the learner;
+``--async_param TrainerConfig.actor_niceness=0`` measures them at the learner's priority.
+Both train the same total number of environments. The learner's idle fraction is the time it waited for actors divided by the
 wall time. The two modes alternate for ``--rounds`` rounds and the medians are reported,
 since the VM's speed drifts between minutes.
 

@@ -32,9 +32,10 @@ Scores are the game's own (``AverageEpisodeScore``, unclipped), and:
 The conf (an Atari conf, whose ``load_atari.frameskip`` is ``--frameskip``), the
 ``--conf_param`` bindings (which may not set the game, seed or length: the suite does) and
 every game's ``ALE/<game>-v5`` id are checked before the first run starts, and a game or seed
-given twice is refused (a mistake is one line and exit status 2); a failed run stops the suite with its exit status and one line after
-the run's own error. The conf's schedules are in agent steps: a ``--frames`` other than the
-conf's own length does not rescale them (the suite says so when it starts).
+given twice is refused (a mistake is one line and exit status 2); a failed run stops the
+suite with its exit status and one line after the run's own error. The conf's schedules are
+in agent steps: a ``--frames`` other than the conf's own length does not rescale them (the
+suite says so when it starts).
 """
 
 from __future__ import annotations

@@ -68,10 +68,14 @@ def _mujoco_warnings_logged(env_name: str) -> Iterator[None]:
         entry_point = gym.spec(env_name).entry_point
     except gym.error.Error:  # an unknown id: make_vec names it
         entry_point = None
-    if not (isinstance(entry_point, str) and "mujoco" in entry_point):
+    try:
+        mujoco = (importlib.import_module("mujoco")
+                  if isinstance(entry_point, str) and "mujoco" in entry_point else None)
+    except ImportError:  # gymnasium then names the missing package
+        mujoco = None
+    if mujoco is None:
         yield
         return
-    mujoco = importlib.import_module("mujoco")
     previous = mujoco.get_mju_user_warning()
     mujoco.set_mju_user_warning(lambda message: logger.debug("MuJoCo: %s", message))
     try:

@@ -10,7 +10,8 @@ from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 def test_box():
     s = spec_from_space(spaces.Box(0, 255, (4, 84, 84), np.uint8))
     assert s == BoundedTensorSpec((4, 84, 84), torch.uint8, 0, 255)
-    s = spec_from_space(spaces.Box(np.array([-1.0, -2.0], np.float32), np.array([1.0, 2.0], np.float32)))
+    s = spec_from_space(spaces.Box(np.array([-1.0, -2.0], np.float32),
+                                   np.array([1.0, 2.0], np.float32)))
     assert np.array_equal(s.minimum, [-1, -2]) and s.dtype == torch.float32
     assert spec_from_space(spaces.Box(-np.inf, np.inf, (3,))) == TensorSpec((3,), torch.float32)
 
