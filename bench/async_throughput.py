@@ -14,9 +14,9 @@ torch thread, and a learner with ``learner_threads`` torch threads
 the conf's learning recipe, so they do the same learning per agent step. The actors run
 ``TrainerConfig.actor_niceness`` (default 5) nice levels below the learner;
 ``--async_param TrainerConfig.actor_niceness=0`` measures them at the learner's priority.
-Both train the same total number of environments. The learner's idle fraction is the time it waited for actors divided by the
-wall time. The two modes alternate for ``--rounds`` rounds and the medians are reported,
-since the VM's speed drifts between minutes.
+Both train the same total number of environments. The learner's idle fraction is the time
+it waited for actors divided by the wall time. The two modes alternate for ``--rounds``
+rounds and the medians are reported, since the VM's speed drifts between minutes.
 
 Each mode also prints the cores it kept busy (CPU seconds of the learner process and its
 actor processes, all threads, divided by wall seconds; psutil) and the CPU milliseconds one
