@@ -174,9 +174,12 @@ class FrameConv2d(nn.Conv2d):
 def _check_frames(name: str, input_spec: TensorSpec) -> None:
     """Raises ``ValueError`` unless ``input_spec`` is ``[C, H, W]``."""
     if len(input_spec.shape) != 3:
+        hint = ("stacked colour frames (load_atari.grayscale = False) are not supported: keep "
+                "grayscale frames or give an encoder_ctor that takes them"
+                if len(input_spec.shape) == 4 else
+                "vector observations need an MLP encoder (MLPEncoder)")
         raise ValueError(f"{name} needs [C, H, W] frames (e.g. (4, 84, 84)), got "
-                         f"observations of shape {tuple(input_spec.shape)}; vector "
-                         f"observations need an MLP encoder (MLPEncoder)")
+                         f"observations of shape {tuple(input_spec.shape)}; {hint}")
 
 
 class _ConvStack(nn.Module):

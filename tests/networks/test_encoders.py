@@ -140,6 +140,9 @@ def test_observations_that_are_not_big_enough_frames_are_refused(cls):
             f"{cls.__name__} needs [C, H, W] frames (e.g. (4, 84, 84)), got observations of "
             f"shape (4,)")):
         cls(TensorSpec((4,), torch.float32))
+    with pytest.raises(ValueError, match=re.escape(  # load_atari.grayscale = False
+            "got observations of shape (4, 84, 84, 3); stacked colour frames")):
+        cls(TensorSpec((4, 84, 84, 3), torch.uint8))
     if cls is not ImpalaCNN:  # its padded convolutions take any frame size
         with pytest.raises(ValueError, match=re.escape(
                 f"{cls.__name__}: frames of shape (4, 10, 10) are too small for its kernels")):
