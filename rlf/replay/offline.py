@@ -192,7 +192,7 @@ def offline_files(files: Union[str, os.PathLike, Sequence]) -> List[Path]:
 
     Raises:
         OfflineDataError: for a path that does not exist, a directory without ``*.pt``
-            files, or no files at all.
+            files, no files at all, or a file named twice.
     """
     entries = [files] if isinstance(files, (str, os.PathLike)) else list(files)
     out: List[Path] = []
@@ -209,6 +209,12 @@ def offline_files(files: Union[str, os.PathLike, Sequence]) -> List[Path]:
             raise OfflineDataError(f"offline replay file or directory {path} does not exist")
     if not out:
         raise OfflineDataError("no offline replay files given")
+    seen: Dict[Path, Path] = {}
+    for path in out:  # a file named twice (or by a file and its directory) would count twice
+        first = seen.setdefault(path.resolve(), path)
+        if first is not path:
+            raise OfflineDataError(f"offline replay file {path} is named twice (also as "
+                                   f"{first}): its steps would be counted twice")
     return out
 
 

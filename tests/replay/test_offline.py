@@ -268,3 +268,16 @@ def test_dqn_and_sac_train_on_offline_files(tmp_path):
         offline_buffer_dir=str(ALF_FILE), offline_normalized_actions=True,
         mini_batch_size=32, mini_batch_length=2, num_iterations=3)
     assert changed and result["env_steps"] == 0
+
+
+def test_a_file_named_twice_is_refused(tmp_path):
+    # Named twice (or as a file and through its directory), its steps were loaded twice and
+    # sampled at double weight.
+    from rlf.replay.offline import offline_files
+    copy = tmp_path / "alf.pt"
+    shutil.copy(ALF_FILE, copy)
+    for files in ([copy, copy], [str(copy), tmp_path], [tmp_path, tmp_path / "." / "alf.pt"]):
+        with pytest.raises(OfflineDataError, match=r"offline replay file .*alf\.pt is named "
+                                                   r"twice \(also as .*alf\.pt\)"):
+            offline_files(files)
+    assert offline_files([tmp_path]) == [copy]
