@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import socket
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
@@ -19,8 +20,32 @@ from rlf.unrollers.actor_failures import append_to_log
 from rlf.unrollers.actor_unroller import ActorUnroller, build_actor, copy_parameters
 from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
+from rlf.utils.errors import UserError
 
 __all__ = ["RayUnroller"]
+
+
+def _check_cluster_address(address: Optional[str], timeout: float = 10.0) -> None:
+    """Checks that something listens at a ``host:port`` cluster address before ``ray.init``,
+    which retries a dead address for minutes, printing only its own connection warnings.
+    ``None``, ``"auto"`` and ``ray://`` (Ray Client) addresses are left to Ray.
+
+    Raises:
+        UserError: (a ``ValueError``) for a malformed ``host:port`` or one where nothing
+            answers within ``timeout`` seconds, naming the address and the fix.
+    """
+    if not address or address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"Ray cluster address {address!r} is not host:port (e.g. "
+                        f"'10.0.0.1:6379'), 'auto' or 'ray://host:10001'")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise UserError(f"no Ray cluster answers at {address} ({e}); start one there "
+                        f"(`ray start --head --port={port}` on {host}) or correct the "
+                        f"address") from None
 
 
 class _RayActor:
@@ -81,6 +106,7 @@ class RayUnroller(ActorUnroller):
 
     Raises:
         ImportError: if Ray is not installed (``pip install -e ".[ray]"``).
+        UserError: (a ``ValueError``) if no Ray cluster answers at ``address``.
     """
 
     _actor_kind = "Ray actor"
@@ -103,8 +129,12 @@ class RayUnroller(ActorUnroller):
         self._ray = ray
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
-            ray.init(address=address, include_dashboard=False, log_to_driver=True,
-                     num_cpus=None if address else max(os.cpu_count() or 1, num_actors))
+            _check_cluster_address(address)
+            try:
+                ray.init(address=address, include_dashboard=False, log_to_driver=True,
+                         num_cpus=None if address else max(os.cpu_count() or 1, num_actors))
+            except ConnectionError as e:  # "auto" without a running cluster
+                raise UserError(f"Ray cluster address {address!r}: {e}") from None
         self._in_flight = max(1, queue_size)
         self._timeout = timeout
         self._remote_cls = ray.remote(num_cpus=num_cpus_per_actor,

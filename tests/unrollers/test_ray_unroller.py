@@ -2,6 +2,7 @@
 failing actor surfaces, and training runs end to end through the trainer."""
 
 import functools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +74,26 @@ def test_ray_training_end_to_end_on_cartpole(tmp_path):
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "finished: 30 iterations" in r.stdout
+
+
+def test_a_cluster_address_where_nothing_answers_is_one_line_at_once(tmp_path):
+    # ray.init retried a dead address for minutes, printing only Ray's own warnings.
+    import socket
+    with socket.socket() as s:  # a port nothing listens on once this socket is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for address, message in [
+            (f"127.0.0.1:{port}", f"error: no Ray cluster answers at 127.0.0.1:{port} ("),
+            ("nohost", "error: Ray cluster address 'nohost' is not host:port"),
+            ("auto", "error: Ray cluster address 'auto': Could not find any running Ray")]:
+        r = subprocess.run(
+            [sys.executable, "-m", "rlf.bin.train", "--conf", "confs/impala_cartpole.gin",
+             "--root_dir", str(tmp_path / "run"), "--noprogress",
+             "--conf_param", "TrainerConfig.async_unroll=True",
+             "--conf_param", "TrainerConfig.use_ray=True",
+             "--conf_param", f"TrainerConfig.ray_address='{address}'"],
+            cwd=REPO, capture_output=True, text=True, timeout=120,
+            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+        assert r.returncode == 2, r.stderr[-2000:]
+        assert r.stderr.strip().splitlines()[-1].startswith(message), r.stderr[-2000:]
+        assert not (tmp_path / "run").exists()
