@@ -93,7 +93,9 @@ class TrainerConfig:
         num_eval_episodes: episodes per evaluation.
         num_eval_environments: parallel environments of the evaluation environment; each
             plays an equal share of ``num_eval_episodes`` (so short episodes are not favoured).
-        device: where the algorithm's parameters live (``"cpu"``, ``"cuda"``).
+        device: where the algorithm's parameters live (``"cpu"``, ``"cuda"``, ``"cuda:1"``;
+            ``"mps"`` where torch has it). Other devices, and CUDA indices beyond the
+            machine's devices, are refused.
         enable_amp: ``torch.autocast`` in rollout and loss (bfloat16 on CPU, float16 on CUDA
             with a ``GradScaler``).
         empty_cache: ``torch.cuda.empty_cache()`` every iteration.
@@ -317,6 +319,15 @@ class TrainerConfig:
         if kind == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"TrainerConfig.device = {device!r}, but torch sees no CUDA device "
                              f"on this machine; use device='cpu'")
+        index = torch.device(device).index
+        if kind == "cuda" and index is not None and index >= torch.cuda.device_count():
+            raise ValueError(f"TrainerConfig.device = {device!r}, but torch sees "
+                             f"{torch.cuda.device_count()} CUDA device(s) (cuda:0 ...)")
+        mps = getattr(torch.backends, "mps", None)
+        if kind not in ("cpu", "cuda") and not (
+                kind == "mps" and mps is not None and mps.is_available()):
+            raise ValueError(f"TrainerConfig.device = {device!r}: rlf trains on 'cpu' or "
+                             f"'cuda' (or 'mps' where torch has it)")
         self.device = device
         self.enable_amp = enable_amp
         self.empty_cache = empty_cache

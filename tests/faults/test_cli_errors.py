@@ -2,6 +2,7 @@
 nothing on disk; ``--debug`` / ``RLF_DEBUG=1`` show the traceback."""
 
 import importlib.util
+import re
 
 import pytest
 
@@ -70,6 +71,9 @@ MISTAKES = {
     "negative_clipping": ("ImpalaAlgorithm.gradient_clipping=-1.0",
                           "ImpalaAlgorithm: gradient_clipping must be > 0 or None (no "
                           "clipping), got -1.0"),
+    # 'meta' tensors hold no data: a traceback at the first step, after the run was written.
+    "unsupported_device": ("TrainerConfig.device='meta'",
+                           "TrainerConfig.device = 'meta': rlf trains on 'cpu' or 'cuda'"),
     "unknown_environment": ("load.env_name='CartPol-v1'",
                             "Unknown environment id 'CartPol-v1'"),
 }
@@ -140,6 +144,17 @@ def test_a_cuda_device_without_cuda_is_one_line_and_nothing_written(tmp_path):
     assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
     assert "TrainerConfig.device = 'cuda', but torch sees no CUDA device" in r.stderr
     assert not root.exists()
+
+
+def test_a_cuda_index_beyond_the_devices_is_refused(monkeypatch):
+    import torch
+    from rlf.algorithms import TrainerConfig
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match=re.escape(
+            "TrainerConfig.device = 'cuda:1', but torch sees 1 CUDA device(s) (cuda:0 ...)")):
+        TrainerConfig(device="cuda:1")
+    assert TrainerConfig(device="cuda:0").device == "cuda:0"
 
 
 @pytest.mark.parametrize("module, args", [
