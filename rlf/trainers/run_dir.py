@@ -7,6 +7,7 @@ read), ``root_dir/train/`` the TensorBoard events, ``root_dir/ckpt/`` the checkp
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -15,7 +16,8 @@ import gin
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.errors import UserError
 
-__all__ = ["RunDirectoryError", "check_run_directory", "write_operative_config"]
+__all__ = ["RunDirectoryError", "check_run_directory", "lock_run_directory",
+           "write_operative_config"]
 
 
 class RunDirectoryError(UserError):
@@ -40,6 +42,32 @@ def check_run_directory(root_dir: Path) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise RunDirectoryError(f"root_dir {root_dir} cannot be written: {existing} is not "
                                 f"writable by this user; pass another --root_dir")
+
+
+def lock_run_directory(root_dir: Path) -> int:
+    """Creates ``root_dir`` if needed and takes an exclusive ``flock`` on it, so that a
+    second training process on the same run (the same command started twice, a suite
+    restarted while its run goes on) stops instead of writing checkpoints and summaries
+    beside the first one's. The lock lasts until the returned descriptor is closed, or the
+    process ends (also when it is killed: no stale lock is left). Actor processes are
+    spawned, so they do not inherit it.
+
+    Returns:
+        The directory's file descriptor; ``os.close`` it to release the lock.
+
+    Raises:
+        RunDirectoryError: if another process holds the lock.
+    """
+    root_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root_dir, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunDirectoryError(f"root_dir {root_dir} is in use by another training process; "
+                                f"let it finish or stop it (Ctrl-C writes a checkpoint), or "
+                                f"pass another --root_dir") from None
+    return fd
 
 
 def write_operative_config(root_dir: Path) -> Path:

@@ -20,7 +20,8 @@ from rlf.algorithms.config import RANDOM_SEED_LIMIT
 from rlf.environments import load
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
-from rlf.trainers.run_dir import check_run_directory, write_operative_config
+from rlf.trainers.run_dir import (check_run_directory, lock_run_directory,
+                                  write_operative_config)
 from rlf.trainers.unrollers import make_unroller
 from rlf.unrollers import ActorError
 from rlf.utils import summary
@@ -99,6 +100,7 @@ class Trainer:
         self._env = None
         self._algorithm = None
         self._eval_env = None
+        self._lock_fd: Optional[int] = None
         self._closed = False
 
     @property
@@ -131,6 +133,8 @@ class Trainer:
                 config combines options that do not fit (e.g. ``offline_buffer_dir`` with an
                 on-policy algorithm); whatever the environment and algorithm constructors
                 raise. What was built is closed again.
+            RunDirectoryError: (a ``UserError``) if another process trains in ``root_dir``
+                (``lock_run_directory``; the lock is held until ``close()``).
             RuntimeError: after ``close()`` (its environments are closed; make a new
                 ``Trainer``).
         """
@@ -138,24 +142,36 @@ class Trainer:
             raise RuntimeError(f"Trainer({self._root_dir}) is closed; make a new Trainer")
         if self._algorithm is None:
             try:
+                # An existing run is locked before its actors start (they write its logs);
+                # a new one once everything is built, so that a refused setting leaves no
+                # directory behind.
+                if self._root_dir.is_dir():
+                    self._lock_fd = lock_run_directory(self._root_dir)
                 self._build()
+                if self._lock_fd is None:
+                    self._lock_fd = lock_run_directory(self._root_dir)
             except BaseException:
                 self.close()
                 raise
         return self._algorithm
 
     def close(self) -> None:
-        """Stops the actors and closes the environments (``train`` does it when it ends); a
-        second call does nothing."""
+        """Stops the actors, closes the environments and releases ``root_dir`` (``train``
+        does it when it ends); a second call does nothing."""
         if self._closed:
             return
         self._closed = True
-        if self._algorithm is not None:
-            self._algorithm.finish_train()
-        if self._env is not None:
-            self._env.close()
-        if self._eval_env is not None:
-            self._eval_env.close()
+        try:
+            if self._algorithm is not None:
+                self._algorithm.finish_train()
+            if self._env is not None:
+                self._env.close()
+            if self._eval_env is not None:
+                self._eval_env.close()
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     def _build(self) -> None:
         config = self._config

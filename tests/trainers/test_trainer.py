@@ -125,6 +125,28 @@ def test_close_twice_is_harmless_and_build_after_close_raises(tmp_path):
         trainer.build()
 
 
+def test_a_run_directory_trains_in_one_process_at_a_time(tmp_path):
+    # Before, a second process (the same command started twice) resumed from the same
+    # checkpoint and wrote checkpoints and summaries beside the first one's.
+    from rlf.trainers.run_dir import RunDirectoryError
+    first = Trainer(_config(1), tmp_path / "run", progress=False)
+    first.build()  # a new run: its directory is made and locked once all is built
+    script = ("import sys; from pathlib import Path; "
+              "from rlf.trainers.run_dir import lock_run_directory; "
+              "lock_run_directory(Path(sys.argv[1]))")
+    other = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run")], cwd=REPO,
+                           capture_output=True, text=True, timeout=60)
+    assert other.returncode == 1 and "is in use by another training process" in other.stderr
+    second = Trainer(_config(1), tmp_path / "run", progress=False)
+    with pytest.raises(RunDirectoryError, match=f"root_dir {tmp_path / 'run'} is in use by "
+                                                f"another training process"):
+        second.build()
+    first.close()  # releases it
+    third = Trainer(_config(1), tmp_path / "run", progress=False)
+    third.build()
+    third.close()
+
+
 def test_building_a_trainer_leaves_the_process_settings_alone(tmp_path):
     # Process tuning is the launchers' (rlf.runtime.configure_process), never a constructor's.
     denormal = torch.tensor([0x00400000], dtype=torch.int32).view(torch.float32)
