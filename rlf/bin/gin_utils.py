@@ -65,7 +65,7 @@ def _configurable_names() -> List[str]:
 def _explain(message: str) -> str:
     """Adds the closest valid names to gin's 'no configurable' / 'no parameter' errors."""
     first = message.strip().splitlines()[0]
-    m = re.search(r"No configurable matching '([^']+)'", first)
+    m = re.search(r"No configurable matching (?:reference )?'@?([^']+)'", first)
     if m:
         close = difflib.get_close_matches(m.group(1), _configurable_names(), n=5, cutoff=0.5)
         return f"{first} (closest: {', '.join(close) if close else 'none'})"

@@ -21,6 +21,9 @@ MISTAKES = {
                           "ImpalaAlgorithm has no parameter 'xyzzy' (none is close; valid: "
                           "observation_spec, action_spec, reward_spec, env, config, "
                           "network_ctor, gamma, entropy_regularization, td_loss_weight, "),
+    "unknown_reference": ("ImpalaAlgorithm.optimizer=@torch.optim.Adamm",
+                          "No configurable matching reference '@torch.optim.Adamm'. (closest: "
+                          "torch.optim.Adam, "),
     "wrong_type_env": ("load.num_envs='four'",
                        "load.num_envs = 'four': expected int, got str"),
     "wrong_type_optimizer": ("torch.optim.Adam.lr='fast'",
