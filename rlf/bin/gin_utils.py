@@ -139,7 +139,10 @@ def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
         where = f" in {e.filename}" if e.filename else ""
         raise ConfigError(f"malformed gin{where} line {e.lineno}: {e.msg}: "
                           f"{(e.text or '').strip()!r}") from None
-    except (ValueError, ImportError, KeyError, TypeError) as e:
+    except ImportError as e:  # an `import` statement of the conf
+        raise ConfigError(f"{_explain(str(e))} (an `import` in {conf_file or 'the bindings'}"
+                          f"; is the module installed, or on PYTHONPATH?)") from None
+    except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(_explain(str(e))) from None
     except OSError as e:  # an include that does not exist
         raise ConfigError(" ".join(str(e).split()) + " (includes are relative to the conf "

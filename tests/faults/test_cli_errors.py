@@ -294,3 +294,14 @@ def test_an_environment_whose_package_is_missing_is_one_line(tmp_path):
     assert lines(r.stderr)[0].startswith(
         "error: LunarLander-v3: Box2D is not installed, you can install it by run"), r.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_conf_importing_a_missing_module_names_the_conf(tmp_path):
+    conf = tmp_path / "mine.gin"
+    conf.write_text("import my_lab.algorithms\n")
+    r = run_cli("train", "--conf", str(conf), "--root_dir", str(tmp_path / "run"))
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0] == (
+        f"error: No module named 'my_lab' (an `import` in {conf}; is the module installed, "
+        f"or on PYTHONPATH?)"), r.stderr
+    assert not (tmp_path / "run").exists()
