@@ -116,12 +116,17 @@ def load_gym(env_name: str,
 
     Raises:
         UserError: (a ``ValueError``) if the environment needs a package that is not
-            installed (gymnasium's message says which).
+            installed (gymnasium's message says which), or for ``flatten_observations=True``
+            with ``vector_entry_point``.
         gymnasium.error.Error: if gymnasium cannot build it (e.g. wrappers with
             ``vector_entry_point``).
     """
     if max_episode_steps is not None:
         env_kwargs["max_episode_steps"] = max_episode_steps
+    if flatten_observations and vectorization_mode not in ("sync", "async"):
+        raise UserError(f"load_gym: flatten_observations = True wraps each copy, which "
+                        f"vectorization_mode = {vectorization_mode!r} does not make; use "
+                        f"'sync' or 'async'")
     if vectorization_mode in ("sync", "async"):
         if flatten_observations is None:
             wrappers = [*wrappers, _flat_observations_if_needed]

@@ -155,3 +155,5 @@ def test_observations_are_kept_as_they_are_on_request():
     env = load("CartPole-v1", 2, seed=0, flatten_observations=True)  # a Box: already flat
     assert env.observation_spec().shape == (4,)
     env.close()
+    with pytest.raises(ValueError, match="flatten_observations = True wraps each copy"):
+        load("CartPole-v1", 2, flatten_observations=True, vectorization_mode="vector_entry_point")
