@@ -36,8 +36,10 @@ CASES = {
 def _build(name, device):
     env_name, ctor, kwargs, config = CASES[name]
     env = load(env_name, 2, seed=0)
-    alg = ctor(env.observation_spec(), env.action_spec(), env=env,
-               config=TrainerConfig(num_iterations=10, device=device, **config), **kwargs)
+    trainer_config = TrainerConfig(num_iterations=10, **config)
+    trainer_config.device = device  # past TrainerConfig's check, which refuses 'meta' to users
+    alg = ctor(env.observation_spec(), env.action_spec(), env=env, config=trainer_config,
+               **kwargs)
     alg.to(device)
     alg.set_unroller(SyncUnroller(env, alg))
     return alg, env
