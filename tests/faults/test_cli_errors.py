@@ -55,6 +55,10 @@ MISTAKES = {
                                 "ImpalaAlgorithm: TrainerConfig.initial_collect_steps = "
                                 "1000000 exceeds what the replay buffer holds (environments "
                                 "x steps each: 16 x "),
+    # Was a traceback at the first update, after the run directory was written.
+    "sampling_without_batch_shape": ("TrainerConfig.whole_replay_buffer_training=False",
+                                     "ImpalaAlgorithm trains from sampled replay batches, which "
+                                     "need TrainerConfig.mini_batch_size and mini_batch_length"),
     "zero_update_period": ("TrainerConfig.unroll_parameter_update_period=0",
                            "TrainerConfig.unroll_parameter_update_period must be >= 1, got 0"),
     "ray_without_actors": ("TrainerConfig.use_ray=True",
