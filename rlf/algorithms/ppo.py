@@ -153,6 +153,13 @@ class PPOAlgorithm(RLAlgorithm):
         """The actor-critic network."""
         return self._network
 
+    @property
+    def trains_on_rollout_graph(self) -> bool:
+        """Never: PPO's loss needs ``train_step``'s recomputed policy and the advantages of
+        ``preprocess_experience``, so it always trains in epochs (``train_from_unroll``);
+        without mini-batch settings, one epoch over the whole unroll as one batch."""
+        return False
+
     def predict_step(self, time_step, state) -> AlgStep:
         """The policy's mode (clipped to the bounds for a Box)."""
         params, _, _ = self._network(time_step.observation)

@@ -189,3 +189,19 @@ def test_out_of_range_clipping_and_lambda_are_refused(kw, message):
     obs, act = TensorSpec((4,)), BoundedTensorSpec((), torch.int64, 0, 1)
     with pytest.raises(ValueError, match=re.escape(f"PPOAlgorithm: {message}")):
         PPOAlgorithm(obs, act, optimizer=torch.optim.Adam, **kw)
+
+
+def test_without_mini_batch_settings_ppo_trains_one_epoch_over_the_whole_unroll():
+    # Before, TrainerConfig's defaults sent PPO down the one-update-on-the-rollout's-graph
+    # path, whose infos have no recomputed policy: an AttributeError at the first update.
+    env = load("CartPole-v1", 2, seed=0)
+    alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env,
+                       config=TrainerConfig(unroll_length=8, num_iterations=3),
+                       optimizer=torch.optim.Adam)
+    alg.set_unroller(SyncUnroller(env, alg))
+    before = [p.detach().clone() for p in alg.parameters()]
+    assert not alg.trains_on_rollout_graph
+    assert alg.train_iter() == 8 * 2  # one batch of every step of the unroll
+    assert alg.train_iter() == 9 * 2  # with the previous unroll's last step
+    assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))
+    env.close()
