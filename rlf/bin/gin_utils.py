@@ -259,12 +259,25 @@ def _misfit(value: Any, annotation: Any) -> str:
 
 
 def _hints(functions: List[Callable]) -> Dict[str, Any]:
+    """The parameters' type annotations, resolved. Where ``typing.get_type_hints`` fails
+    (a module that imports its annotations' names only for type checkers, as
+    ``torch.optim.lr_scheduler`` does ``Iterable``), each annotation is resolved on its own
+    with ``typing``'s names; one that still does not resolve is judged by its default."""
     hints: Dict[str, Any] = {}
     for f in reversed(functions):  # the subclass's annotation wins
         try:
             hints.update(typing.get_type_hints(f))
-        except Exception:  # unresolvable forward references: judge by defaults only
+            continue
+        except Exception:
             pass
+        namespace = {**vars(typing), **getattr(f, "__globals__", {})}
+        for name, annotation in getattr(f, "__annotations__", {}).items():
+            if isinstance(annotation, str):
+                try:
+                    annotation = eval(annotation, namespace)  # noqa: S307 (an annotation)
+                except Exception:
+                    continue
+            hints[name] = annotation
     return hints
 
 

@@ -36,6 +36,11 @@ MISTAKES = {
     "wrong_type_element": ("MLPEncoder.hidden=[64, 'a']",
                            "MLPEncoder.hidden = [64, 'a']: expected Sequence[int], got list "
                            "with element 'a' of type str"),
+    # torch's schedulers name their annotations' types for type checkers only; they are
+    # resolved one by one (a string of milestones was a silent no-op schedule).
+    "wrong_type_scheduler": ("torch.optim.lr_scheduler.MultiStepLR.milestones='abc'",
+                             "torch.optim.lr_scheduler.MultiStepLR.milestones = 'abc': "
+                             "expected Iterable[int], got str"),
     "wrong_type_trainer_config": ("TrainerConfig.num_iterations='ten'",
                                   "TrainerConfig.num_iterations = 'ten': expected int, got str"),
     "refused_value": ("TrainerConfig.checkpoint_interval=0",
