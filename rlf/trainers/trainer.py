@@ -27,7 +27,7 @@ from rlf.unrollers import ActorError
 from rlf.utils import summary
 from rlf.utils.checkpoint import remove_stale_temp_files
 from rlf.utils.checkpointer import Checkpointer
-from rlf.utils.errors import UserError
+from rlf.utils.errors import UserError, one_line
 
 __all__ = ["Trainer", "CheckpointMismatchError", "ActorFailure"]
 
@@ -179,8 +179,12 @@ class Trainer:
         try:
             self._env = load(seed=self._seed_value)
         except TypeError as e:
-            raise UserError(f"cannot create the environment ({e}); set `load.env_name` and "
-                            f"`load.num_envs` in the gin file") from None
+            if "required" in str(e):  # load() without its env_name or num_envs
+                hint = "set `load.env_name` and `load.num_envs` in the gin file"
+            else:  # e.g. an unknown keyword, which load passes on to gymnasium.make
+                hint = ("keyword arguments of `load` and `load_gym` that they do not take "
+                        "themselves go to the environment's constructor")
+            raise UserError(f"cannot create the environment ({one_line(e)}); {hint}") from None
         self._algorithm = config.algorithm_ctor(
             observation_spec=self._env.observation_spec(), action_spec=self._env.action_spec(),
             reward_spec=self._env.reward_spec(), env=self._env, config=config)

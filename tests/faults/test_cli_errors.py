@@ -86,6 +86,10 @@ MISTAKES = {
     # 'meta' tensors hold no data: a traceback at the first step, after the run was written.
     "unsupported_device": ("TrainerConfig.device='meta'",
                            "TrainerConfig.device = 'meta': rlf trains on 'cpu' or 'cuda'"),
+    # Passed on to gymnasium.make; the hint was to set load.env_name and load.num_envs.
+    "unknown_environment_keyword": ("load_gym.foo=1",
+                                    "cannot create the environment (load_gym: CartPoleEnv."
+                                    "__init__() got an unexpected keyword argument 'foo'"),
     "unknown_environment": ("load.env_name='CartPol-v1'",
                             "Unknown environment id 'CartPol-v1'"),
 }
