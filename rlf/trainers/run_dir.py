@@ -8,6 +8,7 @@ read), ``root_dir/train/`` the TensorBoard events, ``root_dir/ckpt/`` the checkp
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from rlf.utils.errors import UserError
 
 __all__ = ["RunDirectoryError", "check_run_directory", "lock_run_directory",
            "write_operative_config"]
+
+logger = logging.getLogger(__name__)
 
 
 class RunDirectoryError(UserError):
@@ -67,6 +70,9 @@ def lock_run_directory(root_dir: Path) -> int:
         raise RunDirectoryError(f"root_dir {root_dir} is in use by another training process; "
                                 f"let it finish or stop it (Ctrl-C writes a checkpoint), or "
                                 f"pass another --root_dir") from None
+    except OSError as e:  # a file system without flock (some network mounts): run unlocked
+        logger.warning("cannot lock %s (%s): a second training process on this run would not "
+                       "be stopped", root_dir, e)
     return fd
 
 

@@ -147,6 +147,21 @@ def test_a_run_directory_trains_in_one_process_at_a_time(tmp_path):
     third.close()
 
 
+def test_a_file_system_without_flock_runs_unlocked_with_a_warning(tmp_path, monkeypatch,
+                                                                   caplog):
+    import errno
+    import fcntl
+    import os
+    from rlf.trainers.run_dir import lock_run_directory
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    os.close(lock_run_directory(tmp_path / "run"))
+    assert "cannot lock" in caplog.text and "No locks available" in caplog.text
+
+
 def test_building_a_trainer_leaves_the_process_settings_alone(tmp_path):
     # Process tuning is the launchers' (rlf.runtime.configure_process), never a constructor's.
     denormal = torch.tensor([0x00400000], dtype=torch.int32).view(torch.float32)
