@@ -229,8 +229,7 @@ class RLAlgorithm(Algorithm):
             UserError: (a ``ValueError``) for an off-policy algorithm whose
                 ``initial_collect_steps`` exceed what the replay buffer holds, or whose
                 sampled sequences are longer than a replay ring (training would never
-                start), or whose replay buffer refuses its settings (``_probe_replay_buffer``),
-                or that samples batches without ``mini_batch_size`` and ``mini_batch_length``.
+                start), or whose replay buffer refuses its settings (``_probe_replay_buffer``).
         """
         if self._config is None:
             raise ValueError(f"{self._name}: set_unroller needs config=TrainerConfig")
@@ -245,13 +244,6 @@ class RLAlgorithm(Algorithm):
                 f"so training would never start; lower it or raise "
                 f"TrainerConfig.replay_buffer_length")
         if not self.on_policy:
-            sampled = (not config.whole_replay_buffer_training
-                       or self.offline_replay_buffer is not None)
-            if sampled and (config.mini_batch_size is None or config.mini_batch_length is None):
-                raise UserError(
-                    f"{self._name} trains from sampled replay batches, which need "
-                    f"TrainerConfig.mini_batch_size and mini_batch_length (or, without "
-                    f"offline data, TrainerConfig.whole_replay_buffer_training = True)")
             self._check_sequence_fits(length - self._probe_replay_buffer())
         if self._metrics is not None and unroller.batch_size != self._num_envs:
             raise ValueError(f"{self._name}: the metrics were sized for {self._num_envs} "

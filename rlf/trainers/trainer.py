@@ -198,8 +198,18 @@ class Trainer:
                 raise UserError("TrainerConfig.offline_buffer_dir needs an off-policy "
                                 "algorithm")
             self._algorithm.load_offline_replay_buffer()
-        self._algorithm.set_unroller(make_unroller(config, self._env, self._algorithm,
-                                                   self._seed_value, self._root_dir))
+        algorithm = self._algorithm
+        if not algorithm.on_policy and (config.mini_batch_size is None
+                                        or config.mini_batch_length is None) and (
+                not config.whole_replay_buffer_training
+                or algorithm.offline_replay_buffer is not None):
+            # train_from_replay_buffer would refuse it at the first update
+            raise UserError(f"{algorithm.name} trains from sampled replay batches, which need "
+                            f"TrainerConfig.mini_batch_size and mini_batch_length (or, "
+                            f"without offline data, TrainerConfig.whole_replay_buffer_training "
+                            f"= True)")
+        algorithm.set_unroller(make_unroller(config, self._env, algorithm, self._seed_value,
+                                             self._root_dir))
         self._checkpointer = Checkpointer(self._root_dir / "ckpt", config.num_checkpoints,
                                           companion_names=("replay_buffer",), warn=_warn,
                                           algorithm=self._algorithm, trainer=self._state,
