@@ -3,6 +3,7 @@ checkpoints, and the command line (SIGINT, bad input)."""
 
 import functools
 import hashlib
+import re
 import signal
 import subprocess
 import sys
@@ -284,10 +285,14 @@ def test_sigint_writes_checkpoint_and_exits_0(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     assert "stopped by signal" in out
-    ckpts = list((tmp_path / "ckpt").glob("ckpt-*.pt"))
-    assert len(ckpts) == 1
-    state = load_checkpoint_file(ckpts[0])
-    assert state["trainer"]["iter_num"] > 0 and "_actor.0.weight" in state["algorithm"]
+    # The checkpoint of the iteration the signal ended (beside any periodic one: the conf
+    # writes one every 250 iterations, which a fast machine passes within the 2 s).
+    stopped_at = int(re.search(r"finished: (\d+) iterations", out).group(1))
+    ckpts = sorted((tmp_path / "ckpt").glob("ckpt-*.pt"), key=lambda p: int(p.stem[5:]))
+    assert ckpts and ckpts[-1].name == f"ckpt-{stopped_at}.pt", (out, ckpts)
+    state = load_checkpoint_file(ckpts[-1])
+    assert state["trainer"]["iter_num"] == stopped_at > 0
+    assert "_actor.0.weight" in state["algorithm"]
     play = subprocess.run(
         [sys.executable, "-m", "rlf.bin.play", "--root_dir", str(tmp_path), "--num_episodes",
          "2"], cwd=REPO, capture_output=True, text=True, timeout=120)
