@@ -24,6 +24,15 @@ def _to_float32(observation: np.ndarray) -> np.ndarray:
     return observation.astype(np.float32)
 
 
+def _box_as_float32(env: gym.Env) -> gym.Env:
+    """``env`` (a ``Box`` observation space) with its observations cast to float32."""
+    space = env.observation_space
+    space32 = gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
+                             space.shape, np.float32)
+    # a module-level function, not a lambda: the environment stays picklable (get_state)
+    return gym.wrappers.TransformObservation(env, _to_float32, space32)
+
+
 _NESTED_OR_DISCRETE = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Dict,
                        gym.spaces.Tuple)
 
@@ -32,11 +41,7 @@ def _flat_observations(env: gym.Env) -> gym.Env:
     """``env`` with its observations flattened by gymnasium's ``FlattenObservation`` into one
     float32 vector (``Discrete`` and ``MultiDiscrete`` parts one-hot, ``Dict`` and ``Tuple``
     parts concatenated)."""
-    env = gym.wrappers.FlattenObservation(env)
-    space = env.observation_space
-    flat32 = gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
-                            space.shape, np.float32)
-    return gym.wrappers.TransformObservation(env, _to_float32, flat32)
+    return _box_as_float32(gym.wrappers.FlattenObservation(env))
 
 
 def _flat_observations_if_needed(env: gym.Env) -> gym.Env:
@@ -52,10 +57,7 @@ def _float32_observations(env: gym.Env) -> gym.Env:
     space = env.observation_space
     if not (isinstance(space, gym.spaces.Box) and space.dtype == np.float64):
         return env
-    space32 = gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
-                             space.shape, np.float32)
-    # a module-level function, not a lambda: the environment stays picklable (get_state)
-    return gym.wrappers.TransformObservation(env, _to_float32, space32)
+    return _box_as_float32(env)
 
 
 @contextlib.contextmanager
