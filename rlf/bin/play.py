@@ -128,7 +128,12 @@ def _play() -> int:
     # The metrics' sizes depend on the training environment; only the model is needed here.
     state = {k: v for k, v in state.items()
              if not k.startswith("_metrics.") and k not in ("_optimizers", "_lr_schedulers")}
-    algorithm.load_state_dict(state, strict=False)
+    try:
+        algorithm.load_state_dict(state, strict=False)
+    except ValueError as e:  # e.g. a --conf_param game with another action set
+        raise UserError(f"{checkpoint_path} does not fit the configured algorithm: {e}; play "
+                        f"it with the configuration it was trained with (without the "
+                        f"--conf_param that changes it)") from None
 
     frames: List[np.ndarray] = []
     done = [False]

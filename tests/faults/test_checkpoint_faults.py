@@ -179,11 +179,15 @@ def test_play_falls_back_like_training_and_lists_existing_steps(tmp_path):
         assert lines(r.stderr)[0].startswith("error: --record: video file ") and (
             message in r.stderr), r.stderr
         assert "episode 0" not in r.stdout  # refused before playing
-    # A --conf_param value a constructor refuses was a traceback.
+    # A --conf_param value a constructor refuses, or one that changes the network (another
+    # game, other layers), was a traceback.
     for binding, message in (("TrainerConfig.random_seed=-1",
                               "TrainerConfig.random_seed must be in [0, 2**30)"),
                              ("ImpalaAlgorithm.gamma=2.0",
-                              "ImpalaAlgorithm: gamma must be in [0, 1], got 2.0")):
+                              "ImpalaAlgorithm: gamma must be in [0, 1], got 2.0"),
+                             ("MLPEncoder.hidden=(8,)",
+                              f"{ckpt / 'ckpt-15.pt'} does not fit the configured algorithm: "
+                              f"ImpalaAlgorithm: the checkpoint does not fit this algorithm: ")):
         r = run_cli("play", "--root_dir", str(tmp_path), "--checkpoint_step", "15",
                     "--conf_param", binding)
         assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
