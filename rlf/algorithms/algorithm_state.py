@@ -8,6 +8,8 @@ from typing import Any, Dict
 
 import torch
 
+from rlf.utils.errors import UserError
+
 __all__ = ["AlgorithmStateMixin"]
 
 
@@ -99,24 +101,34 @@ class AlgorithmStateMixin:
         """Loads the parameters named by the ``checkpoint`` argument (``"prefix@path"``).
 
         Raises:
-            FileNotFoundError, ValueError: for a missing or unreadable file, or no matching
-                parameters.
+            UserError: (a ``ValueError``) for a missing or unreadable file, no parameters
+                under the prefix (naming the prefixes there are), or parameters that do not
+                fit (``load_state_dict``), naming the file; nothing is loaded then.
         """
         if not self._checkpoint:
             return
         from rlf.utils.checkpoint import load_checkpoint_file
+        where = f"{self._name}.checkpoint = {self._checkpoint!r}"
         prefix, _, path = self._checkpoint.rpartition("@")
-        state = load_checkpoint_file(Path(path))
-        state = state.get("algorithm", state)
+        try:
+            full = load_checkpoint_file(Path(path))
+        except FileNotFoundError as e:
+            raise UserError(f"{where}: {e}") from None
+        full = full.get("algorithm", full)
+        state = dict(full)
         if prefix:
             state = {k[len(prefix) + 1:]: v for k, v in state.items()
                      if k.startswith(prefix + ".")}
         state.pop("_optimizers", None)
         state.pop("_lr_schedulers", None)
         if not state:
-            raise ValueError(f"{self._name}: checkpoint {path} has no parameters under "
-                             f"prefix '{prefix}'")
-        self.load_state_dict(state, strict=False)
+            prefixes = sorted({k.split(".")[0] for k in full if "." in k})
+            raise UserError(f"{where}: {path} has no parameters under prefix '{prefix}' (its "
+                            f"prefixes: {', '.join(prefixes) or 'none'})")
+        try:
+            self.load_state_dict(state, strict=False)
+        except ValueError as e:
+            raise UserError(f"{where}: {e}") from None
 
     def get_extra_state(self) -> Dict[str, Any]:
         """What ``state_dict`` saves beside tensors (``nn.Module`` hook): the training

@@ -108,6 +108,47 @@ def test_a_checkpoint_of_another_optimizer_class_is_refused_untouched():
     b.update_with_gradient(LossInfo(loss=b.net(torch.ones(1, 3)).sum()))  # still usable
 
 
+def test_initial_checkpoint_loads_parameters_by_prefix_and_refuses_in_one_line(tmp_path):
+    from rlf.utils.checkpoint import atomic_save
+    from rlf.utils.errors import UserError
+
+    class Net(Algorithm):
+        def __init__(self, n=3, checkpoint=None):
+            super().__init__(optimizer=torch.optim.Adam, checkpoint=checkpoint)
+            self.net = nn.Linear(n, 1)
+
+    source = Net()
+    path = tmp_path / "ckpt-1.pt"
+    atomic_save({"algorithm": source.state_dict()}, path)
+    loaded = Net(checkpoint=str(path))
+    loaded.load_initial_checkpoint()
+    assert torch.equal(loaded.net.weight, source.net.weight)
+
+    class Outer(Algorithm):  # the same layer one level down: loaded through a prefix
+        def __init__(self, checkpoint):
+            super().__init__(optimizer=torch.optim.Adam, checkpoint=checkpoint)
+            self.inner = nn.Module()
+            self.inner.net = nn.Linear(3, 1)
+
+    outer = Outer(checkpoint=None)
+    atomic_save({"algorithm": outer.state_dict()}, tmp_path / "outer.pt")
+    from_prefix = Net(checkpoint=f"inner@{tmp_path / 'outer.pt'}")
+    from_prefix.load_initial_checkpoint()
+    assert torch.equal(from_prefix.net.bias, outer.inner.net.bias)
+    # Each mistake was a traceback (FileNotFoundError, ValueError), exit status 1.
+    for checkpoint, message in [
+            (str(tmp_path / "none.pt"), "checkpoint file .*none.pt does not exist"),
+            (f"nothing@{path}", r".*ckpt-1.pt has no parameters under prefix 'nothing' "
+                                r"\(its prefixes: net\)"),
+            (str(path), r"Algorithm: the checkpoint does not fit this algorithm: "
+                        r"'net.weight' expected \(1, 4\)")]:
+        target = Net(n=4, checkpoint=checkpoint)
+        before = target.net.weight.clone()
+        with pytest.raises(UserError, match=f"Algorithm.checkpoint = .*: {message}"):
+            target.load_initial_checkpoint()
+        assert torch.equal(target.net.weight, before)
+
+
 def test_lr_scheduler_steps_per_update_and_resumes_from_state_dict():
     # SGD at lr 1 on loss w: each update moves w by -lr. LinearLR from 1.0 to 0.5 over 2
     # updates gives rates 1.0, 0.75, 0.5, 0.5, ... (hand-computed).

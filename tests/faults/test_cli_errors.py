@@ -90,6 +90,9 @@ MISTAKES = {
     "unknown_environment_keyword": ("load_gym.foo=1",
                                     "cannot create the environment (load_gym: CartPoleEnv."
                                     "__init__() got an unexpected keyword argument 'foo'"),
+    "missing_initial_checkpoint": ("ImpalaAlgorithm.checkpoint='/nonexistent/ckpt-1.pt'",
+                                   "ImpalaAlgorithm.checkpoint = '/nonexistent/ckpt-1.pt': "
+                                   "checkpoint file /nonexistent/ckpt-1.pt does not exist"),
     "unknown_environment": ("load.env_name='CartPol-v1'",
                             "Unknown environment id 'CartPol-v1'"),
 }
