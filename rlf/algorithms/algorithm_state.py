@@ -3,6 +3,7 @@ checkpoints, and the extra (non-tensor) state."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Dict
 
@@ -11,6 +12,8 @@ import torch
 from rlf.utils.errors import UserError
 
 __all__ = ["AlgorithmStateMixin"]
+
+logger = logging.getLogger(__name__)
 
 
 class AlgorithmStateMixin:
@@ -89,13 +92,39 @@ class AlgorithmStateMixin:
                              + "; ".join(problems) + " (nothing was loaded)")
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
         if opt_states is not None:
-            for opt, st in zip(optimizers, opt_states):
+            for i, (opt, st) in enumerate(zip(optimizers, opt_states)):
+                configured = [dict(g) for g in opt.param_groups]
                 opt.load_state_dict(st)
+                self._warn_replaced_hyperparameters(i, opt, configured)
             # a checkpoint without schedules leaves this algorithm's schedules at their start
             for sched, st in zip(self._lr_schedulers, sched_states or []):
                 if sched is not None:
                     sched.load_state_dict(st)
         return result
+
+    def _warn_replaced_hyperparameters(self, index: int, optimizer, configured) -> None:
+        """Warns where torch's ``Optimizer.load_state_dict`` replaced a configured
+        hyperparameter (a learning rate changed in the conf before a resume) with the
+        checkpoint's: the resumed run goes on with the checkpoint's. With a schedule the
+        configured rate is compared as its ``initial_lr``."""
+        changed = []
+        for mine, group in zip(configured, optimizer.param_groups):
+            for key, value in mine.items():
+                if key == "params" or (key == "lr" and "initial_lr" in mine):
+                    continue
+                restored = group.get(key, value)
+                if isinstance(value, torch.Tensor) or isinstance(restored, torch.Tensor):
+                    same = torch.equal(torch.as_tensor(value), torch.as_tensor(restored))
+                else:
+                    same = value == restored
+                if not same:
+                    name = "lr" if key == "initial_lr" else key
+                    changed.append(f"{name} = {restored!r} (configured: {value!r})")
+        if changed:
+            logger.warning("%s: optimizer %d (%s) goes on with the checkpoint's %s: torch "
+                           "restores an optimizer's hyperparameters with its state; to change "
+                           "them, start a new run (another --root_dir)", self._name, index,
+                           type(optimizer).__name__, ", ".join(sorted(set(changed))))
 
     def load_initial_checkpoint(self) -> None:
         """Loads the parameters named by the ``checkpoint`` argument (``"prefix@path"``).

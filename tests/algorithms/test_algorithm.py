@@ -108,6 +108,28 @@ def test_a_checkpoint_of_another_optimizer_class_is_refused_untouched():
     b.update_with_gradient(LossInfo(loss=b.net(torch.ones(1, 3)).sum()))  # still usable
 
 
+def test_a_resume_that_drops_a_configured_hyperparameter_warns(caplog):
+    # torch's Optimizer.load_state_dict restores the checkpoint's learning rate: a rate
+    # changed in the conf before a resume had no effect, silently.
+    class Net(Algorithm):
+        def __init__(self, lr, lr_scheduler=None):
+            super().__init__(optimizer=functools.partial(torch.optim.Adam, lr=lr),
+                             lr_scheduler=lr_scheduler)
+            self.net = nn.Linear(3, 1)
+
+    for sched in (None, functools.partial(torch.optim.lr_scheduler.LinearLR, total_iters=5)):
+        a = Net(0.1, sched)
+        a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+        caplog.clear()
+        Net(0.1, sched).load_state_dict(a.state_dict())
+        assert "goes on with the checkpoint's" not in caplog.text
+        resumed = Net(0.5, sched)
+        resumed.load_state_dict(a.state_dict())
+        assert ("Algorithm: optimizer 0 (Adam) goes on with the checkpoint's lr = 0.1 "
+                "(configured: 0.5)") in caplog.text
+        assert resumed.optimizers[0].param_groups[0].get("initial_lr", 0.1) == 0.1
+
+
 def test_initial_checkpoint_loads_parameters_by_prefix_and_refuses_in_one_line(tmp_path):
     from rlf.utils.checkpoint import atomic_save
     from rlf.utils.errors import UserError
