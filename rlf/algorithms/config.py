@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Callable, List, Optional, Union
 
@@ -161,10 +162,22 @@ class TrainerConfig:
             is allowed); for a negative ``priority_replay_alpha`` or a
             ``priority_replay_beta`` outside ``[0, 1]``; for ``use_ray`` without
             ``async_unroll``, or ``ray_address`` / ``ray_actor_resources`` without
-            ``use_ray``; for ``offline_fraction`` outside ``[0, 1)``; for a negative
+            ``use_ray``; for ``offline_fraction`` outside ``[0, 1)``, or any ``offline_*``
+            setting without ``offline_buffer_dir``; for a negative
             ``actor_niceness`` or ``max_actor_restarts``; for a ``device`` torch does not know
             or a CUDA device on a machine without one.
     """
+
+    #: Settings of the replay buffer, which only off-policy algorithms have.
+    REPLAY_SETTINGS = ("whole_replay_buffer_training", "clear_replay_buffer",
+                       "replay_buffer_length", "priority_replay", "priority_replay_alpha",
+                       "priority_replay_beta", "initial_collect_steps", "save_replay_buffer")
+
+    def changed_settings(self, names) -> List[str]:
+        """``["name = value", ...]`` for those of ``names`` whose value is not the default."""
+        defaults = inspect.signature(type(self).__init__).parameters
+        return [f"{n} = {getattr(self, n)!r}" for n in names
+                if getattr(self, n) != defaults[n].default]
 
     def __init__(self,
                  root_dir: Optional[str] = None,
@@ -358,6 +371,13 @@ class TrainerConfig:
             raise ValueError(f"TrainerConfig.offline_fraction must be in [0, 1), got "
                              f"{offline_fraction}")
         self.offline_fraction = offline_fraction
+        if not offline_buffer_dir:
+            offline_only = self.changed_settings(
+                ("offline_buffer_length", "offline_normalized_actions", "offline_fraction"))
+            if offline_only:
+                raise ValueError(f"TrainerConfig: {', '.join(offline_only)} take effect only "
+                                 f"with offline data: set TrainerConfig.offline_buffer_dir "
+                                 f"too, or remove them")
         for name, value, old_default in (
                 ("debug_summaries", debug_summaries, False),
                 ("max_unroll_length", max_unroll_length, 0),

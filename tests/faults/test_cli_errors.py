@@ -64,6 +64,11 @@ MISTAKES = {
     "sampling_without_batch_shape": ("TrainerConfig.whole_replay_buffer_training=False",
                                      "ImpalaAlgorithm trains from sampled replay batches, which "
                                      "need TrainerConfig.mini_batch_size and mini_batch_length"),
+    # Settings that changed nothing: offline ones without offline data, and (below) replay
+    # ones with an on-policy algorithm.
+    "offline_setting_without_offline_data": ("TrainerConfig.offline_fraction=0.3",
+                                             "TrainerConfig: offline_fraction = 0.3 take "
+                                             "effect only with offline data"),
     "zero_update_period": ("TrainerConfig.unroll_parameter_update_period=0",
                            "TrainerConfig.unroll_parameter_update_period must be >= 1, got 0"),
     "ray_without_actors": ("TrainerConfig.use_ray=True",
@@ -321,3 +326,17 @@ def test_a_conf_importing_a_missing_module_names_the_conf(tmp_path):
         f"error: No module named 'my_lab' (an `import` in {conf}; is the module installed, "
         f"or on PYTHONPATH?)"), r.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_replay_settings_with_an_on_policy_algorithm_are_refused(tmp_path):
+    # PPO has no replay buffer: these silently changed nothing.
+    root = tmp_path / "run"
+    r = run_cli("train", "--conf", "confs/ppo_cartpole.gin", "--root_dir", str(root),
+                "--conf_param", "TrainerConfig.priority_replay=True",
+                "--conf_param", "TrainerConfig.replay_buffer_length=100")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0] == (
+        "error: TrainerConfig: replay_buffer_length = 100, priority_replay = True take effect "
+        "only with an off-policy algorithm's replay buffer; PPOAlgorithm is on-policy: remove "
+        "them"), r.stderr
+    assert not root.exists()
