@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Callable, List, Optional, Union
+from typing import Callable, List, Optional, Sequence, Union
 
 import gin
 import torch
@@ -173,8 +173,9 @@ class TrainerConfig:
                        "replay_buffer_length", "priority_replay", "priority_replay_alpha",
                        "priority_replay_beta", "initial_collect_steps", "save_replay_buffer")
 
-    def changed_settings(self, names) -> List[str]:
-        """``["name = value", ...]`` for those of ``names`` whose value is not the default."""
+    def changed_settings(self, names: Sequence[str]) -> List[str]:
+        """``["name = value", ...]`` for those of ``names`` (fields of this config) whose
+        value is not the constructor's default, in the order of ``names``."""
         defaults = inspect.signature(type(self).__init__).parameters
         return [f"{n} = {getattr(self, n)!r}" for n in names
                 if getattr(self, n) != defaults[n].default]
@@ -375,9 +376,10 @@ class TrainerConfig:
             offline_only = self.changed_settings(
                 ("offline_buffer_length", "offline_normalized_actions", "offline_fraction"))
             if offline_only:
-                raise ValueError(f"TrainerConfig: {', '.join(offline_only)} take effect only "
+                verb, it = ("takes", "it") if len(offline_only) == 1 else ("take", "them")
+                raise ValueError(f"TrainerConfig: {', '.join(offline_only)} {verb} effect only "
                                  f"with offline data: set TrainerConfig.offline_buffer_dir "
-                                 f"too, or remove them")
+                                 f"too, or remove {it}")
         for name, value, old_default in (
                 ("debug_summaries", debug_summaries, False),
                 ("max_unroll_length", max_unroll_length, 0),

@@ -67,7 +67,7 @@ MISTAKES = {
     # Settings that changed nothing: offline ones without offline data, and (below) replay
     # ones with an on-policy algorithm.
     "offline_setting_without_offline_data": ("TrainerConfig.offline_fraction=0.3",
-                                             "TrainerConfig: offline_fraction = 0.3 take "
+                                             "TrainerConfig: offline_fraction = 0.3 takes "
                                              "effect only with offline data"),
     "zero_update_period": ("TrainerConfig.unroll_parameter_update_period=0",
                            "TrainerConfig.unroll_parameter_update_period must be >= 1, got 0"),
