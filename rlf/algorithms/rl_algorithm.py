@@ -236,14 +236,14 @@ class RLAlgorithm(Algorithm):
         config = self._config
         length = adjust_replay_buffer_length(config)
         capacity = unroller.batch_size * length
-        if not self.on_policy and config.initial_collect_steps > capacity:
-            raise UserError(
-                f"{self._name}: TrainerConfig.initial_collect_steps = "
-                f"{config.initial_collect_steps} exceeds what the replay buffer holds "
-                f"(environments x steps each: {unroller.batch_size} x {length} = {capacity}), "
-                f"so training would never start; lower it or raise "
-                f"TrainerConfig.replay_buffer_length")
         if not self.on_policy:
+            if config.initial_collect_steps > capacity:
+                raise UserError(
+                    f"{self._name}: TrainerConfig.initial_collect_steps = "
+                    f"{config.initial_collect_steps} exceeds what the replay buffer holds "
+                    f"(environments x steps each: {unroller.batch_size} x {length} = "
+                    f"{capacity}), so training would never start; lower it or raise "
+                    f"TrainerConfig.replay_buffer_length")
             self._check_sequence_fits(length - self._probe_replay_buffer())
         if self._metrics is not None and unroller.batch_size != self._num_envs:
             raise ValueError(f"{self._name}: the metrics were sized for {self._num_envs} "
@@ -274,18 +274,31 @@ class RLAlgorithm(Algorithm):
               time_step_spec(self._observation_spec, self._action_spec, self._reward_spec))
         spec = Experience(time_step=ts, action=self._action_spec, rollout_info=(),
                           state=self.rollout_state_spec)
+        try:
+            probe = self._make_replay_buffer(spec, num_environments=1, max_length=1)
+        except UserError as e:
+            if "'rollout_info." in str(e):  # a path the probe's spec cannot hold
+                return 0
+            raise
+        return probe.num_earliest_frames_ignored
+
+    def _make_replay_buffer(self, data_spec, num_environments: int,
+                            max_length: int) -> ReplayBuffer:
+        """``replay_buffer_ctor`` with the config's prioritised-replay settings.
+
+        Raises:
+            UserError: (a ``ValueError``) for a configured setting the buffer refuses (e.g.
+                a ``ReplayBuffer.stacked_frames`` path that is not a field of the spec).
+        """
         config = self._config
         try:
-            probe = self._replay_buffer_ctor(
-                data_spec=spec, num_environments=1, max_length=1,
+            return self._replay_buffer_ctor(
+                data_spec=data_spec, num_environments=num_environments, max_length=max_length,
                 prioritized_sampling=config.priority_replay,
                 alpha=config.priority_replay_alpha, beta=config.priority_replay_beta,
                 name=f"{self._name}_replay_buffer")
         except ValueError as e:
-            if "'rollout_info." in str(e):  # a path the probe's spec cannot hold
-                return 0
             raise UserError(one_line(e)) from e
-        return probe.num_earliest_frames_ignored
 
     def _check_sequence_fits(self, usable_length: int) -> None:
         """Refuses sampled replay training whose sequences are longer than the ``usable_length``
@@ -370,15 +383,8 @@ class RLAlgorithm(Algorithm):
         if self.replay_buffer is None:
             config = self._config
             spec = spec_from_tensors(exp)
-            try:
-                self.__dict__["_replay_buffer"] = self._replay_buffer_ctor(
-                    data_spec=spec, num_environments=self._num_envs,
-                    max_length=adjust_replay_buffer_length(config),
-                    prioritized_sampling=config.priority_replay,
-                    alpha=config.priority_replay_alpha, beta=config.priority_replay_beta,
-                    name=f"{self._name}_replay_buffer")
-            except ValueError as e:  # a configured setting it refuses (stacked_frames paths)
-                raise UserError(one_line(e)) from e
+            self.__dict__["_replay_buffer"] = self._make_replay_buffer(
+                spec, self._num_envs, adjust_replay_buffer_length(config))
             if config.whole_replay_buffer_training and config.clear_replay_buffer:
                 # The first iteration holds unroll_length steps only; train from the second
                 # on, when the buffer holds unroll_length + 1 (ALF).
