@@ -19,7 +19,7 @@ from rlf.algorithms import value_ops
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.data_structures import AlgStep, LossInfo, valid_step_mask
 from rlf.networks import ActorCriticNetwork, CategoricalHead, MultiCategoricalHead
-from rlf.tensor_specs import TensorSpec
+from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.utils import summary
 
 __all__ = ["PPOAlgorithm", "PPOInfo", "ppo_clipped_surrogate"]
@@ -75,7 +75,8 @@ class PPOAlgorithm(RLAlgorithm):
     entropy. Policies: Categorical (Discrete), independent Categoricals (MultiDiscrete), and
     for a Box a Normal whose samples are clipped to the bounds before they reach the
     environment (the unclipped sample is what is trained on; the paper's and SB3's choice) or,
-    with ``ActorCriticNetwork.tanh_squash = True``, a tanh-squashed Normal.
+    with ``ActorCriticNetwork.tanh_squash = True``, a tanh-squashed Normal. A Box without
+    finite bounds gets an unclipped Normal.
 
     Args:
         observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``.
@@ -142,7 +143,8 @@ class PPOAlgorithm(RLAlgorithm):
         self._entropy_regularization = entropy_regularization
         self._normalize_advantages = normalize_advantages
         head = network.policy_head
-        self._clip_to_bounds = not isinstance(head, (CategoricalHead, MultiCategoricalHead))
+        self._clip_to_bounds = (isinstance(action_spec, BoundedTensorSpec) and not isinstance(
+            head, (CategoricalHead, MultiCategoricalHead)))
         if self._clip_to_bounds:
             low, high = action_spec.bounds(torch.float32)
             self.register_buffer("_action_low", low, persistent=False)

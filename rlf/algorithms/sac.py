@@ -202,9 +202,13 @@ class SACAlgorithm(RLAlgorithm):
         if not initial_alpha > 0:
             raise ValueError(f"{name}: initial_alpha (the temperature, learned as its log) "
                              f"must be > 0, got {initial_alpha}")
-        if not (action_spec.is_continuous and isinstance(action_spec, BoundedTensorSpec)):
-            raise ValueError(f"{name} needs a bounded continuous action spec (a Box), got "
+        if not action_spec.is_continuous:
+            raise ValueError(f"{name} needs a continuous action space (a Box), got "
                              f"{action_spec}")
+        if not isinstance(action_spec, BoundedTensorSpec):
+            raise ValueError(f"{name} squashes actions into the Box's bounds and needs finite "
+                             f"ones; the action space has none ({action_spec}): give the "
+                             f"environment's Box finite bounds")
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,
                          **kwargs)

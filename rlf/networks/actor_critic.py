@@ -21,7 +21,8 @@ class ActorCriticNetwork(nn.Module):
 
     Args:
         observation_spec: ``TensorSpec`` of one observation: ``(C, H, W)`` images or flat.
-        action_spec: ``BoundedTensorSpec`` (Discrete, MultiDiscrete or Box).
+        action_spec: ``BoundedTensorSpec`` (Discrete, MultiDiscrete or Box), or a float
+            ``TensorSpec`` (a Box without finite bounds: an unbounded Normal).
         encoder_ctor: ``encoder_ctor(observation_spec)`` with an ``output_size`` attribute;
             None picks ``NatureCNN`` for rank-3 observations and ``MLPEncoder`` otherwise.
         lstm_size: hidden units of an LSTM core between the encoder and the heads (IMPALA's

@@ -12,7 +12,7 @@ from typing import Tuple
 import torch
 from torch import nn
 
-from rlf.tensor_specs import BoundedTensorSpec
+from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 __all__ = ["CategoricalHead", "MultiCategoricalHead", "NormalHead", "TanhNormalHead",
            "make_policy_head"]
@@ -95,7 +95,7 @@ class NormalHead(nn.Module):
     deviation is a learned state-independent parameter. Samples are not squashed: the
     environment (or a wrapper) clips them to the bounds."""
 
-    def __init__(self, input_size: int, spec: BoundedTensorSpec, initial_log_std: float = 0.0):
+    def __init__(self, input_size: int, spec: TensorSpec, initial_log_std: float = 0.0):
         super().__init__()
         self._shape = tuple(spec.shape)
         d = int(spec.numel)
@@ -225,12 +225,20 @@ class TanhNormalHead(nn.Module):
 
 def make_policy_head(input_size: int, action_spec, tanh_squash: bool = False) -> nn.Module:
     """The head for ``action_spec``; ``tanh_squash`` picks ``TanhNormalHead`` (with a
-    state-independent standard deviation) over ``NormalHead`` for a Box.
+    state-independent standard deviation) over ``NormalHead`` for a Box. A Box with no finite
+    bound (a plain float ``TensorSpec``) gets a ``NormalHead``, whose samples are unbounded.
 
     Raises:
         ValueError: naming the spec, if it is not one bounded discrete scalar (Discrete), a
-            bounded discrete vector (MultiDiscrete) or a bounded continuous tensor (Box).
+            bounded discrete vector (MultiDiscrete) or a continuous tensor (Box), or if
+            ``tanh_squash`` is asked of a Box without finite bounds.
     """
+    if type(action_spec) is TensorSpec and action_spec.is_continuous:
+        if tanh_squash:
+            raise ValueError(f"TanhNormalHead squashes actions into finite bounds; the action "
+                             f"space has none ({action_spec}): give the environment's Box "
+                             f"finite bounds, or use an unsquashed Normal (tanh_squash=False)")
+        return NormalHead(input_size, action_spec)
     if isinstance(action_spec, BoundedTensorSpec):
         if action_spec.is_discrete and action_spec.ndim == 0:
             return CategoricalHead(input_size, action_spec)

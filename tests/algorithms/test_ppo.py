@@ -13,7 +13,7 @@ from rlf.algorithms.ppo import PPOInfo, ppo_clipped_surrogate
 from rlf.data_structures import StepType, TimeStep, valid_step_mask
 from rlf.environments import load
 from rlf import nest
-from rlf.networks import ActorCriticNetwork, TanhNormalHead
+from rlf.networks import ActorCriticNetwork, NormalHead, TanhNormalHead
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
 
@@ -92,6 +92,22 @@ def test_box_actions_are_clipped_for_the_environment_and_trained_unclipped():
     assert float(step.output.abs().max()) <= 0.1
 
 
+def test_a_box_without_finite_bounds_gets_an_unbounded_normal():
+    # Before, an unbounded Box (gymnasium's Box(-inf, inf)) had no policy head at all.
+    obs, act = TensorSpec((3,)), TensorSpec((2,))
+    alg = PPOAlgorithm(obs, act, optimizer=torch.optim.Adam)
+    assert isinstance(alg.network.policy_head, NormalHead)
+    ts = TimeStep(step_type=torch.full((64,), M, dtype=torch.int32),
+                  observation=torch.randn(64, 3))
+    with torch.no_grad():
+        step = alg.rollout_step(ts, ())
+    assert step.output.shape == (64, 2) and torch.equal(step.output, step.info.action)
+    with pytest.raises(ValueError, match=r"TanhNormalHead squashes actions into finite bounds; "
+                                         r"the action space has none"):
+        PPOAlgorithm(obs, act, optimizer=torch.optim.Adam, network_ctor=functools.partial(
+            ActorCriticNetwork, tanh_squash=True))
+
+
 def _cartpole(num_env_steps=25_000):
     env = load("CartPole-v1", 8, seed=0)
     config = TrainerConfig(unroll_length=32, num_updates_per_train_iter=10,
@@ -133,7 +149,8 @@ def test_ppo_resumes_exactly():
     (BoundedTensorSpec((3,), torch.int64, 0, [1, 2, 4]), False),
     (BoundedTensorSpec((2,), torch.float32, -1.0, 1.0), False),
     (BoundedTensorSpec((2,), torch.float32, -1.0, 1.0), True),
-], ids=["discrete", "multi_discrete", "box_clipped", "box_tanh"])
+    (TensorSpec((2,)), False),
+], ids=["discrete", "multi_discrete", "box_clipped", "box_tanh", "box_unbounded"])
 def test_every_policy_kind_goes_through_a_whole_update(action_spec, tanh_squash):
     obs = TensorSpec((3,))
     alg = PPOAlgorithm(obs, action_spec, optimizer=torch.optim.Adam,

@@ -38,8 +38,12 @@ def _alg(**kw):
 
 
 def test_a_discrete_action_spec_or_a_discount_or_temperature_out_of_range_is_refused():
-    with pytest.raises(ValueError, match="needs a bounded continuous action spec"):
+    with pytest.raises(ValueError, match=r"needs a continuous action space \(a Box\)"):
         SACAlgorithm(TensorSpec((3,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                     actor_optimizer=ADAM, critic_optimizer=ADAM, alpha_optimizer=ADAM)
+    with pytest.raises(ValueError, match=r"squashes actions into the Box's bounds and needs "
+                                         r"finite ones; the action space has none"):
+        SACAlgorithm(TensorSpec((3,)), TensorSpec((2,)),
                      actor_optimizer=ADAM, critic_optimizer=ADAM, alpha_optimizer=ADAM)
     with pytest.raises(ValueError, match=r"SACAlgorithm: gamma must be in \[0, 1\], got 1.01"):
         _alg(gamma=1.01)
