@@ -16,6 +16,7 @@ from rlf import nest
 from rlf.data_structures import RAW_REWARD, StepType, TimeStep, time_step_spec
 from rlf.environments.spec_utils import spec_from_space
 from rlf.tensor_specs import TensorSpec, validate_nest
+from rlf.utils.errors import UserError
 
 __all__ = ["VectorEnvironment"]
 
@@ -129,10 +130,14 @@ class VectorEnvironment:
 
         The first call seeds the environments with ``seed`` (if given); later calls continue
         their random streams.
+
+        Raises:
+            UserError: if a floating-point observation holds a NaN or an infinity.
         """
         seed, self._seed = self._seed, None
         obs, info = self._env.reset(seed=seed)
         obs, info = self._in_env_order(info, obs)
+        self._check_finite(None, obs)
         self._done = np.zeros(self._num_envs, dtype=bool)
         zeros = np.zeros(self._num_envs, dtype=np.float32)
         prev_action = nest.map_structure(lambda s: s.zeros((self._num_envs,)),
@@ -152,6 +157,8 @@ class VectorEnvironment:
             ValueError: if the action's structure, shape or dtype differs from the spec (the
                 message states the expected spec).
             RuntimeError: if called before ``reset()``.
+            UserError: if the environment returns a NaN or infinite reward or floating-point
+                observation (naming the environment, the copy and the observation's path).
         """
         if self._done is None:
             raise RuntimeError(f"{self._name}: call reset() before step()")
@@ -173,6 +180,7 @@ class VectorEnvironment:
         step_type = last.astype(np.int32) - first.astype(np.int32) + StepType.MID
         discount = (~terminated).astype(np.float32)
         reward = np.asarray(reward, dtype=np.float32)
+        self._check_finite(reward, obs)
         if first.any():
             reward = np.where(first.reshape((-1,) + (1,) * (reward.ndim - 1)), 0.0,
                               reward).astype(np.float32)
@@ -228,6 +236,27 @@ class VectorEnvironment:
         self.close()
 
     # ----------------------------------------------------------------- helpers
+    def _check_finite(self, reward: Optional[np.ndarray], obs) -> None:
+        """Raises ``UserError`` naming the environment if ``reward`` or a floating-point
+        observation holds a NaN or an infinity: learning from one turns every weight into
+        NaN, and the loss that shows it blames the learning rate."""
+        if reward is not None and not np.isfinite(reward).all():
+            bad = np.flatnonzero(~np.isfinite(reward))
+            raise UserError(f"environment {self._name} returned the reward "
+                            f"{reward[bad[0]]} in its copy {bad[0]}; rlf needs finite rewards: "
+                            f"fix the environment or wrap it (gymnasium.wrappers."
+                            f"TransformReward)")
+        paths, leaves, _ = optree.tree_flatten_with_path(obs)
+        for path, leaf in zip(paths, leaves):
+            leaf = np.asarray(leaf)
+            if leaf.dtype.kind == "f" and not np.isfinite(leaf).all():
+                index = tuple(np.argwhere(~np.isfinite(leaf))[0])
+                name = "".join(f"[{p!r}]" for p in path)
+                raise UserError(f"environment {self._name} returned the observation{name} "
+                                f"element {leaf[index]} in its copy {index[0]}; rlf needs "
+                                f"finite observations: "
+                                f"fix the environment or wrap it (gymnasium.wrappers."
+                                f"TransformObservation)")
     def _in_env_order(self, info, *arrays):
         """Returns ``(*arrays, info)`` with rows sorted by ``info["env_id"]`` if it is present.
 

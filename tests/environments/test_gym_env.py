@@ -11,6 +11,7 @@ from rlf import nest
 from rlf.data_structures import StepType
 from rlf.environments import load
 from rlf.tensor_specs import validate_nest
+from rlf.utils.errors import UserError
 
 B = 3
 MAX_STEPS = 12  # short enough that some episodes truncate, long enough that others terminate
@@ -157,3 +158,27 @@ def test_observations_are_kept_as_they_are_on_request():
     env.close()
     with pytest.raises(ValueError, match="flatten_observations = True wraps each copy"):
         load("CartPole-v1", 2, flatten_observations=True, vectorization_mode="vector_entry_point")
+
+
+def test_a_non_finite_reward_or_observation_is_refused_naming_the_environment():
+    # Before, a NaN reached the loss and was reported as a learning-rate problem.
+    nan_reward = gym.wrappers.TransformReward
+    env = load("CartPole-v1", 3, seed=0, wrappers=[
+        lambda e: nan_reward(e, lambda r: float("nan") if e.unwrapped.np_random.random() < 0.5
+                             else r)])
+    env.reset()
+    with pytest.raises(UserError, match=r"environment CartPole-v1 returned the reward nan in "
+                                        r"its copy \d; rlf needs finite rewards"):
+        for _ in range(20):
+            env.step(torch.zeros(3, dtype=torch.int64))
+    inf_obs = lambda e: gym.wrappers.TransformObservation(  # noqa: E731
+        e, lambda o: np.where(np.arange(4) == 2, np.inf, o).astype(np.float32),
+        e.observation_space)
+    env = load("CartPole-v1", 2, seed=0, wrappers=[inf_obs])
+    with pytest.raises(UserError, match=r"returned the observation element inf in its copy 0; "
+                                        r"rlf needs finite observations"):
+        env.reset()
+    # Finite values and integer observations go through.
+    env = load("CartPole-v1", 2, seed=0)
+    env.reset()
+    assert env.step(torch.zeros(2, dtype=torch.int64)).reward.tolist() == [1.0, 1.0]
