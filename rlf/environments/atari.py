@@ -13,11 +13,24 @@ from gymnasium.vector import AutoresetMode
 from rlf.environments.vector_environment import VectorEnvironment
 from rlf.tensor_specs import TensorSpec
 
-__all__ = ["load_atari", "ATARI_ENTRY_POINT"]
+__all__ = ["load_atari", "register_ale", "ATARI_ENTRY_POINT"]
 
 ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
 # The largest seed ALE takes (its seeds are int32).
 ALE_MAX_SEED = 2 ** 31 - 1
+
+
+_ale_registered = False
+
+
+def register_ale() -> None:
+    """Registers ale-py's ids (``ALE/Pong-v5``, ``PongNoFrameskip-v4``, ...) with gymnasium,
+    once per process."""
+    global _ale_registered
+    if not _ale_registered:
+        import ale_py
+        gym.register_envs(ale_py)
+        _ale_registered = True
 
 
 @gin.configurable
@@ -92,10 +105,9 @@ def load_atari(env_name: str,
     if repeat_action_probability is not None and not 0.0 <= repeat_action_probability <= 1.0:
         raise ValueError(f"load_atari: repeat_action_probability must be in [0, 1], got "
                          f"{repeat_action_probability}")
-    import ale_py
     from ale_py.vector_env import AtariVectorEnv
 
-    gym.register_envs(ale_py)
+    register_ale()
     spec = gym.spec(env_name)
     if spec.entry_point != ATARI_ENTRY_POINT:
         raise ValueError(f"load_atari: '{env_name}' is not an ALE environment")

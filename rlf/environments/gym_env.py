@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from rlf.environments.atari import register_ale
 from rlf.environments.vector_environment import VectorEnvironment
 from rlf.utils.errors import UserError
 
@@ -123,6 +124,7 @@ def load_gym(env_name: str,
         gymnasium.error.Error: if gymnasium cannot build it (e.g. wrappers with
             ``vector_entry_point``).
     """
+    register_ale()  # ALE's ids, e.g. with obs_type="ram"
     if max_episode_steps is not None:
         env_kwargs["max_episode_steps"] = max_episode_steps
     if flatten_observations and vectorization_mode not in ("sync", "async"):

@@ -8,7 +8,7 @@ from typing import Optional
 import gin
 import gymnasium as gym
 
-from rlf.environments.atari import ATARI_ENTRY_POINT, load_atari
+from rlf.environments.atari import ATARI_ENTRY_POINT, load_atari, register_ale
 from rlf.environments.gym_env import load_gym
 from rlf.environments.vector_environment import VectorEnvironment
 from rlf.utils.errors import UserError
@@ -19,17 +19,6 @@ __all__ = ["load", "find_spec", "UnknownEnvironmentError"]
 class UnknownEnvironmentError(UserError):
     """No environment is registered under the id given to ``load``."""
 
-_ale_registered = False
-
-
-def _register_ale() -> None:
-    global _ale_registered
-    if not _ale_registered:
-        import ale_py
-        gym.register_envs(ale_py)
-        _ale_registered = True
-
-
 def find_spec(env_name: str) -> gym.envs.registration.EnvSpec:
     """The gymnasium registration of ``env_name`` (ALE's ids included), without creating it.
 
@@ -37,7 +26,7 @@ def find_spec(env_name: str) -> gym.envs.registration.EnvSpec:
         UnknownEnvironmentError: if no environment is registered under ``env_name`` (naming
             the closest registered ids).
     """
-    _register_ale()
+    register_ale()
     try:
         return gym.spec(env_name)
     except gym.error.Error as e:
@@ -53,7 +42,8 @@ def load(env_name: str, num_envs: int, seed: Optional[int] = None,
     """Creates a batched environment of ``num_envs`` copies of ``env_name``.
 
     Atari image ids (``ALE/Pong-v5``, ``PongNoFrameskip-v4``, ...) go to ``load_atari``
-    (ale-py's native ``AtariVectorEnv``); every other gymnasium id goes to ``load_gym``
+    (ale-py's native ``AtariVectorEnv``); every other gymnasium id, and an Atari id with
+    ``obs_type="ram"`` (or ``"grayscale"``) among ``kwargs``, goes to ``load_gym``
     (``gymnasium.make_vec``). ``kwargs`` are passed on to the one chosen; both are also
     gin-configurable (``load_atari.frame_stack = 1``).
 
@@ -74,6 +64,7 @@ def load(env_name: str, num_envs: int, seed: Optional[int] = None,
     if num_envs < 1:
         raise UserError(f"load('{env_name}'): num_envs must be >= 1, got {num_envs}")
     spec = find_spec(env_name)
-    if spec.entry_point == ATARI_ENTRY_POINT and spec.kwargs.get("obs_type", "rgb") == "rgb":
+    obs_type = kwargs.get("obs_type", spec.kwargs.get("obs_type", "rgb"))
+    if spec.entry_point == ATARI_ENTRY_POINT and obs_type == "rgb":
         return load_atari(env_name, num_envs, seed=seed, **kwargs)
     return load_gym(env_name, num_envs, seed=seed, **kwargs)

@@ -1,6 +1,8 @@
 """Real ALE/Pong-v5 through AtariVectorEnv."""
 
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -173,3 +175,19 @@ def test_seeds_outside_ales_int32_are_refused():
     env = load_atari("ALE/Pong-v5", 2, seed=2 ** 31 - 2)  # seeds up to 2**31 - 1
     env.reset()
     env.close()
+
+
+def test_ram_observations_go_through_gymnasium():
+    # Before, load() sent obs_type="ram" to load_atari, which has no such argument, and
+    # load_gym() alone did not know ALE's ids.
+    env = load("ALE/Pong-v5", 2, seed=0, obs_type="ram")
+    assert type(env.gym_env).__name__ == "SyncVectorEnv"
+    assert env.observation_spec().shape == (128,)
+    assert env.observation_spec().dtype == torch.uint8
+    env.reset()
+    assert env.step(torch.zeros(2, dtype=torch.int64)).observation.shape == (2, 128)
+    env.close()
+    code = ("from rlf.environments import load_gym; "
+            "print(load_gym('ALE/Pong-v5', 1, obs_type='ram').observation_spec().shape)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "torch.Size([128])", out.stderr
