@@ -47,7 +47,8 @@ class TrainingLoopsMixin:
         ``num_updates_per_train_iter`` epochs of shuffled mini-batches (``train_epochs``).
         That step is checkpointed (``get_extra_state``), so a resumed run trains on the
         transition across the checkpoint too; where the environments restart at a resume,
-        the step precedes a FIRST and ``valid_step_mask`` removes it as a cut.
+        the step precedes a FIRST and ``valid_step_mask`` removes it as a cut. A first unroll
+        of one step (``unroll_length = 1``) holds no transition and trains nothing.
 
         Args:
             experience: ``[T, B]`` ``Experience`` (``rollout_info`` removed).
@@ -65,6 +66,8 @@ class TrainingLoopsMixin:
             self.__dict__["_carried_step_flat"] = nest.flatten(last)
             if previous is not None:
                 experience = nest.utils.cat_nests([previous, experience])
+            elif experience.time_step.step_type.shape[0] < 2:
+                return 0  # one step, no transition yet: it is carried into the next unroll
             return self.train_epochs(
                 nest.map_structure(lambda x: x.transpose(0, 1), experience), None,
                 self._config.num_updates_per_train_iter, shuffle=True)

@@ -222,3 +222,18 @@ def test_without_mini_batch_settings_ppo_trains_one_epoch_over_the_whole_unroll(
     assert alg.train_iter() == 9 * 2  # with the previous unroll's last step
     assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))
     env.close()
+
+
+def test_with_one_step_unrolls_the_first_trains_nothing_and_the_next_one_transition():
+    # Before, the first unroll of one step reached GAE, which needs T >= 2: a ValueError.
+    env = load("CartPole-v1", 2, seed=0)
+    alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env,
+                       config=TrainerConfig(unroll_length=1, num_iterations=3),
+                       optimizer=torch.optim.Adam)
+    alg.set_unroller(SyncUnroller(env, alg))
+    before = [p.detach().clone() for p in alg.parameters()]
+    assert alg.train_iter() == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, alg.parameters()))
+    assert alg.train_iter() == 2 * 2  # the carried step and the new one
+    assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))
+    env.close()
