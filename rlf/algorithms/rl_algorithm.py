@@ -126,7 +126,8 @@ class RLAlgorithm(Algorithm):
 
     Raises:
         ValueError: for a reward spec of rank > 1, ``reward_weights`` that do not fit it, or
-            an on-policy algorithm with a fractional or zero ``unroll_length``.
+            an on-policy algorithm with a fractional or zero ``unroll_length``, or with
+            ``unroll_length = 1`` where it trains on the rollout's graph.
     """
 
     def __init__(self,
@@ -185,6 +186,13 @@ class RLAlgorithm(Algorithm):
                                        or config.unroll_length != int(config.unroll_length)):
                 raise ValueError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
                                  f"positive integer, got {config.unroll_length}")
+            if config.unroll_length == 1 and self.trains_on_rollout_graph:
+                # Each unroll's graph is its own: no step would ever have a successor.
+                raise ValueError(f"{name} trains on each unroll's own graph, where a step's "
+                                 f"transition needs the next step in the same unroll: "
+                                 f"TrainerConfig.unroll_length must be >= 2, got 1 (or train "
+                                 f"in epochs, carrying the last step over: set "
+                                 f"TrainerConfig.mini_batch_size)")
 
     # ------------------------------------------------------------------ properties
     @property
