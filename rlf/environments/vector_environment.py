@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
+import os
 import pickle
+import traceback
 
 import gymnasium as gym
 import numpy as np
@@ -19,6 +21,9 @@ from rlf.tensor_specs import TensorSpec, validate_nest
 from rlf.utils.errors import UserError
 
 __all__ = ["VectorEnvironment"]
+
+# Where gymnasium stacks the copies' observations into one batch.
+_GYM_VECTOR_UTILS = os.path.dirname(gym.vector.utils.__file__)
 
 
 class VectorEnvironment:
@@ -132,10 +137,14 @@ class VectorEnvironment:
         their random streams.
 
         Raises:
-            UserError: if a floating-point observation holds a NaN or an infinity.
+            UserError: if a floating-point observation holds a NaN or an infinity, or the
+                copies' observations do not fit the declared observation space.
         """
         seed, self._seed = self._seed, None
-        obs, info = self._env.reset(seed=seed)
+        try:
+            obs, info = self._env.reset(seed=seed)
+        except ValueError as e:
+            raise self._batching_error(e) or e
         obs, info = self._in_env_order(info, obs)
         self._check_finite(None, obs)
         self._done = np.zeros(self._num_envs, dtype=bool)
@@ -158,7 +167,9 @@ class VectorEnvironment:
                 message states the expected spec).
             RuntimeError: if called before ``reset()``.
             UserError: if the environment returns a NaN or infinite reward or floating-point
-                observation (naming the environment, the copy and the observation's path).
+                observation (naming the environment, the copy and the observation's path),
+                or observations that do not fit its declared observation space (in-process
+                copies; subprocesses report their own errors).
         """
         if self._done is None:
             raise RuntimeError(f"{self._name}: call reset() before step()")
@@ -170,7 +181,10 @@ class VectorEnvironment:
                           f"{self._name} action")  # raises, naming the path
         np_leaves = [x.detach().cpu().numpy() for x in leaves]
         np_action = np_leaves[0] if treespec.is_leaf() else treespec.unflatten(np_leaves)
-        obs, reward, terminated, truncated, info = self._env.step(np_action)
+        try:
+            obs, reward, terminated, truncated, info = self._env.step(np_action)
+        except ValueError as e:
+            raise self._batching_error(e) or e
         obs, reward, terminated, truncated, info = self._in_env_order(
             info, obs, reward, terminated, truncated)
         first = self._done
@@ -236,6 +250,19 @@ class VectorEnvironment:
         self.close()
 
     # ----------------------------------------------------------------- helpers
+    def _batching_error(self, error: ValueError) -> Optional[UserError]:
+        """A ``UserError`` naming the environment if ``error`` arose where gymnasium stacks
+        the copies' observations into one batch (an observation that does not fit the
+        declared ``observation_space``), else None."""
+        frames = traceback.extract_tb(error.__traceback__)
+        if not any(f.filename.startswith(_GYM_VECTOR_UTILS) for f in frames):
+            return None
+        space = self._env.single_observation_space
+        return UserError(f"environment {self._name}: gymnasium could not batch the "
+                         f"observations of its copies ({error}): each must fit the declared "
+                         f"observation_space {space}; check what its reset() and step() "
+                         f"return")
+
     def _check_finite(self, reward: Optional[np.ndarray], obs) -> None:
         """Raises ``UserError`` naming the environment if ``reward`` or a floating-point
         observation holds a NaN or an infinity: learning from one turns every weight into

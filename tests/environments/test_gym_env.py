@@ -182,3 +182,25 @@ def test_a_non_finite_reward_or_observation_is_refused_naming_the_environment():
     env = load("CartPole-v1", 2, seed=0)
     env.reset()
     assert env.step(torch.zeros(2, dtype=torch.int64)).reward.tolist() == [1.0, 1.0]
+
+
+def test_an_observation_that_does_not_fit_the_declared_space_is_named():
+    # Before, numpy's "Output array is the wrong shape" came out of gymnasium's batching.
+    longer = lambda e: gym.wrappers.TransformObservation(  # noqa: E731
+        e, lambda o: np.concatenate([o, o[:1]]), e.observation_space)
+    env = load("CartPole-v1", 2, seed=0, wrappers=[longer])
+    with pytest.raises(UserError, match=re.escape(
+            "environment CartPole-v1: gymnasium could not batch the observations of its copies "
+            "(Output array is the wrong shape): each must fit the declared observation_space "
+            "Box(")):
+        env.reset()
+
+    class Failing(gym.Wrapper):
+        def step(self, action):
+            raise ValueError("the environment's own error")
+
+    env = load("CartPole-v1", 2, seed=0, wrappers=[Failing])
+    env.reset()
+    with pytest.raises(ValueError, match="the environment's own error") as error:
+        env.step(torch.zeros(2, dtype=torch.int64))
+    assert not isinstance(error.value, UserError)
