@@ -72,11 +72,11 @@ class PPOAlgorithm(RLAlgorithm):
     entropy``, with the clipped surrogate ``pg_loss`` (``ppo_clipped_surrogate``) on
     advantages normalised per mini-batch (over its valid steps), ``td_loss = 0.5 (R - V)^2``
     (optionally ``max`` with the clipped value's, PPO2's ``cliprange_vf``) and the policy's
-    entropy. Policies: Categorical (Discrete), independent Categoricals (MultiDiscrete), and
-    for a Box a Normal whose samples are clipped to the bounds before they reach the
-    environment (the unclipped sample is what is trained on; the paper's and SB3's choice) or,
-    with ``ActorCriticNetwork.tanh_squash = True``, a tanh-squashed Normal. A Box without
-    finite bounds gets an unclipped Normal.
+    entropy. Policies: Categorical (Discrete), independent Categoricals (MultiDiscrete,
+    MultiBinary), and for a Box a Normal whose samples are clipped to the bounds before they
+    reach the environment (the unclipped sample is what is trained on; the paper's and SB3's
+    choice) or, with ``ActorCriticNetwork.tanh_squash = True``, a tanh-squashed Normal. A Box
+    without finite bounds gets an unclipped Normal.
 
     Args:
         observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``.

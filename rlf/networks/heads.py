@@ -1,8 +1,8 @@
-"""Policy heads for Discrete (Categorical), MultiDiscrete (independent Categoricals) and Box
-(diagonal Normal, unsquashed or tanh-squashed into the bounds) action specs. A head maps
-features to the policy's *parameters* (a tensor or a tuple of tensors, storable in replay as
-the behaviour policy) and computes samples, log-probabilities and entropies from parameters
-with any outer dims (``[B]`` or ``[T, B]``)."""
+"""Policy heads for Discrete (Categorical), MultiDiscrete and MultiBinary (independent
+Categoricals) and Box (diagonal Normal, unsquashed or tanh-squashed into the bounds) action
+specs. A head maps features to the policy's *parameters* (a tensor or a tuple of tensors,
+storable in replay as the behaviour policy) and computes samples, log-probabilities and
+entropies from parameters with any outer dims (``[B]`` or ``[T, B]``)."""
 
 from __future__ import annotations
 
@@ -29,10 +29,12 @@ def _normal_log_prob(loc: torch.Tensor, scale: torch.Tensor, x: torch.Tensor) ->
 
 
 class CategoricalHead(nn.Module):
-    """Logits ``[..., N]`` of a Discrete action ``[...]`` int64 in ``[minimum, maximum]``."""
+    """Logits ``[..., N]`` of a Discrete action ``[...]`` in ``[minimum, maximum]``, of the
+    spec's integer dtype (int64 for gymnasium's Discrete)."""
 
     def __init__(self, input_size: int, spec: BoundedTensorSpec):
         super().__init__()
+        self._dtype = spec.dtype
         self._min = int(spec.minimum)
         self.num_actions = int(spec.maximum) - self._min + 1
         self.fc = nn.Linear(input_size, self.num_actions)
@@ -44,12 +46,12 @@ class CategoricalHead(nn.Module):
         return self.fc(x)
 
     def sample(self, logits, greedy: bool = False) -> torch.Tensor:
-        """Actions ``[...]`` int64 drawn from ``softmax(logits)`` (``[..., N]``), or its mode
-        when ``greedy``."""
+        """Actions ``[...]`` (the spec's dtype) drawn from ``softmax(logits)``
+        (``[..., N]``), or its mode when ``greedy``."""
         a = logits.argmax(-1) if greedy else torch.multinomial(
             torch.softmax(logits.reshape(-1, logits.shape[-1]).float(), -1), 1).reshape(
             logits.shape[:-1])
-        return a + self._min
+        return (a + self._min).to(self._dtype)
 
     def log_prob(self, logits, action) -> torch.Tensor:
         """``log pi(a|x)`` ``[...]`` float32 of actions ``[...]`` under logits ``[..., N]``."""
@@ -63,10 +65,14 @@ class CategoricalHead(nn.Module):
 
 
 class MultiCategoricalHead(nn.Module):
-    """A tuple of logits, one ``[..., N_i]`` per entry of a MultiDiscrete action ``[..., K]``."""
+    """A tuple of logits, one ``[..., N_i]`` per entry of a MultiDiscrete or MultiBinary
+    action ``[..., *shape]`` (``K`` entries in all, each an independent Categorical), of the
+    spec's integer dtype (int64 for MultiDiscrete, int8 for MultiBinary)."""
 
     def __init__(self, input_size: int, spec: BoundedTensorSpec):
         super().__init__()
+        self._shape = tuple(spec.shape)
+        self._dtype = spec.dtype
         lo, hi = (b.reshape(-1) for b in spec.bounds(torch.int64))
         self.heads = nn.ModuleList(
             CategoricalHead(input_size, BoundedTensorSpec((), torch.int64, int(a), int(b)))
@@ -77,11 +83,15 @@ class MultiCategoricalHead(nn.Module):
         return tuple(h(x) for h in self.heads)
 
     def sample(self, logits, greedy: bool = False) -> torch.Tensor:
-        """Actions ``[..., K]`` int64, one independent draw (or mode) per entry."""
-        return torch.stack([h.sample(lg, greedy) for h, lg in zip(self.heads, logits)], -1)
+        """Actions ``[..., *shape]`` (the spec's dtype), one independent draw (or mode) per
+        entry."""
+        a = torch.stack([h.sample(lg, greedy) for h, lg in zip(self.heads, logits)], -1)
+        return a.reshape(a.shape[:-1] + self._shape).to(self._dtype)
 
     def log_prob(self, logits, action) -> torch.Tensor:
-        """``log pi(a|x)`` ``[...]``: the sum over the ``K`` entries of ``action [..., K]``."""
+        """``log pi(a|x)`` ``[...]``: the sum over the ``K`` entries of ``action
+        [..., *shape]``."""
+        action = action.reshape(action.shape[:action.ndim - len(self._shape)] + (-1,))
         return sum(h.log_prob(lg, action[..., i])
                    for i, (h, lg) in enumerate(zip(self.heads, logits)))
 
@@ -230,7 +240,8 @@ def make_policy_head(input_size: int, action_spec, tanh_squash: bool = False) ->
 
     Raises:
         ValueError: naming the spec, if it is not one bounded discrete scalar (Discrete), a
-            bounded discrete vector (MultiDiscrete) or a continuous tensor (Box), or if
+            bounded discrete tensor (MultiDiscrete, MultiBinary) or a continuous tensor
+            (Box), or if
             ``tanh_squash`` is asked of a Box without finite bounds.
     """
     if type(action_spec) is TensorSpec and action_spec.is_continuous:
@@ -242,12 +253,13 @@ def make_policy_head(input_size: int, action_spec, tanh_squash: bool = False) ->
     if isinstance(action_spec, BoundedTensorSpec):
         if action_spec.is_discrete and action_spec.ndim == 0:
             return CategoricalHead(input_size, action_spec)
-        if action_spec.is_discrete and action_spec.ndim == 1:
+        if action_spec.is_discrete and action_spec.ndim >= 1:
             return MultiCategoricalHead(input_size, action_spec)
         if action_spec.is_continuous:
             if tanh_squash:
                 return TanhNormalHead(input_size, action_spec, state_dependent_std=False)
             return NormalHead(input_size, action_spec)
     raise ValueError(f"no policy head for action spec {action_spec}: supported are a scalar "
-                     f"discrete BoundedTensorSpec (Discrete), a rank-1 discrete one "
-                     f"(MultiDiscrete) and a continuous one (Box)")
+                     f"discrete BoundedTensorSpec (Discrete), a discrete tensor one "
+                     f"(MultiDiscrete, MultiBinary) and a continuous one (Box), each alone "
+                     f"(not in a nest)")

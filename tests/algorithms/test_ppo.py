@@ -150,7 +150,9 @@ def test_ppo_resumes_exactly():
     (BoundedTensorSpec((2,), torch.float32, -1.0, 1.0), False),
     (BoundedTensorSpec((2,), torch.float32, -1.0, 1.0), True),
     (TensorSpec((2,)), False),
-], ids=["discrete", "multi_discrete", "box_clipped", "box_tanh", "box_unbounded"])
+    (BoundedTensorSpec((2, 2), torch.int8, 0, 1), False),
+], ids=["discrete", "multi_discrete", "box_clipped", "box_tanh", "box_unbounded",
+        "multi_binary_2d"])
 def test_every_policy_kind_goes_through_a_whole_update(action_spec, tanh_squash):
     obs = TensorSpec((3,))
     alg = PPOAlgorithm(obs, action_spec, optimizer=torch.optim.Adam,
