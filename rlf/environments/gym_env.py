@@ -45,6 +45,32 @@ def _flat_observations(env: gym.Env) -> gym.Env:
     return _box_as_float32(gym.wrappers.FlattenObservation(env))
 
 
+def _to_channels_first(observation: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.moveaxis(observation, -1, 0))
+
+
+def _channels_first(env: gym.Env) -> gym.Env:
+    """``env`` with its ``(H, W, C)`` image observations as ``(C, H, W)``, the layout of
+    rlf's image encoders (and of PyTorch's convolutions)."""
+    space = env.observation_space
+    moved = gym.spaces.Box(np.moveaxis(space.low, -1, 0), np.moveaxis(space.high, -1, 0),
+                           dtype=space.dtype)
+    return gym.wrappers.TransformObservation(env, _to_channels_first, moved)
+
+
+def _is_channels_last_image(space: gym.Space) -> bool:
+    """A uint8 ``Box`` of rank 3 with 1, 3 or 4 channels last and not first: gymnasium's
+    layout for pixels (``(96, 96, 3)``)."""
+    return (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8
+            and len(space.shape) == 3 and space.shape[-1] in (1, 3, 4)
+            and space.shape[0] not in (1, 3, 4))
+
+
+def _channels_first_if_needed(env: gym.Env) -> gym.Env:
+    """``_channels_first(env)`` for channels-last images, ``env`` itself otherwise."""
+    return _channels_first(env) if _is_channels_last_image(env.observation_space) else env
+
+
 def _flat_observations_if_needed(env: gym.Env) -> gym.Env:
     """``_flat_observations(env)`` for a ``Discrete``, ``MultiDiscrete``, ``Dict`` or ``Tuple``
     observation space, ``env`` itself otherwise."""
@@ -96,6 +122,7 @@ def load_gym(env_name: str,
              max_episode_steps: Optional[int] = None,
              float32_observations: bool = True,
              flatten_observations: Optional[bool] = None,
+             channels_first: Optional[bool] = None,
              **env_kwargs) -> VectorEnvironment:
     """Creates ``num_envs`` copies of a gymnasium environment as one batched environment.
 
@@ -115,12 +142,16 @@ def load_gym(env_name: str,
             ``Tuple`` concatenated), which rlf's built-in networks take. None: only those
             four spaces (e.g. FrozenLake's and Taxi's states, Blackjack's tuple); False keeps
             them, for an ``encoder_ctor`` of one's own (sync/async only).
+        channels_first: move the channels of image observations first, ``(H, W, C)`` ->
+            ``(C, H, W)``, the layout of rlf's image encoders. None: only uint8 images with
+            1, 3 or 4 channels last and not first (gymnasium's pixels, e.g. ``(96, 96, 3)``);
+            True: any rank-3 ``Box``; False keeps them (sync/async only).
         **env_kwargs: passed to ``gymnasium.make`` for each copy.
 
     Raises:
         UserError: (a ``ValueError``) if the environment needs a package that is not
             installed (gymnasium's message says which), or for ``flatten_observations=True``
-            with ``vector_entry_point``.
+            or ``channels_first=True`` with ``vector_entry_point``.
         gymnasium.error.Error: if gymnasium cannot build it (e.g. wrappers with
             ``vector_entry_point``).
     """
@@ -131,7 +162,15 @@ def load_gym(env_name: str,
         raise UserError(f"load_gym: flatten_observations = True wraps each copy, which "
                         f"vectorization_mode = {vectorization_mode!r} does not make; use "
                         f"'sync' or 'async'")
+    if channels_first and vectorization_mode not in ("sync", "async"):
+        raise UserError(f"load_gym: channels_first = True wraps each copy, which "
+                        f"vectorization_mode = {vectorization_mode!r} does not make; use "
+                        f"'sync' or 'async'")
     if vectorization_mode in ("sync", "async"):
+        if channels_first is None:
+            wrappers = [*wrappers, _channels_first_if_needed]
+        elif channels_first:
+            wrappers = [*wrappers, _channels_first]
         if flatten_observations is None:
             wrappers = [*wrappers, _flat_observations_if_needed]
         elif flatten_observations:

@@ -223,8 +223,11 @@ class _ConvStack(nn.Module):
             with torch.no_grad():
                 n = self.conv(torch.zeros(1, *input_spec.shape)).shape[1]
         except RuntimeError as e:
-            raise ValueError(f"{name}: frames of shape {tuple(input_spec.shape)} are too small "
-                             f"for its kernels ({one_line(e)})") from None
+            shape = tuple(input_spec.shape)
+            hint = (f"; it takes [C, H, W] frames: for channels-last images set "
+                    f"load_gym.channels_first = True" if shape[-1] < shape[0] else "")
+            raise ValueError(f"{name}: frames of shape {shape} are too small for its kernels "
+                             f"({one_line(e)}){hint}") from None
         self.fc = nn.Sequential(nn.Linear(n, output_size), nn.ReLU())
         self.output_size = output_size
         if orthogonal_init:

@@ -204,3 +204,45 @@ def test_an_observation_that_does_not_fit_the_declared_space_is_named():
     with pytest.raises(ValueError, match="the environment's own error") as error:
         env.step(torch.zeros(2, dtype=torch.int64))
     assert not isinstance(error.value, UserError)
+
+
+class _Pixels(gym.Env):
+    """Distinct pixel values, so that a transposition shows."""
+
+    def __init__(self, shape=(6, 5, 3)):
+        self.observation_space = gym.spaces.Box(0, 255, shape, np.uint8)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._frame(), {}
+
+    def step(self, action):
+        return self._frame(), 0.0, False, False, {}
+
+    def _frame(self):
+        size = int(np.prod(self.observation_space.shape))
+        return (np.arange(size) % 251).astype(np.uint8).reshape(self.observation_space.shape)
+
+
+gym.register("RlfTestPixelsHWC-v0", entry_point=_Pixels)
+gym.register("RlfTestPixelsCHW-v0", entry_point=_Pixels, kwargs={"shape": (3, 6, 5)})
+
+
+def test_channels_last_images_are_moved_channels_first():
+    # Before, (H, W, C) pixels reached NatureCNN as H channels of W x C: "too small for its
+    # kernels", or a wrong network for large enough images.
+    raw = _Pixels()._frame()
+    env = load("RlfTestPixelsHWC-v0", 2, seed=0)
+    assert env.observation_spec().shape == (3, 6, 5)
+    obs = env.reset().observation
+    assert obs.shape == (2, 3, 6, 5) and obs.dtype == torch.uint8
+    assert np.array_equal(obs[1].numpy(), raw.transpose(2, 0, 1))
+    assert env.get_state() is not None  # still picklable
+    assert load("RlfTestPixelsCHW-v0", 1).observation_spec().shape == (3, 6, 5)
+    assert load("RlfTestPixelsHWC-v0", 1, channels_first=False).observation_spec().shape == (
+        6, 5, 3)
+    assert load("RlfTestPixelsCHW-v0", 1, channels_first=True).observation_spec().shape == (
+        5, 3, 6)
+    with pytest.raises(UserError, match="channels_first = True wraps each copy"):
+        load("CartPole-v1", 1, channels_first=True, vectorization_mode="vector_entry_point")

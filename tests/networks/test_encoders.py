@@ -147,6 +147,10 @@ def test_observations_that_are_not_big_enough_frames_are_refused(cls):
         with pytest.raises(ValueError, match=re.escape(
                 f"{cls.__name__}: frames of shape (4, 10, 10) are too small for its kernels")):
             cls(TensorSpec((4, 10, 10), torch.uint8))
+        with pytest.raises(ValueError, match=r"too small for its kernels \(.*\); it takes "
+                                             r"\[C, H, W\] frames: for channels-last images "
+                                             r"set load_gym.channels_first = True"):
+            cls(TensorSpec((64, 64, 3), torch.uint8))
 
 
 def test_default_networks_refuse_a_nested_observation_naming_the_fix():
