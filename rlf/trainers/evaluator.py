@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
@@ -13,6 +14,12 @@ from rlf.utils import summary
 from rlf.utils.common import reset_state_if_necessary
 
 __all__ = ["evaluate_episodes", "EvalResult"]
+
+logger = logging.getLogger(__name__)
+
+# Batched steps without an episode ending after which evaluation warns that it may never end
+# (an Atari episode is at most 27,000 agent steps).
+STEPS_WITHOUT_AN_EPISODE_WARNING = 100_000
 
 
 class EvalResult(dict):
@@ -43,7 +50,9 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
         num_episodes: episodes to finish (>= 1).
         device: where ``predict_step`` runs.
         on_step: called with every ``[B]`` time step (e.g. to record frames).
-        max_steps: stop after this many batched steps even if fewer episodes ended.
+        max_steps: stop after this many batched steps even if fewer episodes ended. Without
+            it, evaluation logs a warning after ``STEPS_WITHOUT_AN_EPISODE_WARNING`` steps in
+            which no episode ended.
         on_episode: called as ``on_episode(index, return, length, score)`` when each episode
             ends (e.g. to print it at once: an Atari episode can take minutes); ``score`` is
             the sum of ``env_info["raw_reward"]``, or None where there is none.
@@ -72,6 +81,7 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
     targets = (num_episodes + np.arange(batch_size)) // batch_size  # episodes per environment
     counted = np.zeros(batch_size, dtype=np.int64)
     steps = 0
+    last_end = 0  # the step at which an episode last ended
     # Evaluation draws its own random numbers: training's stream (and so a resumed run's
     # reproducibility) does not depend on whether or how long evaluation ran.
     with torch.random.fork_rng(devices=[]):
@@ -86,7 +96,17 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
                 if scored:
                     raw = time_step.env_info[RAW_REWARD].numpy()
                     episode_score = np.where(first, 0.0, episode_score + raw)
-                for b in np.flatnonzero(time_step.is_last().numpy()):
+                ended = np.flatnonzero(time_step.is_last().numpy())
+                if ended.size:
+                    last_end = steps
+                elif steps - last_end == STEPS_WITHOUT_AN_EPISODE_WARNING:
+                    logger.warning(
+                        "evaluation on %s: no episode has ended in %d steps; an environment "
+                        "that never ends its episodes keeps evaluation running forever: give "
+                        "it a time limit (load.max_episode_steps) or set "
+                        "TrainerConfig.evaluate = False", getattr(env, "name", "the environment"),
+                        steps - last_end)
+                for b in ended:
                     if counted[b] == targets[b]:
                         continue
                     counted[b] += 1

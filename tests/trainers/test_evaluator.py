@@ -1,10 +1,13 @@
 """evaluate_episodes on a real CartPole: returns, lengths and the per-episode callback."""
 
+import logging
+
 import torch
 
 from rlf.data_structures import AlgStep
 from rlf.environments import load
 from rlf.trainers import evaluate_episodes
+from rlf.trainers import evaluator
 
 
 class AlwaysLeft(torch.nn.Module):
@@ -57,3 +60,30 @@ def test_each_environment_contributes_a_fixed_share_so_short_episodes_are_not_fa
         env.close()
     assert sorted(result["lengths"])[2:] == [50, 50]
     assert all(n < 20 for n in sorted(result["lengths"])[:2])
+
+
+class Still(torch.nn.Module):
+    """No torque on Pendulum (episodes of 200 steps)."""
+
+    def get_initial_predict_state(self, batch_size):
+        return ()
+
+    def predict_step(self, time_step, state):
+        return AlgStep(output=torch.zeros(time_step.reward.shape[0], 1))
+
+
+def test_a_long_stretch_without_an_episode_ending_is_warned_about(monkeypatch, caplog):
+    # Before, an environment without a time limit kept evaluation running without a word.
+    monkeypatch.setattr(evaluator, "STEPS_WITHOUT_AN_EPISODE_WARNING", 30)
+    for env_name, algorithm, warned in (("Pendulum-v1", Still(), True),
+                                        ("CartPole-v1", AlwaysLeft(), False)):
+        env = load(env_name, 2, seed=0)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=evaluator.__name__):
+            evaluate_episodes(algorithm, env, 2, max_steps=40)
+        env.close()
+        messages = [r.getMessage() for r in caplog.records]
+        assert messages == ([f"evaluation on {env_name}: no episode has ended in 30 steps; an "
+                             f"environment that never ends its episodes keeps evaluation "
+                             f"running forever: give it a time limit (load.max_episode_steps) "
+                             f"or set TrainerConfig.evaluate = False"] if warned else [])
