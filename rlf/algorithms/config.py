@@ -9,6 +9,8 @@ from typing import Callable, List, Optional, Sequence, Union
 import gin
 import torch
 
+from rlf.utils.errors import ConfigWarning
+
 __all__ = ["TrainerConfig"]
 
 _warned_removed = set()  # removed fields already warned about
@@ -388,7 +390,7 @@ class TrainerConfig:
             if value != old_default and name not in _warned_removed:
                 _warned_removed.add(name)
                 warnings.warn(f"TrainerConfig.{name} was removed and is ignored",
-                              FutureWarning, stacklevel=2)
+                              ConfigWarning, stacklevel=2)
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())

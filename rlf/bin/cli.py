@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Callable, Iterable, List
 
 from absl import app, flags
+
+from rlf.utils.errors import ConfigWarning
 
 __all__ = ["join_list_values", "run_main"]
 
@@ -51,6 +54,17 @@ def join_list_values(argv: List[str], list_flags: Iterable[str]) -> List[str]:
     return out
 
 
+_format_warning = warnings.formatwarning
+
+
+def _one_line_config_warnings(message, category, filename, lineno, line=None) -> str:
+    """``warning: <message>`` for a ``ConfigWarning`` (whose location would be gin's code);
+    Python's format for any other warning."""
+    if issubclass(category, ConfigWarning):
+        return f"warning: {message}\n"
+    return _format_warning(message, category, filename, lineno, line)
+
+
 def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = ()) -> None:
     """Parses the flags with absl, then exits with ``main(argv)``'s status.
 
@@ -62,13 +76,15 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = ()) -
     flag absl refuses (unknown, or a value of the wrong type or out of its bounds) is one line
     and exit status 2 too, not absl's two lines and status 1. ``--help`` (``-?``,
     ``--helpshort``, ``--helpfull``, ``--helpxml``) prints absl's usage on stdout and exits
-    with status 0, where absl's own status is 1.
+    with status 0, where absl's own status is 1. A ``ConfigWarning`` (an old setting's name)
+    is one ``warning:`` line.
 
     Args:
         main: the tool's ``main(argv) -> int`` (exit status).
         list_flags: names of the tool's list flags, without dashes.
     """
     list_flags = tuple(list_flags)
+    warnings.formatwarning = _one_line_config_warnings
 
     def _parse(argv: List[str]) -> List[str]:
         try:

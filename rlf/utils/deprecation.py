@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Set, Tuple
 
-from rlf.utils.errors import UserError
+from rlf.utils.errors import ConfigWarning, UserError
 
 __all__ = ["renamed"]
 
@@ -24,7 +24,7 @@ def renamed(owner: str, new: str, value: Any, old: str, old_value: Any, default:
         default: ``new``'s default.
 
     Returns:
-        ``old_value`` if only the old name was given (with a ``FutureWarning``, once per
+        ``old_value`` if only the old name was given (with a ``ConfigWarning``, once per
         owner and name), else ``value``.
 
     Raises:
@@ -38,5 +38,5 @@ def renamed(owner: str, new: str, value: Any, old: str, old_value: Any, default:
     if (owner, old) not in _warned:
         _warned.add((owner, old))
         warnings.warn(f"{owner}.{old} is deprecated; use {owner}.{new} (the same quantity, "
-                      f"ALF's name)", FutureWarning, stacklevel=3)
+                      f"ALF's name)", ConfigWarning, stacklevel=3)
     return old_value

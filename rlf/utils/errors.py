@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["UserError", "one_line"]
+__all__ = ["ConfigWarning", "UserError", "one_line"]
+
+
+class ConfigWarning(FutureWarning):
+    """A setting that still works but will not for long (an old name, a removed ALF field).
+    The command-line tools print it as one ``warning:`` line; its location would be gin's
+    code, not the user's conf."""
 
 
 class UserError(ValueError):

@@ -340,3 +340,15 @@ def test_replay_settings_with_an_on_policy_algorithm_are_refused(tmp_path):
         "only with an off-policy algorithm's replay buffer; PPOAlgorithm is on-policy: remove "
         "them"), r.stderr
     assert not root.exists()
+
+
+def test_old_settings_are_one_warning_line_each_and_the_run_goes_on(tmp_path):
+    # Before, each warning was two lines pointing into gin's code.
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path / "run"),
+                "--conf_param", "TrainerConfig.max_unroll_length=5",
+                "--conf_param", "ImpalaAlgorithm.discount=0.99")
+    assert r.returncode == 0, r.stderr
+    assert lines(r.stderr) == [
+        "warning: TrainerConfig.max_unroll_length was removed and is ignored",
+        "warning: ImpalaAlgorithm.discount is deprecated; use ImpalaAlgorithm.gamma (the same "
+        "quantity, ALF's name)"]
