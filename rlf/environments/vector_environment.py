@@ -78,6 +78,9 @@ class VectorEnvironment:
         self._seed = None if seed is None else int(seed)
         self._num_envs = int(env.num_envs)
         self._observation_spec = spec_from_space(env.single_observation_space)
+        # Only floating-point observations can hold a NaN (uint8 frames are not checked).
+        self._float_observations = any(s.dtype.is_floating_point
+                                       for s in optree.tree_leaves(self._observation_spec))
         self._action_spec = spec_from_space(env.single_action_space)
         self._reward_spec = TensorSpec((), torch.float32)
         action_leaves, self._action_treespec = optree.tree_flatten(self._action_spec)
@@ -273,6 +276,9 @@ class VectorEnvironment:
                             f"{reward[bad[0]]} in its copy {bad[0]}; rlf needs finite rewards: "
                             f"fix the environment or wrap it (gymnasium.wrappers."
                             f"TransformReward)")
+        if not self._float_observations or (isinstance(obs, np.ndarray)
+                                            and np.isfinite(obs).all()):
+            return
         paths, leaves, _ = optree.tree_flatten_with_path(obs)
         for path, leaf in zip(paths, leaves):
             leaf = np.asarray(leaf)
@@ -281,9 +287,8 @@ class VectorEnvironment:
                 name = "".join(f"[{p!r}]" for p in path)
                 raise UserError(f"environment {self._name} returned the observation{name} "
                                 f"element {leaf[index]} in its copy {index[0]}; rlf needs "
-                                f"finite observations: "
-                                f"fix the environment or wrap it (gymnasium.wrappers."
-                                f"TransformObservation)")
+                                f"finite observations: fix the environment or wrap it "
+                                f"(gymnasium.wrappers.TransformObservation)")
     def _in_env_order(self, info, *arrays):
         """Returns ``(*arrays, info)`` with rows sorted by ``info["env_id"]`` if it is present.
 
