@@ -25,7 +25,7 @@ from rlf.algorithms import vtrace
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
-from rlf.networks import ActorCriticNetwork
+from rlf.networks import ActorCriticNetwork, ClipToBounds
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
 from rlf.utils import summary
 from rlf.utils.deprecation import renamed
@@ -158,6 +158,7 @@ class ImpalaAlgorithm(RLAlgorithm):
                          is_on_policy=is_on_policy, name=name, metric_discount=gamma,
                          **kwargs)
         self._network = network
+        self._to_env = ClipToBounds(action_spec)
         self._gamma = gamma
         self._entropy_schedule = StepSchedule(entropy_regularization,
                                              f"{name}.entropy_regularization")
@@ -244,21 +245,22 @@ class ImpalaAlgorithm(RLAlgorithm):
         return params, value, state, action
 
     def predict_step(self, time_step, state) -> AlgStep:
-        """Greedy action (the mode of the policy)."""
+        """Greedy action (the mode of the policy; clipped to a Box's bounds)."""
         params, _, state = self._network(time_step.observation, state)
-        return AlgStep(output=self._network.policy_head.sample(params, greedy=True),
-                       state=state)
+        action = self._network.policy_head.sample(params, greedy=True)
+        return AlgStep(output=self._to_env(action), state=state)
 
     def rollout_step(self, time_step, state) -> AlgStep:
         """Samples ``a ~ mu(.|x)``; records ``mu``'s parameters (and, on-policy, the whole
-        ``ImpalaInfo`` with its graph)."""
+        ``ImpalaInfo`` with its graph). The environment gets ``a`` clipped to a Box's bounds;
+        ``a`` itself is what is trained on."""
         params, value, new_state, action = self._step(time_step, state)
         if self.on_policy:
             info = self._info(time_step, action, nest.map_structure(torch.detach, params),
                               params, value)
         else:
             info = ImpalaRolloutInfo(action=action, behaviour_params=params)
-        return AlgStep(output=action, state=new_state, info=info)
+        return AlgStep(output=self._to_env(action), state=new_state, info=info)
 
     def train_step(self, time_step, state, rollout_info: ImpalaRolloutInfo) -> AlgStep:
         """Recomputes the target policy ``pi`` and ``V`` for a replayed step."""

@@ -18,8 +18,8 @@ import torch
 from rlf.algorithms import value_ops
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.data_structures import AlgStep, LossInfo, valid_step_mask
-from rlf.networks import ActorCriticNetwork, CategoricalHead, MultiCategoricalHead
-from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+from rlf.networks import ActorCriticNetwork, ClipToBounds
+from rlf.tensor_specs import TensorSpec
 from rlf.utils import summary
 
 __all__ = ["PPOAlgorithm", "PPOInfo", "ppo_clipped_surrogate"]
@@ -142,13 +142,7 @@ class PPOAlgorithm(RLAlgorithm):
         self._td_loss_weight = td_loss_weight
         self._entropy_regularization = entropy_regularization
         self._normalize_advantages = normalize_advantages
-        head = network.policy_head
-        self._clip_to_bounds = (isinstance(action_spec, BoundedTensorSpec) and not isinstance(
-            head, (CategoricalHead, MultiCategoricalHead)))
-        if self._clip_to_bounds:
-            low, high = action_spec.bounds(torch.float32)
-            self.register_buffer("_action_low", low, persistent=False)
-            self.register_buffer("_action_high", high, persistent=False)
+        self._to_env = ClipToBounds(action_spec)
 
     @property
     def network(self):
@@ -167,11 +161,6 @@ class PPOAlgorithm(RLAlgorithm):
         params, _, _ = self._network(time_step.observation)
         action = self._network.policy_head.sample(params, greedy=True)
         return AlgStep(output=self._to_env(action), state=state)
-
-    def _to_env(self, action):
-        if not self._clip_to_bounds:
-            return action
-        return torch.max(torch.min(action, self._action_high), self._action_low)
 
     def rollout_step(self, time_step, state) -> AlgStep:
         """Samples ``a ~ pi(.|x)`` and records it with ``log pi(a|x)`` and ``V(x)``."""

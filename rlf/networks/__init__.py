@@ -7,11 +7,12 @@ from rlf.networks.actor_critic import ActorCriticNetwork
 from rlf.networks.actor_network import ActorNetwork
 from rlf.networks.encoders import FrameConv2d, ImpalaCNN, MLPEncoder, NatureCNN, ShallowCNN
 from rlf.networks.layouts import use_inference_layout
-from rlf.networks.heads import (CategoricalHead, MultiCategoricalHead, NormalHead,
-                                TanhNormalHead, make_policy_head)
+from rlf.networks.heads import (CategoricalHead, ClipToBounds, MultiCategoricalHead,
+                                NormalHead, TanhNormalHead, make_policy_head)
 from rlf.networks.value_networks import CriticNetwork, QNetwork
 
-__all__ = ["ActorCriticNetwork", "ActorNetwork", "CategoricalHead", "CriticNetwork", "FrameConv2d",
+__all__ = ["ActorCriticNetwork", "ActorNetwork", "CategoricalHead", "ClipToBounds",
+           "CriticNetwork", "FrameConv2d",
            "ImpalaCNN", "MLPEncoder", "MultiCategoricalHead", "NatureCNN", "NormalHead",
            "QNetwork", "ShallowCNN", "TanhNormalHead", "make_policy_head",
            "use_inference_layout"]

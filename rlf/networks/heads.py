@@ -233,6 +233,33 @@ class TanhNormalHead(nn.Module):
         return -self.rsample_with_log_prob(params)[1]
 
 
+class ClipToBounds(nn.Module):
+    """Clips a Box action ``[..., *shape]`` to the spec's bounds before it reaches the
+    environment; the identity for discrete specs and a Box without finite bounds.
+
+    A Normal policy's sample can fall outside the Box. The environment gets the clipped
+    action, while the algorithm keeps training on the sample it drew (the PPO paper's and
+    Stable-Baselines3's choice): the clipped action's density is not the policy's.
+
+    Args:
+        action_spec: the action's spec (a ``BoundedTensorSpec`` for clipping to happen).
+    """
+
+    def __init__(self, action_spec):
+        super().__init__()
+        self.active = isinstance(action_spec, BoundedTensorSpec) and action_spec.is_continuous
+        if self.active:
+            low, high = action_spec.bounds(torch.float32)
+            self.register_buffer("low", low, persistent=False)
+            self.register_buffer("high", high, persistent=False)
+
+    def forward(self, action: torch.Tensor) -> torch.Tensor:
+        """``action`` clipped elementwise to ``[low, high]`` (or itself)."""
+        if not self.active:
+            return action
+        return torch.max(torch.min(action, self.high), self.low)
+
+
 def make_policy_head(input_size: int, action_spec, tanh_squash: bool = False) -> nn.Module:
     """The head for ``action_spec``; ``tanh_squash`` picks ``TanhNormalHead`` (with a
     state-independent standard deviation) over ``NormalHead`` for a Box. A Box with no finite

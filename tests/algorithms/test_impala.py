@@ -9,7 +9,7 @@ import torch
 
 from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
 from rlf.algorithms.impala import ImpalaInfo
-from rlf.data_structures import StepType
+from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
 from rlf.networks import ActorCriticNetwork
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
@@ -81,6 +81,21 @@ def test_one_pong_iteration(on_policy, lstm):
     if not on_policy:
         assert alg.replay_buffer.data_spec.time_step.observation.dtype == torch.uint8
     env.close()
+
+
+def test_box_actions_are_clipped_for_the_environment_and_trained_unclipped():
+    # Before, IMPALA handed the environment Normal samples outside the Box.
+    act = BoundedTensorSpec((2,), torch.float32, -0.1, 0.1)
+    alg = ImpalaAlgorithm(TensorSpec((3,)), act, optimizer=torch.optim.Adam)
+    ts = TimeStep(step_type=torch.full((64,), StepType.MID, dtype=torch.int32),
+                  observation=torch.randn(64, 3))
+    with torch.no_grad():
+        step = alg.rollout_step(ts, ())
+        greedy = alg.predict_step(ts, ()).output
+    assert float(step.output.abs().max()) <= 0.1 + 1e-7
+    assert float(step.info.action.abs().max()) > 0.1  # the Normal's own sample (std 1)
+    assert torch.equal(step.output, step.info.action.clamp(-0.1, 0.1))
+    assert float(greedy.abs().max()) <= 0.1 + 1e-7
 
 
 def test_unsupported_action_spec_is_named():
