@@ -17,13 +17,22 @@ from gymnasium.vector import AutoresetMode
 from rlf import nest
 from rlf.data_structures import RAW_REWARD, StepType, TimeStep, time_step_spec
 from rlf.environments.spec_utils import spec_from_space
-from rlf.tensor_specs import TensorSpec, validate_nest
+from rlf.tensor_specs import BoundedTensorSpec, TensorSpec, validate_nest
 from rlf.utils.errors import UserError
 
 __all__ = ["VectorEnvironment"]
 
 # Where gymnasium stacks the copies' observations into one batch.
 _GYM_VECTOR_UTILS = os.path.dirname(gym.vector.utils.__file__)
+
+
+def _float32_if_float64(spec: TensorSpec) -> TensorSpec:
+    """A float64 spec as float32 (same bounds), any other spec as it is."""
+    if spec.dtype != torch.float64:
+        return spec
+    if isinstance(spec, BoundedTensorSpec):
+        return BoundedTensorSpec(spec.shape, torch.float32, spec.minimum, spec.maximum)
+    return TensorSpec(spec.shape, torch.float32)
 
 
 class VectorEnvironment:
@@ -81,7 +90,13 @@ class VectorEnvironment:
         # Only floating-point observations can hold a NaN (uint8 frames are not checked).
         self._float_observations = any(s.dtype.is_floating_point
                                        for s in optree.tree_leaves(self._observation_spec))
-        self._action_spec = spec_from_space(env.single_action_space)
+        # rlf's networks act in float32: a float64 Box's actions are cast back for the env.
+        space_action_spec = spec_from_space(env.single_action_space)
+        self._action_spec = nest.map_structure(_float32_if_float64, space_action_spec)
+        self._action_casts = [
+            None if s.dtype == t.dtype else torch.empty((), dtype=s.dtype).numpy().dtype
+            for s, t in zip(optree.tree_leaves(space_action_spec),
+                            optree.tree_leaves(self._action_spec))]
         self._reward_spec = TensorSpec((), torch.float32)
         action_leaves, self._action_treespec = optree.tree_flatten(self._action_spec)
         self._action_layout = [(torch.Size((self._num_envs, *s.shape)), s.dtype)
@@ -117,7 +132,8 @@ class VectorEnvironment:
         return self._observation_spec
 
     def action_spec(self) -> Any:
-        """Nest of ``BoundedTensorSpec`` of one action."""
+        """Nest of ``BoundedTensorSpec`` of one action (float32 for a float64 Box, whose
+        actions ``step`` casts back to float64)."""
         return self._action_spec
 
     def reward_spec(self) -> TensorSpec:
@@ -182,7 +198,9 @@ class VectorEnvironment:
                 for x, (shape, dtype) in zip(leaves, self._action_layout)):
             validate_nest(action, self._action_spec, (self._num_envs,),
                           f"{self._name} action")  # raises, naming the path
-        np_leaves = [x.detach().cpu().numpy() for x in leaves]
+        np_leaves = [x.detach().cpu().numpy() if cast is None
+                     else x.detach().cpu().numpy().astype(cast)
+                     for x, cast in zip(leaves, self._action_casts)]
         np_action = np_leaves[0] if treespec.is_leaf() else treespec.unflatten(np_leaves)
         try:
             obs, reward, terminated, truncated, info = self._env.step(np_action)

@@ -246,3 +246,33 @@ def test_channels_last_images_are_moved_channels_first():
         5, 3, 6)
     with pytest.raises(UserError, match="channels_first = True wraps each copy"):
         load("CartPole-v1", 1, channels_first=True, vectorization_mode="vector_entry_point")
+
+
+class _Float64Actions(gym.Env):
+    """Declares float64 actions and keeps the last one it got."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Box(-1, 1, (3,), np.float64)
+    received = []
+
+    def reset(self, seed=None, options=None):
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        _Float64Actions.received.append(action)
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+gym.register("RlfTestFloat64Actions-v0", entry_point=_Float64Actions)
+
+
+def test_a_float64_box_takes_float32_actions_and_hands_the_environment_float64():
+    # Before, the spec said float64 and rlf's float32 networks' actions were refused.
+    env = load("RlfTestFloat64Actions-v0", 2)
+    spec = env.action_spec()
+    assert spec.dtype == torch.float32 and spec.shape == (3,)
+    assert np.array_equal(spec.minimum, -1.0) and np.array_equal(spec.maximum, 1.0)
+    env.reset()
+    env.step(torch.full((2, 3), 0.25))
+    assert [a.dtype for a in _Float64Actions.received[-2:]] == [np.float64, np.float64]
+    assert _Float64Actions.received[-1].tolist() == [0.25, 0.25, 0.25]
