@@ -224,8 +224,8 @@ class _ConvStack(nn.Module):
                 n = self.conv(torch.zeros(1, *input_spec.shape)).shape[1]
         except RuntimeError as e:
             shape = tuple(input_spec.shape)
-            hint = (f"; it takes [C, H, W] frames: for channels-last images set "
-                    f"load_gym.channels_first = True" if shape[-1] < shape[0] else "")
+            hint = ("; it takes [C, H, W] frames: for channels-last images set "
+                    "load_gym.channels_first = True" if shape[-1] < shape[0] else "")
             raise ValueError(f"{name}: frames of shape {shape} are too small for its kernels "
                              f"({one_line(e)}){hint}") from None
         self.fc = nn.Sequential(nn.Linear(n, output_size), nn.ReLU())
