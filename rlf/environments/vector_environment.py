@@ -307,6 +307,7 @@ class VectorEnvironment:
                                 f"element {leaf[index]} in its copy {index[0]}; rlf needs "
                                 f"finite observations: fix the environment or wrap it "
                                 f"(gymnasium.wrappers.TransformObservation)")
+
     def _in_env_order(self, info, *arrays):
         """Returns ``(*arrays, info)`` with rows sorted by ``info["env_id"]`` if it is present.
 

@@ -14,8 +14,8 @@ from torch import nn
 
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
-__all__ = ["CategoricalHead", "MultiCategoricalHead", "NormalHead", "TanhNormalHead",
-           "make_policy_head"]
+__all__ = ["CategoricalHead", "ClipToBounds", "MultiCategoricalHead", "NormalHead",
+           "TanhNormalHead", "make_policy_head"]
 
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
