@@ -210,32 +210,24 @@ def test_out_of_range_clipping_and_lambda_are_refused(kw, message):
         PPOAlgorithm(obs, act, optimizer=torch.optim.Adam, **kw)
 
 
-def test_without_mini_batch_settings_ppo_trains_one_epoch_over_the_whole_unroll():
+@pytest.mark.parametrize("unroll_length", [8, 1])
+def test_without_mini_batch_settings_ppo_trains_one_epoch_over_the_whole_unroll(unroll_length):
     # Before, TrainerConfig's defaults sent PPO down the one-update-on-the-rollout's-graph
     # path, whose infos have no recomputed policy: an AttributeError at the first update.
+    # And the first unroll of one step reached GAE, which needs T >= 2: a ValueError.
     env = load("CartPole-v1", 2, seed=0)
     alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env,
-                       config=TrainerConfig(unroll_length=8, num_iterations=3),
+                       config=TrainerConfig(unroll_length=unroll_length, num_iterations=3),
                        optimizer=torch.optim.Adam)
     alg.set_unroller(SyncUnroller(env, alg))
     before = [p.detach().clone() for p in alg.parameters()]
     assert not alg.trains_on_rollout_graph
-    assert alg.train_iter() == 8 * 2  # one batch of every step of the unroll
-    assert alg.train_iter() == 9 * 2  # with the previous unroll's last step
-    assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))
-    env.close()
-
-
-def test_with_one_step_unrolls_the_first_trains_nothing_and_the_next_one_transition():
-    # Before, the first unroll of one step reached GAE, which needs T >= 2: a ValueError.
-    env = load("CartPole-v1", 2, seed=0)
-    alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env,
-                       config=TrainerConfig(unroll_length=1, num_iterations=3),
-                       optimizer=torch.optim.Adam)
-    alg.set_unroller(SyncUnroller(env, alg))
-    before = [p.detach().clone() for p in alg.parameters()]
-    assert alg.train_iter() == 0
-    assert all(torch.equal(a, b) for a, b in zip(before, alg.parameters()))
-    assert alg.train_iter() == 2 * 2  # the carried step and the new one
+    if unroll_length == 1:
+        assert alg.train_iter() == 0  # one step, no transition: carried over
+        assert all(torch.equal(a, b) for a, b in zip(before, alg.parameters()))
+    else:
+        assert alg.train_iter() == 8 * 2  # one batch of every step of the unroll
+    # With the previous unroll's last step.
+    assert alg.train_iter() == (unroll_length + 1) * 2
     assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))
     env.close()
