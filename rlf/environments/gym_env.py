@@ -158,14 +158,12 @@ def load_gym(env_name: str,
     register_ale()  # ALE's ids, e.g. with obs_type="ram"
     if max_episode_steps is not None:
         env_kwargs["max_episode_steps"] = max_episode_steps
-    if flatten_observations and vectorization_mode not in ("sync", "async"):
-        raise UserError(f"load_gym: flatten_observations = True wraps each copy, which "
-                        f"vectorization_mode = {vectorization_mode!r} does not make; use "
-                        f"'sync' or 'async'")
-    if channels_first and vectorization_mode not in ("sync", "async"):
-        raise UserError(f"load_gym: channels_first = True wraps each copy, which "
-                        f"vectorization_mode = {vectorization_mode!r} does not make; use "
-                        f"'sync' or 'async'")
+    for name, value in (("flatten_observations", flatten_observations),
+                        ("channels_first", channels_first)):
+        if value and vectorization_mode not in ("sync", "async"):
+            raise UserError(f"load_gym: {name} = True wraps each copy, which "
+                            f"vectorization_mode = {vectorization_mode!r} does not make; use "
+                            f"'sync' or 'async'")
     if vectorization_mode in ("sync", "async"):
         if channels_first is None:
             wrappers = [*wrappers, _channels_first_if_needed]
