@@ -13,7 +13,8 @@ value of the wrong type, a value a constructor refuses, an unknown environment i
 ``root_dir`` that is a file or not writable, a checkpoint that does not fit the
 configuration, an invalid offline replay file. Exit status 1, with one line, when training
 stops on a failure after writing what it could: an actor that died (or failed too often) or
-a non-finite loss. ``--debug`` (or ``RLF_DEBUG=1``) shows the full traceback instead; any
+a non-finite loss; status 2 when an actor stopped on a mistake in the input (an environment
+that returns a NaN reward), after writing the checkpoint. ``--debug`` (or ``RLF_DEBUG=1``) shows the full traceback instead; any
 other exception is a bug in rlf and always shows it.
 """
 
@@ -70,7 +71,7 @@ def _train() -> int:
         if debug_mode():
             raise
         print(f"error: {one_line(e)}", file=sys.stderr)
-        return 1
+        return 2 if getattr(e, "caused_by_input", False) else 1
     metrics, evaluation = result["metrics"], result["eval"]
     episodes = metrics.get("NumberOfEpisodes", 0)
     average = (f"AverageReturn {metrics['AverageReturn']:.2f}" if episodes

@@ -40,7 +40,17 @@ class CheckpointMismatchError(UserError):
 
 class ActorFailure(RuntimeError):
     """An actor failed (or failed too often) and training stopped after writing a
-    checkpoint; the message names the actor, the cause, its log and the checkpoint."""
+    checkpoint; the message names the actor, the cause, its log and the checkpoint.
+
+    Args:
+        message: the line.
+        caused_by_input: the actor raised a ``UserError`` (``ActorError.caused_by_input``):
+            ``rlf.bin.train`` then exits with status 2, as for the same error without actors.
+    """
+
+    def __init__(self, message: str, caused_by_input: bool = False):
+        super().__init__(message)
+        self.caused_by_input = bool(caused_by_input)
 
 
 def _warn(message: str) -> None:
@@ -320,7 +330,7 @@ class Trainer:
                     # learner's state is that of the last completed one.
                     path = self._save()
                     raise ActorFailure(f"{e}; training stopped, checkpoint written: "
-                                       f"{path}") from None
+                                       f"{path}", e.caused_by_input) from None
                 self._state.iter_num += 1
                 it = self._state.iter_num
                 if it == 1:

@@ -18,7 +18,18 @@ logger = logging.getLogger(__name__)
 
 class ActorError(RuntimeError):
     """An actor failed and is not restarted; the message is one line naming the actor, the
-    cause and, where there is one, the log file holding its output and traceback."""
+    cause and, where there is one, the log file holding its output and traceback.
+
+    Args:
+        message: the line.
+        caused_by_input: True when the actor raised a ``UserError`` (a NaN reward from the
+            environment, a bad setting): the user's input is at fault, and a restart would
+            only meet it again.
+    """
+
+    def __init__(self, message: str, caused_by_input: bool = False):
+        super().__init__(message)
+        self.caused_by_input = bool(caused_by_input)
 
 
 def describe_exit(exitcode: Optional[int]) -> str:
@@ -81,7 +92,7 @@ class RestartPolicy:
 
     def restart_or_raise(self, index: int, cause: str, log: Optional[Path],
                          close: Callable[[], None], kind: str = "actor",
-                         details: str = "") -> None:
+                         details: str = "", caused_by_input: bool = False) -> None:
         """Records a restart of actor ``index`` (logging it) if one is allowed; otherwise
         calls ``close`` and raises.
 
@@ -93,12 +104,15 @@ class RestartPolicy:
             kind: the word for the actor in messages (``"Ray actor"``).
             details: the actor's traceback; appended to the error's message when there is
                 no log file to hold it.
+            caused_by_input: the actor raised a ``UserError``: never restarted (it would
+                meet the same input again), and the message suggests no restart.
 
         Raises:
-            ActorError: when restarts are off, or the window already holds ``max_restarts``.
+            ActorError: when restarts are off, the window already holds ``max_restarts``, or
+                ``caused_by_input``.
         """
         where = f" (its output and traceback: {log})" if log is not None else ""
-        if self.enabled and self._recent() < self.max_restarts:
+        if self.enabled and not caused_by_input and self._recent() < self.max_restarts:
             self._times.append(self._clock())
             self.total += 1
             line = (f"{kind} {index} failed: {cause}; restarting it (restart {self.total}; "
@@ -108,7 +122,9 @@ class RestartPolicy:
             append_to_log(log, f"[learner pid {os.getpid()}] {line}")
             return
         close()
-        if self.enabled:
+        if caused_by_input:
+            message = f"{kind} {index} failed: {cause}{where}"
+        elif self.enabled:
             message = (f"{kind} {index} failed: {cause}{where}; not restarted: "
                        f"{self._recent()} restarts within the last "
                        f"{self.window_seconds:.0f} s reached max_actor_restarts="
@@ -119,4 +135,4 @@ class RestartPolicy:
         append_to_log(log, f"[learner pid {os.getpid()}] {message}")
         if details and log is None:
             message = f"{message}:\n{details}"
-        raise ActorError(message)
+        raise ActorError(message, caused_by_input)

@@ -181,11 +181,14 @@ class ActorUnroller(Unroller):
     def _publish(self) -> None:
         """Makes the learner's current ``actor_state_dict()`` the actors' next parameters."""
 
-    def _fail(self, index: int, cause: str, details: str = "") -> None:
+    def _fail(self, index: int, cause: str, details: str = "",
+              caused_by_input: bool = False) -> None:
         """Lets the ``RestartPolicy`` decide: returns if actor ``index`` may be restarted (the
-        caller restarts it), else stops every actor and raises ``ActorError``."""
+        caller restarts it), else stops every actor and raises ``ActorError``
+        (``caused_by_input``: the actor raised a ``UserError``, never restarted)."""
         self._restart_policy.restart_or_raise(index, cause, self.log_file(index), self.close,
-                                              kind=self._actor_kind, details=details)
+                                              kind=self._actor_kind, details=details,
+                                              caused_by_input=caused_by_input)
 
     _actor_kind = "actor"
 

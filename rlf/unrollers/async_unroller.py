@@ -44,6 +44,7 @@ from rlf.unrollers.actor_failures import ActorError, describe_exit
 from rlf.unrollers.actor_unroller import ActorUnroller, build_actor, copy_parameters
 from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
+from rlf.utils.errors import UserError, one_line
 
 __all__ = ["AsyncUnroller", "ActorError", "read_parameters"]
 
@@ -94,9 +95,9 @@ def read_parameters(params: Dict[str, torch.Tensor], shared: Dict[str, torch.Ten
             return start
 
 
-def _get_free_slot(free_queue, stop_event, parent_pid: int) -> Optional[int]:
+def _get_free_slot(free_queue, stop, parent_pid: int) -> Optional[int]:
     """The next free slot index (blocking), or None once stopped or orphaned."""
-    while not stop_event.is_set() and os.getppid() == parent_pid:
+    while not stop.value and os.getppid() == parent_pid:
         try:
             return free_queue.get(timeout=0.5)
         except queue_lib.Empty:
@@ -107,14 +108,16 @@ def _get_free_slot(free_queue, stop_event, parent_pid: int) -> Optional[int]:
 def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor,
                 setup: Optional[Callable[[], None]], num_envs: int, seed: Optional[int],
                 unroll_length: int, shared: Dict[str, torch.Tensor], sequence, out_queue,
-                free_queue, num_slots: int, stop_event, parent_pid: int,
+                free_queue, num_slots: int, stop, parent_pid: int,
                 log_file: Optional[str] = None):
     """Body of an actor process (module-level so that *spawn* can import it).
 
     Messages on ``out_queue``, each tagged with ``(index, incarnation)``: once
     ``("slots", index, incarnation, slots)`` (the shared-memory unrolls), then per unroll
     ``("ok", index, incarnation, slot, version, times)``, or ``("error", index, incarnation,
-    traceback)``. ``free_queue`` brings back the slots the learner has copied out.
+    traceback, line)`` (``line``: a ``UserError``'s message as one line, else None).
+    ``free_queue`` brings back the slots the learner has copied out; ``stop`` is a shared
+    ``RawValue`` the learner sets to 1 to stop the actors.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
     env = None
@@ -127,33 +130,34 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor,
         unroller = SyncUnroller(env, algorithm)
         slots = None
         local_sequence = -1
-        while not stop_event.is_set() and os.getppid() == parent_pid:
+        while not stop.value and os.getppid() == parent_pid:
             local_sequence = read_parameters(
                 params, shared, sequence, local_sequence,
-                lambda: stop_event.is_set() or os.getppid() != parent_pid)
+                lambda: stop.value or os.getppid() != parent_pid)
             with torch.no_grad():
                 experience = detach(unroller.unroll(unroll_length))
             if slots is None:  # the first unroll gives the shapes; sent (as fds) only once
                 slots = [nest.map_structure(lambda x: torch.empty_like(x).share_memory_(),
                                             experience) for _ in range(num_slots)]
                 out_queue.put(("slots", index, incarnation, slots))
-            slot = _get_free_slot(free_queue, stop_event, parent_pid)  # back-pressure
+            slot = _get_free_slot(free_queue, stop, parent_pid)  # back-pressure
             if slot is None:
                 return
             with torch.no_grad():
                 nest.map_structure(lambda dst, src: dst.copy_(src), slots[slot], experience)
             out_queue.put(("ok", index, incarnation, slot, local_sequence // 2,
                            dict(unroller.times)))
-    except BaseException:  # report everything, also KeyboardInterrupt/SystemExit
+    except BaseException as e:  # report everything, also KeyboardInterrupt/SystemExit
         try:
             text = traceback.format_exc()
             if log_file:
                 print(text, file=sys.stderr, flush=True)
-            out_queue.put(("error", index, incarnation, text), timeout=5)
+            line = one_line(e) if isinstance(e, UserError) else None
+            out_queue.put(("error", index, incarnation, text, line), timeout=5)
             # Stay alive until stopped: the learner can only receive the slots (their file
             # descriptors) while this process exists.
-            while not stop_event.wait(0.5) and os.getppid() == parent_pid:
-                pass
+            while not stop.value and os.getppid() == parent_pid:
+                time.sleep(0.2)
         except Exception:
             pass
     finally:
@@ -213,12 +217,14 @@ class AsyncUnroller(ActorUnroller):
                         for k, v in algorithm.actor_state_dict().items()}
         self._sequence = self._ctx.Value("l", 0, lock=False)  # read_parameters' seqlock
         self._num_slots = queue_size
-        # At most one "slots" and num_slots "ok" messages are outstanding per incarnation.
-        self._queues = [self._ctx.Queue() for _ in range(num_actors)]
+        # Per incarnation: at most one "slots" and num_slots "ok" messages outstanding.
+        self._queues: List[Any] = [None] * num_actors
         self._free: List[Any] = [None] * num_actors  # per incarnation: slot indices back
         self._slots: List[Optional[List[Any]]] = [None] * num_actors
         self._incarnation = [0] * num_actors
-        self._stop = self._ctx.Event()
+        # A raw shared flag, not an Event: terminating an actor inside Event.wait would leave
+        # the Event's condition counting a sleeper that never wakes, and set() would hang.
+        self._stop = self._ctx.RawValue("b", 0)
         self._procs: List[Optional[mp.Process]] = [None] * num_actors
         for a in range(num_actors):
             self._start(a)
@@ -226,10 +232,12 @@ class AsyncUnroller(ActorUnroller):
     # ------------------------------------------------------------------ processes
     def _start(self, index: int) -> None:
         seed = None if self._seed is None else self._seed + index * self._num_envs
-        # A (re)started actor gets new slots and a new free queue; messages of the process it
-        # replaces carry the old incarnation and are dropped.
+        # A (re)started actor gets new slots and new queues: the process it replaces may have
+        # been terminated while its feeder thread held a queue's lock (which would block the
+        # new one's sends for ever); its messages carry the old incarnation and are dropped.
         self._incarnation[index] += 1
         self._slots[index] = None
+        self._queues[index] = self._ctx.Queue()
         free = self._ctx.Queue()
         free.cancel_join_thread()  # slot indices left unread must not block the exit
         for slot in range(self._num_slots):
@@ -250,8 +258,9 @@ class AsyncUnroller(ActorUnroller):
         """The actor processes."""
         return [p for p in self._procs if p is not None]
 
-    def _restart_or_raise(self, index: int, cause: str, details: str = "") -> None:
-        self._fail(index, cause, details)  # raises unless the actor may be restarted
+    def _restart_or_raise(self, index: int, cause: str, details: str = "",
+                          caused_by_input: bool = False) -> None:
+        self._fail(index, cause, details, caused_by_input)  # raises unless restarted
         proc = self._procs[index]
         if proc is not None and proc.is_alive():
             proc.terminate()
@@ -293,9 +302,12 @@ class AsyncUnroller(ActorUnroller):
             if incarnation != self._incarnation[index]:
                 continue  # from an actor process that has been replaced
             if kind == "error":  # raises, or restarts the actor
-                lines = item[3].strip().splitlines()
+                text, line = item[3:]
+                if line is not None:  # a UserError: the input's fault, never restarted
+                    self._restart_or_raise(index, line, text, caused_by_input=True)
+                lines = text.strip().splitlines()
                 self._restart_or_raise(index, f"raised {lines[-1] if lines else 'an exception'}",
-                                       item[3])
+                                       text)
             elif kind == "slots":
                 self._slots[index] = item[3]
             else:
@@ -318,7 +330,7 @@ class AsyncUnroller(ActorUnroller):
 
     def close(self) -> None:
         """Stops the actors and waits for them (terminating those that do not stop)."""
-        self._stop.set()
+        self._stop.value = 1
         deadline = time.time() + 10
         while any(p is not None and p.is_alive() for p in self._procs) and \
                 time.time() < deadline:

@@ -20,7 +20,7 @@ from rlf.unrollers.actor_failures import append_to_log
 from rlf.unrollers.actor_unroller import ActorUnroller, build_actor, copy_parameters
 from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
-from rlf.utils.errors import UserError
+from rlf.utils.errors import UserError, one_line
 
 __all__ = ["RayUnroller"]
 
@@ -181,6 +181,8 @@ class RayUnroller(ActorUnroller):
                 log = self.log_file(index)
                 append_to_log(log, f"[learner pid {os.getpid()}] {type(e).__name__}: {text}")
                 first = text.splitlines()[0] if log is not None else text
+                if isinstance(e, UserError):  # the input's fault: never restarted
+                    self._fail(index, one_line(e.cause), text, caused_by_input=True)
                 cause = (f"sent no unroll for {self._timeout:.0f} s"
                          if isinstance(e, TimeoutError) else f"{type(e).__name__}: {first}")
                 self._fail(index, cause)  # raises unless the actor may be restarted

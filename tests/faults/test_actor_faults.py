@@ -3,6 +3,7 @@ checkpoint of the learner and one line naming the actor, the signal and its log;
 that raises leaves its traceback in its log; restarts are logged, summarised and bounded."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from rlf.unrollers import ActorError
 from rlf.unrollers.actor_failures import RestartPolicy
-from tests.faults._cli import CARTPOLE, REPO, lines
+from rlf.utils.errors import UserError
+from tests.faults._cli import CARTPOLE, REPO, lines, run_cli
 from tests.unrollers.test_async_unroller import Deterministic, _unroller
 
 ASYNC = [*CARTPOLE, "--conf_param", "TrainerConfig.async_unroll=True",
@@ -155,7 +157,68 @@ def test_an_actor_that_raises_leaves_its_traceback_in_its_log(tmp_path):
         in message and str(tmp_path / "actor-") in message
     index = message.split()[1]
     text = (tmp_path / f"actor-{index}.log").read_text()
-    assert "Traceback (most recent call last)" in text and 'raise RuntimeError("boom' in text
+    assert "Traceback (most recent call last)" in text and 'raise self._error("boom' in text
+
+
+_FAIL_IN_EVERY_UNROLL = """
+from rlf.unrollers import ActorError
+from tests.unrollers.test_async_unroller import Deterministic, _unroller
+unroller = _unroller(Deterministic(), actor_kw={"fail_after": 3}, restart_failed_actors=True,
+                     max_restarts=3, log_dir=%r)
+try:
+    for _ in range(10):
+        unroller.unroll(6)
+except ActorError as e:
+    print(e)
+"""
+
+
+def test_an_actor_failing_in_every_unroll_is_restarted_up_to_the_limit(tmp_path):
+    """Each restart terminates the failed actor while it waits to be stopped: that must leave
+    no shared lock held (the stop flag, the message queue), or the next restart or the final
+    ``close`` waits for ever. A subprocess, so that a hang fails the test."""
+    run = subprocess.run([sys.executable, "-c", _FAIL_IN_EVERY_UNROLL % str(tmp_path)],
+                         cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("actor ") and "failed: raised RuntimeError: boom in " \
+        "rollout_step" in run.stdout and "3 restarts within the last 600 s reached " \
+        "max_actor_restarts=3" in run.stdout, (run.stdout, run.stderr)
+    logs = "".join(p.read_text() for p in tmp_path.glob("actor-*.log"))
+    assert logs.count("restarting it (restart") == 3
+
+
+def test_an_actor_that_meets_bad_input_is_not_restarted(tmp_path):
+    """A UserError in an actor (a NaN reward, a bad setting) would meet the same input after
+    a restart: the run stops at once, without suggesting restarts."""
+    unroller = _unroller(Deterministic(), actor_kw={"fail_after": 3, "error": UserError},
+                         restart_failed_actors=True, max_restarts=5, log_dir=str(tmp_path))
+    with pytest.raises(ActorError) as info:
+        for _ in range(10):
+            unroller.unroll(6)
+    message = str(info.value)
+    assert info.value.caused_by_input and "\n" not in message
+    assert re.fullmatch(r"actor \d failed: boom in rollout_step \(its output and traceback: "
+                        r".*actor-\d\.log\)", message), message
+    assert "restart" not in "".join(p.read_text() for p in tmp_path.glob("actor-*.log"))
+    with pytest.raises(ActorError) as info:
+        RestartPolicy(False).restart_or_raise(0, "bad", None, lambda: None, caused_by_input=True)
+    assert str(info.value) == "actor 0 failed: bad" and info.value.caused_by_input
+
+
+def test_bad_input_in_an_actor_exits_2_with_one_line(tmp_path):
+    """A NaN reward met by an actor process is the same mistake as without actors: one line
+    naming the environment, and exit status 2 (after the learner's checkpoint)."""
+    conf = tmp_path / "nan.gin"
+    conf.write_text(f'import tests.faults._nan_env\ninclude "{REPO}/confs/impala_cartpole.gin"\n'
+                    'load.env_name = "NanRewardCartPole-v0"\n')
+    args = [a if a != "confs/impala_cartpole.gin" else str(conf) for a in ASYNC]
+    run = run_cli("train", *args, "--root_dir", str(tmp_path / "run"),
+                  "--conf_param", "TrainerConfig.restart_failed_actors=True")
+    assert run.returncode == 2, run.stderr
+    err = lines(run.stderr)
+    assert len(err) == 1 and err[0].startswith("error: actor 0 failed: environment "
+                                               "NanRewardCartPole-v0 returned the reward nan")
+    assert "restart" not in err[0], err
 
 
 def test_restart_policy_counts_within_its_window():

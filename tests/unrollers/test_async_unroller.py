@@ -26,17 +26,17 @@ ACT = load("CartPole-v1", 1).action_spec()
 
 class Deterministic(RLAlgorithm):
     """Pushes right iff ``w * pole_angle > 0`` (deterministic, so experience is comparable);
-    ``fail_after`` makes rollout_step raise."""
+    ``fail_after`` makes rollout_step raise ``error`` ("boom in rollout_step")."""
 
-    def __init__(self, fail_after=None, **kw):
+    def __init__(self, fail_after=None, error=RuntimeError, **kw):
         super().__init__(OBS, ACT, is_on_policy=False, **kw)
         self.w = nn.Parameter(torch.ones(()))
-        self._calls, self._fail_after = 0, fail_after
+        self._calls, self._fail_after, self._error = 0, fail_after, error
 
     def rollout_step(self, time_step, state):
         self._calls += 1
         if self._fail_after is not None and self._calls > self._fail_after:
-            raise RuntimeError("boom in rollout_step")
+            raise self._error("boom in rollout_step")
         action = (self.w * time_step.observation[:, 2] > 0).long()
         return AlgStep(output=action, state=(), info={"w": self.w.detach().expand(
             action.shape[0]).clone()})
