@@ -55,12 +55,14 @@ class AlgorithmStateMixin:
             problems.append(f"missing {missing[:10]}")
         if unexpected and strict:
             problems.append(f"unexpected {unexpected[:10]}")
-        for k, v in own.items():
-            found = state_dict.get(k)
-            if isinstance(v, torch.Tensor) and isinstance(found, torch.Tensor) and (
-                    v.shape != found.shape or v.dtype != found.dtype):
-                problems.append(f"'{k}' expected {tuple(v.shape)} {v.dtype}, found "
-                                f"{tuple(found.shape)} {found.dtype}")
+        wrong = [f"'{k}' expected {tuple(v.shape)} {v.dtype}, found {tuple(found.shape)} "
+                 f"{found.dtype}" for k, v in own.items()
+                 if isinstance(v, torch.Tensor) and isinstance(found := state_dict.get(k),
+                                                              torch.Tensor)
+                 and (v.shape != found.shape or v.dtype != found.dtype)]
+        problems += wrong[:4]
+        if len(wrong) > 4:
+            problems.append(f"{len(wrong) - 4} more tensors of other shapes or dtypes")
         optimizers = self.optimizers if opt_states is not None else []
         if opt_states is not None:
             if len(opt_states) != len(optimizers):
@@ -74,9 +76,11 @@ class AlgorithmStateMixin:
                         problems.append(f"optimizer {i} has parameter groups of sizes {sizes}, "
                                         f"the checkpoint {found}")
                     # Another optimizer class: torch would load its hyperparameters and fail
-                    # at the first step (SGD's KeyError 'momentum' on Adam's state).
+                    # at the first step (SGD's KeyError 'momentum' on Adam's state). A
+                    # schedule's initial_lr is the schedulers' check, below.
                     foreign = sorted({k for g in st.get("param_groups", []) for k in g}
-                                     - {k for g in opt.param_groups for k in g})
+                                     - {k for g in opt.param_groups for k in g}
+                                     - {"initial_lr"})
                     if foreign:
                         problems.append(f"optimizer {i} ({type(opt).__name__}) has none of "
                                         f"the checkpoint optimizer's hyperparameters "

@@ -420,11 +420,26 @@ class RLAlgorithm(Algorithm):
 
         Raises:
             ValueError: from ``ReplayBuffer.load_state_dict`` (naming the keys that differ),
-                if the buffer exists.
+                if the buffer exists; if it does not, when the state's environments x steps
+                differ from what the configuration builds (``load.num_envs`` x
+                ``adjust_replay_buffer_length``), so that the mismatch is found before
+                training resumes rather than at the first unroll.
         """
         prefix = "_replay_buffer."
         state = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
         if self.replay_buffer is None:
+            found = state.get("time_step|step_type")
+            if self._config is not None and found is not None:
+                expected = (self._num_envs, adjust_replay_buffer_length(self._config))
+                if tuple(found.shape[:2]) != expected:
+                    config = self._config
+                    length = ("TrainerConfig.unroll_length + 1" if config.clear_replay_buffer
+                              and config.whole_replay_buffer_training
+                              else "TrainerConfig.replay_buffer_length")
+                    raise ValueError(
+                        f"{self._name}: the checkpoint's replay buffer holds {found.shape[0]} "
+                        f"environments x {found.shape[1]} steps, this configuration's "
+                        f"{expected[0]} x {expected[1]} (load.num_envs x {length})")
             self._pending_replay_state = state
         else:
             self.replay_buffer.load_state_dict(state)

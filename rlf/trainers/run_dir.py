@@ -8,16 +8,19 @@ read), ``root_dir/train/`` the TensorBoard events, ``root_dir/ckpt/`` the checkp
 from __future__ import annotations
 
 import fcntl
+import io
 import logging
 import os
 from pathlib import Path
+from typing import Dict, List
 
 import gin
+from gin import config_parser
 
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.errors import UserError
 
-__all__ = ["RunDirectoryError", "check_run_directory", "lock_run_directory",
+__all__ = ["RunDirectoryError", "changed_settings", "check_run_directory", "lock_run_directory",
            "write_operative_config"]
 
 logger = logging.getLogger(__name__)
@@ -87,3 +90,47 @@ def write_operative_config(root_dir: Path) -> Path:
     with atomic_write(root_dir / "config.gin") as tmp:
         tmp.write_text(gin.operative_config_str())
     return root_dir / "config.gin"
+
+
+_RUN_LENGTH = ("TrainerConfig.num_iterations", "TrainerConfig.num_env_steps")
+
+
+def _bindings(text: str) -> Dict[str, str]:
+    """``{"scope/Configurable.param": value as written}`` of a gin config's bindings
+    (configurable references as ``@name``, ``@name()``)."""
+    def show(value) -> str:
+        if hasattr(value, "selector") and hasattr(value, "evaluate"):  # a reference
+            return f"@{value.selector}{'()' if value.evaluate else ''}"
+        if isinstance(value, (list, tuple)):
+            items = ", ".join(show(v) for v in value)
+            return f"[{items}]" if isinstance(value, list) else f"({items})"
+        return repr(value)
+
+    parser = config_parser.ConfigParser(io.StringIO(text),
+                                        gin.config.ParserDelegate(skip_unknown=True))
+    return {f"{s.scope + '/' if s.scope else ''}{s.selector}.{s.arg_name}": show(s.value)
+            for s in parser if isinstance(s, config_parser.BindingStatement)}
+
+
+def changed_settings(root_dir: Path, limit: int = 5) -> List[str]:
+    """The settings of this process's operative gin config that differ from the run's
+    ``root_dir/config.gin`` (what its checkpoints were written with), as
+    ``"load.num_envs = 2 (the run's: 1)"``. Left out: settings only one of them has (a
+    configurable not called yet) and the run's length (``TrainerConfig.num_iterations``,
+    ``num_env_steps``), which a resume may change. Empty if the file is missing or
+    unreadable.
+
+    Args:
+        root_dir: the run directory.
+        limit: at most this many, then ``"N more"``.
+    """
+    try:
+        theirs = _bindings((root_dir / "config.gin").read_text())
+        mine = _bindings(gin.operative_config_str())
+    except Exception:  # a file of another gin version, a hand edit: no hint, not an error
+        return []
+    changed = [f"{key} = {value} (the run's: {theirs[key]})" for key, value in mine.items()
+               if key in theirs and theirs[key] != value and key not in _RUN_LENGTH]
+    if len(changed) > limit:
+        changed[limit:] = [f"{len(changed) - limit} more"]
+    return changed

@@ -20,7 +20,7 @@ from rlf.algorithms.config import RANDOM_SEED_LIMIT
 from rlf.environments import load
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
-from rlf.trainers.run_dir import (check_run_directory, lock_run_directory,
+from rlf.trainers.run_dir import (changed_settings, check_run_directory, lock_run_directory,
                                   write_operative_config)
 from rlf.trainers.unrollers import make_unroller
 from rlf.unrollers import ActorError
@@ -259,16 +259,18 @@ class Trainer:
                       f"({p.name.rsplit('-', 1)[-1]}) no longer exists")
         try:
             restored = self._checkpointer.restore()
+            if restored is None:
+                return None
+            replay = restored.companions.get("replay_buffer")
+            if self._config.save_replay_buffer and replay is not None:
+                self._algorithm.load_replay_buffer_state_dict(replay["algorithm"])
         except ValueError as e:
+            changed = changed_settings(self._root_dir)
+            hint = f"; settings that differ from it: {'; '.join(changed)}" if changed else ""
             raise CheckpointMismatchError(
                 f"{e}. The checkpoint was left untouched; use another --root_dir or the "
-                f"configuration it was written with ({self._root_dir / 'config.gin'})"
+                f"configuration it was written with ({self._root_dir / 'config.gin'}){hint}"
             ) from None
-        if restored is None:
-            return None
-        replay = restored.companions.get("replay_buffer")
-        if self._config.save_replay_buffer and replay is not None:
-            self._algorithm.load_replay_buffer_state_dict(replay["algorithm"])
         return restored.step
 
     # ------------------------------------------------------------------ signals

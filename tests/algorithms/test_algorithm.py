@@ -108,6 +108,22 @@ def test_a_checkpoint_of_another_optimizer_class_is_refused_untouched():
     b.update_with_gradient(LossInfo(loss=b.net(torch.ones(1, 3)).sum()))  # still usable
 
 
+def test_a_checkpoint_with_a_schedule_is_refused_without_one_as_a_schedule_mismatch():
+    # It was also called a checkpoint of another optimizer, for the schedule's initial_lr.
+    class Net(Algorithm):
+        def __init__(self, lr_scheduler=None):
+            super().__init__(optimizer=functools.partial(torch.optim.Adam, lr=0.1),
+                             lr_scheduler=lr_scheduler)
+            self.net = nn.Linear(3, 1)
+    a = Net(functools.partial(torch.optim.lr_scheduler.LinearLR, total_iters=5))
+    a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    with pytest.raises(ValueError) as info:
+        Net().load_state_dict(a.state_dict())
+    assert str(info.value) == ("Algorithm: the checkpoint does not fit this algorithm: "
+                               "learning-rate schedulers per optimizer: this algorithm "
+                               "[False], the checkpoint [True] (nothing was loaded)")
+
+
 def test_a_resume_that_drops_a_configured_hyperparameter_warns(caplog):
     # torch's Optimizer.load_state_dict restores the checkpoint's learning rate: a rate
     # changed in the conf before a resume had no effect, silently.

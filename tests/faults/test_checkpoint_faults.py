@@ -193,3 +193,32 @@ def test_play_falls_back_like_training_and_lists_existing_steps(tmp_path):
         assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
         assert lines(r.stderr)[0].startswith(f"error: {message}"), r.stderr
     assert digests(ckpt) == before
+
+
+def test_a_replay_buffer_of_another_size_is_refused_before_resuming(tmp_path):
+    """Resuming with a replay buffer of another length than the saved one's (here the conf
+    clears the buffer each iteration, so its length is ``unroll_length + 1``) was a traceback
+    at the first unroll, after the summaries were reopened: one line naming the setting that
+    changed, exit 2, and nothing in the run directory changed."""
+    first = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path),
+                    "--conf_param", "TrainerConfig.save_replay_buffer=True")
+    assert first.returncode == 0, first.stderr
+    ckpt = tmp_path / "ckpt"
+    assert _names(ckpt) == ["ckpt-3.pt", "replay_buffer-3.pt"]
+    envs, length = torch.load(ckpt / "replay_buffer-3.pt")["algorithm"][
+        "_replay_buffer.time_step|step_type"].shape
+    before = {d: digests(tmp_path / d) for d in ("ckpt", "train")}
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path),
+                "--conf_param", "TrainerConfig.save_replay_buffer=True",
+                "--conf_param", f"TrainerConfig.unroll_length={length + 7}",
+                "--conf_param", "TrainerConfig.num_iterations=6")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0].startswith(
+        f"error: ImpalaAlgorithm: the checkpoint's replay buffer holds {envs} environments x "
+        f"{length} steps, this configuration's {envs} x {length + 8} (load.num_envs x "
+        f"TrainerConfig.unroll_length + 1). The checkpoint was left untouched"), r.stderr
+    # The settings that differ from the run's config.gin, but not the run's length.
+    assert lines(r.stderr)[0].endswith(
+        f"; settings that differ from it: TrainerConfig.unroll_length = {length + 7} (the "
+        f"run's: {length - 1})"), r.stderr
+    assert {d: digests(tmp_path / d) for d in ("ckpt", "train")} == before
