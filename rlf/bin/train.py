@@ -14,8 +14,8 @@ value of the wrong type, a value a constructor refuses, an unknown environment i
 configuration, an invalid offline replay file. Exit status 1, with one line, when training
 stops on a failure after writing what it could: an actor that died (or failed too often) or
 a non-finite loss; status 2 when an actor stopped on a mistake in the input (an environment
-that returns a NaN reward), after writing the checkpoint. ``--debug`` (or ``RLF_DEBUG=1``) shows the full traceback instead; any
-other exception is a bug in rlf and always shows it.
+that returns a NaN reward), after writing the checkpoint. ``--debug`` (or ``RLF_DEBUG=1``)
+shows the full traceback instead; any other exception is a bug in rlf and always shows it.
 """
 
 from __future__ import annotations
