@@ -12,6 +12,7 @@ from torch import nn
 from rlf.algorithms import RLAlgorithm
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.networks import MLPEncoder, make_policy_head
+from rlf.utils.errors import UserError
 
 
 @gin.configurable
@@ -21,11 +22,20 @@ class BehaviourCloning(RLAlgorithm):
     Args:
         hidden: hidden layer sizes of the policy MLP.
         Others: see ``RLAlgorithm``.
+
+    Raises:
+        UserError: for a ``TrainerConfig`` with ``unroll_length > 0``: online experience
+            holds the policy's own actions, not recorded ones.
     """
 
     def __init__(self, observation_spec, action_spec, hidden=(64, 64), name="BC", **kwargs):
         super().__init__(observation_spec, action_spec, is_on_policy=False, name=name,
                          **kwargs)
+        if self._config is not None and self._config.unroll_length:  # its own actions
+            raise UserError(f"{name} learns the recorded actions of an offline replay file "
+                            f"only: set TrainerConfig.unroll_length = 0 and TrainerConfig."
+                            f"offline_buffer_dir (unroll_length is "
+                            f"{self._config.unroll_length})")
         self._encoder = MLPEncoder(observation_spec, hidden, nn.ReLU)
         self._head = make_policy_head(self._encoder.output_size, action_spec)
 

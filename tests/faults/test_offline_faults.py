@@ -149,6 +149,11 @@ def test_a_directory_loads_every_file_in_name_order(tmp_path, bc_spec):
       "TrainerConfig.num_iterations=0"],
      "TrainerConfig.unroll_length = 0 takes no environment step, so num_env_steps = 1000 "
      "would never be reached"),
+    # Behaviour cloning on its own actions failed with a TypeError at the first update.
+    (["TrainerConfig.unroll_length=8", "TrainerConfig.initial_collect_steps=8"],
+     "BC learns the recorded actions of an offline replay file only: set "
+     "TrainerConfig.unroll_length = 0 and TrainerConfig.offline_buffer_dir (unroll_length "
+     "is 8)"),
 ])
 def test_purely_offline_training_needs_data_and_an_iteration_bound(tmp_path, bindings,
                                                                   message):
