@@ -29,13 +29,19 @@ from rlf.utils.checkpoint import remove_stale_temp_files
 from rlf.utils.checkpointer import Checkpointer
 from rlf.utils.errors import UserError, one_line
 
-__all__ = ["Trainer", "CheckpointMismatchError", "ActorFailure"]
+__all__ = ["Trainer", "CheckpointMismatchError", "CheckpointWriteError", "ActorFailure"]
 
 logger = logging.getLogger(__name__)
 
 
 class CheckpointMismatchError(UserError):
     """The checkpoint in root_dir does not fit the configured algorithm."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (a full disk, a file system gone read-only) and
+    training stopped; the message names the file, the cause and the newest checkpoint, which
+    is kept, as is everything written before."""
 
 
 class ActorFailure(RuntimeError):
@@ -239,13 +245,24 @@ class Trainer:
         # Configurables first called during the run (the evaluation environment's, an
         # algorithm's lazily built parts) reach the operative config only then; rewriting it
         # with every checkpoint records them by the time there is a checkpoint to resume.
-        self._write_config()
-        companions = {}
-        if self._config.save_replay_buffer:
-            state = self._algorithm.replay_buffer_state_dict()
-            if state is not None:  # ALF's replay-checkpoint layout
-                companions["replay_buffer"] = {"algorithm": state}
-        path = self._checkpointer.save(self._state.iter_num, companions)
+        step = self._state.iter_num
+        try:
+            self._write_config()
+            companions = {}
+            if self._config.save_replay_buffer:
+                state = self._algorithm.replay_buffer_state_dict()
+                if state is not None:  # ALF's replay-checkpoint layout
+                    companions["replay_buffer"] = {"algorithm": state}
+            path = self._checkpointer.save(step, companions)
+        except OSError as e:
+            last = self._checkpointer.latest_step()
+            kept = (f"the newest checkpoint, {self._checkpointer.path(last)}, is kept"
+                    if last is not None else "there is no earlier checkpoint")
+            raise CheckpointWriteError(
+                f"could not write the checkpoint of iteration {step} "
+                f"({self._checkpointer.path(step)}): {e.strerror or e}; training stopped and "
+                f"{kept}; make room and run again with the same --root_dir to resume"
+            ) from e
         logger.debug("saved checkpoint %s", path)
         return path
 
@@ -287,6 +304,13 @@ class Trainer:
 
         Returns:
             ``{"iterations", "env_steps", "metrics", "stopped_by_signal", "eval"}``.
+
+        Raises:
+            CheckpointMismatchError: (a ``UserError``) if the newest checkpoint does not fit
+                the configuration (naming what differs); nothing is changed.
+            ActorFailure: if an actor failed and is not restarted (after a checkpoint).
+            CheckpointWriteError: if a checkpoint cannot be written (earlier ones are kept).
+            NonFiniteLossError: for a NaN or infinite loss (naming the last good checkpoint).
         """
         config = self._config
         algorithm = self.build()

@@ -11,9 +11,11 @@ checkpoints (which to keep, which to restore) is ``rlf.utils.checkpointer.Checkp
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import re
+import shutil
 import zipfile
 from pathlib import Path
 from typing import Any, Dict, List
@@ -56,6 +58,10 @@ class CorruptCheckpointError(UserError):
         self.path = None if path is None else Path(path)
 
 
+# Free bytes below which a failed write is taken for a full disk.
+_LOW_SPACE = 64 * 2 ** 20
+
+
 def atomic_save(obj: Any, path: str | os.PathLike) -> Path:
     """``torch.save(obj)`` to ``path`` atomically.
 
@@ -67,13 +73,23 @@ def atomic_save(obj: Any, path: str | os.PathLike) -> Path:
         The target path.
 
     Raises:
-        OSError: or whatever ``torch.save`` raises; the target is then untouched and the
-            temporary file is removed.
+        OSError: if the file cannot be written (``ENOSPC`` for a full disk, also where torch
+            reports the failed write as a ``RuntimeError``), or whatever else ``torch.save``
+            raises; the target is then untouched and the temporary file is removed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path) as tmp, open(tmp, "wb") as f:
-        torch.save(obj, f)
+    try:
+        with atomic_write(path) as tmp, open(tmp, "wb") as f:
+            torch.save(obj, f)
+    except RuntimeError as e:
+        # torch's zip writer reports a short write as "[enforce fail at inline_container.cc]
+        # ... unexpected pos": an I/O failure, most often a full disk.
+        if "inline_container" not in str(e):
+            raise
+        if shutil.disk_usage(path.parent).free < _LOW_SPACE:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from e
+        raise OSError(errno.EIO, "the file could not be written in full", str(path)) from e
     return path
 
 

@@ -122,19 +122,29 @@ class Checkpointer:
 
         Raises:
             ValueError: for a companion name not in ``companion_names``.
+            OSError: if a file cannot be written (a full disk); the companions this call
+                wrote are removed again unless a ``ckpt-<global_step>.pt`` was already
+                there, and nothing older is touched.
         """
         companions = dict(companions or {})
         unknown = sorted(set(companions) - set(self._companion_names))
         if unknown:
             raise ValueError(f"Checkpointer: companions {unknown} are not among "
                              f"companion_names {list(self._companion_names)}")
-        for name, obj in companions.items():
-            atomic_save(obj, self.companion_path(name, global_step))
-        state = {name: obj.state_dict() for name, obj in self._objects.items()}
-        state["_global_step"] = int(global_step)
-        state["_rng_states"] = get_rng_states()
-        state["_companions"] = sorted(companions)
-        path = atomic_save(state, self.path(global_step))
+        written: List[Path] = []
+        try:
+            for name, obj in companions.items():
+                written.append(atomic_save(obj, self.companion_path(name, global_step)))
+            state = {name: obj.state_dict() for name, obj in self._objects.items()}
+            state["_global_step"] = int(global_step)
+            state["_rng_states"] = get_rng_states()
+            state["_companions"] = sorted(companions)
+            path = atomic_save(state, self.path(global_step))
+        except BaseException:
+            if not self.path(global_step).exists():  # companions of no checkpoint
+                for p in written:
+                    p.unlink(missing_ok=True)
+            raise
         self._verified.add(int(global_step))
         self.prune()
         return path

@@ -3,7 +3,10 @@ empty), broken checkpoint + replay-buffer pairs, the temporary files of killed s
 ``rlf.bin.play`` over the same directories. Nothing good may be deleted, nothing unreadable
 counted or deleted, and every skip is one warning line."""
 
+import os
 import random
+import resource
+import signal
 import subprocess
 import sys
 
@@ -222,3 +225,34 @@ def test_a_replay_buffer_of_another_size_is_refused_before_resuming(tmp_path):
         f"; settings that differ from it: TrainerConfig.unroll_length = {length + 7} (the "
         f"run's: {length - 1})"), r.stderr
     assert {d: digests(tmp_path / d) for d in ("ckpt", "train")} == before
+
+
+def _limit_file_size():
+    """preexec_fn: files may not grow past 64 KiB (writes fail as on a full disk)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))
+
+
+def test_a_checkpoint_that_cannot_be_written_stops_the_run_in_one_line(tmp_path):
+    """A full disk (here a file-size limit) was a traceback of torch's "unexpected pos"; now
+    one line naming the file and the newest checkpoint, which is kept, and exit status 1."""
+    first = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    kept = digests(tmp_path / "ckpt")
+    assert list(kept) == ["ckpt-3.pt"]
+    environ = {k: v for k, v in os.environ.items() if k != "RLF_DEBUG"}
+    r = subprocess.run([sys.executable, "-m", "rlf.bin.train", *CARTPOLE, "--root_dir",
+                        str(tmp_path), "--conf_param", "TrainerConfig.num_iterations=5"],
+                       cwd=REPO, capture_output=True, text=True, timeout=180, env=environ,
+                       preexec_fn=_limit_file_size)
+    assert r.returncode == 1 and len(lines(r.stderr)) == 1, r.stderr
+    ckpt = tmp_path / "ckpt"
+    assert lines(r.stderr)[0] == (
+        f"error: could not write the checkpoint of iteration 5 ({ckpt / 'ckpt-5.pt'}): the "
+        f"file could not be written in full; training stopped and the newest checkpoint, "
+        f"{ckpt / 'ckpt-3.pt'}, is kept; make room and run again with the same --root_dir "
+        f"to resume")
+    assert digests(ckpt) == kept
+    again = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path),
+                    "--conf_param", "TrainerConfig.num_iterations=5")
+    assert again.returncode == 0 and "Resuming from iteration 3" in again.stdout, again.stderr
