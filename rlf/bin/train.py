@@ -13,10 +13,10 @@ value of the wrong type, a value a constructor refuses, an unknown environment i
 ``root_dir`` that is a file or not writable, a checkpoint that does not fit the
 configuration, an invalid offline replay file. Exit status 1, with one line, when training
 stops on a failure after writing what it could: an actor that died (or failed too often), a
-checkpoint that could not be written (a full disk) or a non-finite loss; status 2 when an
-actor stopped on a mistake in the input (an environment that returns a NaN reward), after
-writing the checkpoint. ``--debug`` (or ``RLF_DEBUG=1``) shows the full traceback instead;
-any other exception is a bug in rlf and always shows it.
+checkpoint or TensorBoard events that could not be written (a full disk) or a non-finite
+loss; status 2 when an actor stopped on a mistake in the input (an environment that returns
+a NaN reward), after writing the checkpoint. ``--debug`` (or ``RLF_DEBUG=1``) shows the
+full traceback instead; any other exception is a bug in rlf and always shows it.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def _train() -> int:
     parse_config(FLAGS.conf, FLAGS.conf_param)
     from rlf.algorithms import NonFiniteLossError, TrainerConfig
     from rlf.trainers import ActorFailure, CheckpointWriteError, Trainer
+    from rlf.utils import summary
     try:
         config = TrainerConfig()
     except (ValueError, TypeError) as e:
@@ -68,7 +69,8 @@ def _train() -> int:
         trainer.build()
     try:
         result = trainer.train()
-    except (ActorFailure, CheckpointWriteError, NonFiniteLossError) as e:
+    except (ActorFailure, CheckpointWriteError, NonFiniteLossError,
+            summary.SummaryWriteError) as e:
         if debug_mode():
             raise
         print(f"error: {one_line(e)}", file=sys.stderr)

@@ -310,6 +310,8 @@ class Trainer:
                 the configuration (naming what differs); nothing is changed.
             ActorFailure: if an actor failed and is not restarted (after a checkpoint).
             CheckpointWriteError: if a checkpoint cannot be written (earlier ones are kept).
+            rlf.utils.summary.SummaryWriteError: if the TensorBoard events cannot be
+                written (naming the newest checkpoint, which is kept).
             NonFiniteLossError: for a NaN or infinite loss (naming the last good checkpoint).
         """
         config = self._config
@@ -337,6 +339,7 @@ class Trainer:
         bar = self._progress_bar(algorithm)
         last_eval: Dict[str, Any] = {}
         saved_at = self._state.iter_num if restored is not None else None
+        failed = True  # until the loop ends normally: closing then raises nothing new
         try:
             while self._stop_signal is None:
                 if config.num_iterations and self._state.iter_num >= config.num_iterations:
@@ -370,12 +373,26 @@ class Trainer:
                     last_eval = self._evaluate()
             if saved_at != self._state.iter_num:
                 self._save()
+            summary.flush()
+            failed = False
+        except summary.SummaryWriteError as e:
+            # The iteration may be half done: nothing is saved, the newest checkpoint stays.
+            last = self._checkpointer.latest_step()
+            kept = (f"the newest checkpoint, {self._checkpointer.path(last)}, is kept"
+                    if last is not None else "there is no checkpoint yet")
+            raise summary.SummaryWriteError(
+                e.errno, f"{e.strerror}; training stopped and {kept}; make room and run "
+                         f"again with the same --root_dir to resume") from e
         finally:
             bar.close()
             for s, h in handlers.items():
                 signal.signal(s, h)
             self.close()
-            summary.close()
+            try:
+                summary.close()
+            except summary.SummaryWriteError:
+                if not failed:
+                    raise
         return {"iterations": self._state.iter_num, "env_steps": algorithm.get_env_steps(),
                 "metrics": metric_results(algorithm.get_metrics()),
                 "stopped_by_signal": self._stop_signal is not None, "eval": last_eval}

@@ -17,6 +17,7 @@ Typical use (the ``Trainer`` does this):
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections import defaultdict
 from typing import Callable, Dict, Iterator, Optional
@@ -25,8 +26,8 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 
 __all__ = [
-    "create_summary_writer", "set_default_writer", "get_default_writer", "get_global_counter",
-    "set_global_counter", "increment_global_counter", "set_summary_interval", "record_if",
+    "SummaryWriteError", "create_summary_writer", "set_default_writer", "get_default_writer",
+    "get_global_counter", "set_global_counter", "increment_global_counter", "set_summary_interval", "record_if",
     "should_record_summaries", "enable_summary", "scalar", "histogram", "text",
     "record_time", "flush", "close",
 ]
@@ -37,6 +38,42 @@ _summary_interval = 1
 _enabled = True
 _record_if_fn: Optional[Callable[[], bool]] = None
 _timers: Dict[str, float] = defaultdict(float)
+
+
+class SummaryWriteError(OSError):
+    """The event file could not be written (a full disk): the writer's ``OSError`` with the
+    directory named, raised by ``scalar``, ``histogram``, ``text``, ``flush`` and ``close``.
+    Its message is ``strerror`` alone (no ``[Errno N]``)."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _quiet_writer_thread_errors(args) -> None:
+    """``threading.excepthook`` that leaves out an ``OSError`` of TensorBoard's writer
+    thread: the thread keeps it, and the next write raises it as ``SummaryWriteError`` in
+    the caller's thread; anything else goes to the previous hook."""
+    if isinstance(args.exc_value, OSError) and type(args.thread).__name__ == \
+            "_AsyncWriterThread":
+        return
+    _previous_excepthook(args)
+
+
+_previous_excepthook = threading.excepthook
+
+
+@contextlib.contextmanager
+def _writing() -> Iterator[None]:
+    """Turns the writer's ``OSError`` (its worker thread's, re-raised by the next call) into
+    ``SummaryWriteError`` naming the event directory."""
+    try:
+        yield
+    except SummaryWriteError:
+        raise
+    except OSError as e:
+        where = _writer.log_dir if _writer is not None else "the event directory"
+        raise SummaryWriteError(e.errno, f"could not write the TensorBoard summaries in "
+                                         f"{where}: {e.strerror or e}") from e
 
 
 def create_summary_writer(logdir: str, flush_secs: int = 10, max_queue: int = 100,
@@ -52,6 +89,8 @@ def create_summary_writer(logdir: str, flush_secs: int = 10, max_queue: int = 10
             ``rlf.utils.tensorboard_reader``, then hide every event of the directory's earlier
             files whose step is ``>= purge_step``, whatever its tag (the files stay on disk).
     """
+    if threading.excepthook is not _quiet_writer_thread_errors:
+        threading.excepthook = _quiet_writer_thread_errors
     return SummaryWriter(logdir, flush_secs=flush_secs, max_queue=max_queue,
                          purge_step=purge_step)
 
@@ -136,10 +175,15 @@ def scalar(name: str, value, step: Optional[int] = None) -> None:
         name: the tag, e.g. ``"loss/pg_loss"``.
         value: number or tensor.
         step: x-axis value; the global counter if None.
+
+    Raises:
+        SummaryWriteError: if the event file cannot be written (also ``histogram``,
+            ``text``).
     """
     if should_record_summaries():
-        _writer.add_scalar(name, _to_float(value),
-                           _global_counter if step is None else int(step))
+        with _writing():
+            _writer.add_scalar(name, _to_float(value),
+                               _global_counter if step is None else int(step))
 
 
 def histogram(name: str, values, step: Optional[int] = None) -> None:
@@ -147,13 +191,16 @@ def histogram(name: str, values, step: Optional[int] = None) -> None:
     if should_record_summaries():
         values = torch.as_tensor(values).detach().float().cpu().reshape(-1)
         if values.numel():
-            _writer.add_histogram(name, values, _global_counter if step is None else int(step))
+            with _writing():
+                _writer.add_histogram(name, values,
+                                      _global_counter if step is None else int(step))
 
 
 def text(name: str, value: str, step: Optional[int] = None) -> None:
     """Writes a text summary (e.g. the operative gin config)."""
     if _writer is not None and _enabled:
-        _writer.add_text(name, value, _global_counter if step is None else int(step))
+        with _writing():
+            _writer.add_text(name, value, _global_counter if step is None else int(step))
 
 
 @contextlib.contextmanager
@@ -187,14 +234,26 @@ def accumulated_times(reset: bool = False) -> Dict[str, float]:
 
 
 def flush() -> None:
-    """Flushes the default writer."""
+    """Flushes the default writer.
+
+    Raises:
+        SummaryWriteError: if the event file cannot be written.
+    """
     if _writer is not None:
-        _writer.flush()
+        with _writing():
+            _writer.flush()
 
 
 def close() -> None:
-    """Closes and unsets the default writer."""
+    """Closes and unsets the default writer (also when closing fails).
+
+    Raises:
+        SummaryWriteError: if the event file cannot be written.
+    """
     global _writer
-    if _writer is not None:
-        _writer.close()
-    _writer = None
+    try:
+        if _writer is not None:
+            with _writing():
+                _writer.close()
+    finally:
+        _writer = None

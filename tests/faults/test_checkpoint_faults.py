@@ -227,10 +227,18 @@ def test_a_replay_buffer_of_another_size_is_refused_before_resuming(tmp_path):
     assert {d: digests(tmp_path / d) for d in ("ckpt", "train")} == before
 
 
-def _limit_file_size():
-    """preexec_fn: files may not grow past 64 KiB (writes fail as on a full disk)."""
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))
+def _train_with_file_size_limit(root, limit, *params):
+    """The CartPole run, its files not allowed to grow past ``limit`` bytes: writes then fail
+    (EFBIG) as on a full disk (ENOSPC)."""
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+    environ = {k: v for k, v in os.environ.items() if k != "RLF_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "rlf.bin.train", *CARTPOLE, "--root_dir",
+                           str(root), *[a for p in params for a in ("--conf_param", p)]],
+                          cwd=REPO, capture_output=True, text=True, timeout=180, env=environ,
+                          preexec_fn=limit_file_size)
 
 
 def test_a_checkpoint_that_cannot_be_written_stops_the_run_in_one_line(tmp_path):
@@ -240,11 +248,7 @@ def test_a_checkpoint_that_cannot_be_written_stops_the_run_in_one_line(tmp_path)
     assert first.returncode == 0, first.stderr
     kept = digests(tmp_path / "ckpt")
     assert list(kept) == ["ckpt-3.pt"]
-    environ = {k: v for k, v in os.environ.items() if k != "RLF_DEBUG"}
-    r = subprocess.run([sys.executable, "-m", "rlf.bin.train", *CARTPOLE, "--root_dir",
-                        str(tmp_path), "--conf_param", "TrainerConfig.num_iterations=5"],
-                       cwd=REPO, capture_output=True, text=True, timeout=180, env=environ,
-                       preexec_fn=_limit_file_size)
+    r = _train_with_file_size_limit(tmp_path, 64 * 1024, "TrainerConfig.num_iterations=5")
     assert r.returncode == 1 and len(lines(r.stderr)) == 1, r.stderr
     ckpt = tmp_path / "ckpt"
     assert lines(r.stderr)[0] == (
@@ -256,3 +260,24 @@ def test_a_checkpoint_that_cannot_be_written_stops_the_run_in_one_line(tmp_path)
     again = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path),
                     "--conf_param", "TrainerConfig.num_iterations=5")
     assert again.returncode == 0 and "Resuming from iteration 3" in again.stdout, again.stderr
+
+
+def test_summaries_that_cannot_be_written_stop_the_run_in_one_line(tmp_path):
+    """TensorBoard's writer thread failing (a full disk) was a traceback from the thread and
+    another from the next write; now one line naming the event directory and the newest
+    checkpoint, which is kept, and exit status 1."""
+    r = _train_with_file_size_limit(tmp_path, 256 * 1024, "TrainerConfig.summary_interval=1",
+                                    "TrainerConfig.checkpoint_interval=20",
+                                    "TrainerConfig.num_iterations=2000")
+    ckpt = tmp_path / "ckpt"
+    assert r.returncode == 1 and len(lines(r.stderr)) == 1, r.stderr
+    newest = max(int(name[5:-3]) for name in _names(ckpt))  # events of ~7 kB per iteration
+    assert 20 <= newest < 2000
+    assert lines(r.stderr)[0] == (
+        f"error: could not write the TensorBoard summaries in {tmp_path / 'train'}: File too "
+        f"large; training stopped and the newest checkpoint, {ckpt / f'ckpt-{newest}.pt'}, is "
+        f"kept; make room and run again with the same --root_dir to resume"), r.stderr
+    again = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path),
+                    "--conf_param", f"TrainerConfig.num_iterations={newest + 2}")
+    assert again.returncode == 0 and f"Resuming from iteration {newest}" in again.stdout, \
+        again.stderr
