@@ -27,9 +27,9 @@ from torch.utils.tensorboard import SummaryWriter
 
 __all__ = [
     "SummaryWriteError", "create_summary_writer", "set_default_writer", "get_default_writer",
-    "get_global_counter", "set_global_counter", "increment_global_counter", "set_summary_interval", "record_if",
-    "should_record_summaries", "enable_summary", "scalar", "histogram", "text",
-    "record_time", "flush", "close",
+    "get_global_counter", "set_global_counter", "increment_global_counter",
+    "set_summary_interval", "record_if", "should_record_summaries", "enable_summary", "scalar",
+    "histogram", "text", "record_time", "flush", "close",
 ]
 
 _writer: Optional[SummaryWriter] = None
