@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from typing import Callable, Iterable, List
@@ -55,6 +56,13 @@ def join_list_values(argv: List[str], list_flags: Iterable[str]) -> List[str]:
 
 
 _format_warning = warnings.formatwarning
+
+
+def debug_mode() -> bool:
+    """``--debug`` (the tool's flag) or a non-empty ``RLF_DEBUG`` other than ``0``: errors
+    then keep their tracebacks."""
+    return bool(getattr(flags.FLAGS, "debug", False)) or \
+        os.environ.get("RLF_DEBUG", "") not in ("", "0")
 
 
 def _one_line_config_warnings(message, category, filename, lineno, line=None) -> str:

@@ -10,17 +10,17 @@ The newest (or the given) one is checked and written to ``--out`` atomically; an
 ``--out`` is replaced only with ``--overwrite``. The output is what
 ``TrainerConfig.offline_buffer_dir`` takes. Every mistake (a missing run or step, an
 unreadable file, ``--out`` a directory or an existing file) prints one line and exits with
-status 2 (the traceback with ``--debug`` or ``RLF_DEBUG=1``).
+status 2 (the traceback with ``--debug`` or ``RLF_DEBUG=1``); an ``--out`` that cannot be
+written (a full disk) prints one line and exits with status 1, leaving nothing there.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
 from absl import flags
 
-from rlf.bin.cli import run_main
+from rlf.bin.cli import debug_mode, run_main
 from rlf.replay.offline import export_replay_buffer, load_replay_checkpoint
 from rlf.utils.errors import UserError, one_line
 
@@ -42,11 +42,15 @@ def main(argv) -> int:
     try:
         path = export_replay_buffer(FLAGS.root_dir, FLAGS.out, FLAGS.checkpoint_step,
                                     overwrite=FLAGS.overwrite)
-    except UserError as e:
-        if FLAGS.debug or os.environ.get("RLF_DEBUG", "") not in ("", "0"):
+    except (UserError, OSError) as e:  # OSError: --out could not be written (a full disk)
+        if debug_mode():
             raise
-        print(f"error: {one_line(e)}", file=sys.stderr)
-        return 2
+        if isinstance(e, UserError):
+            print(f"error: {one_line(e)}", file=sys.stderr)
+            return 2
+        print(f"error: could not write {FLAGS.out}: {e.strerror or e}; nothing was written "
+              f"there", file=sys.stderr)
+        return 1
     data = load_replay_checkpoint(path)
     size = data["_current_size"]
     print(f"wrote {path}: {int(size.sum())} steps in {size.numel()} environments")

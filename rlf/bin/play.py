@@ -9,7 +9,9 @@ from the newest complete checkpoint, skipping unreadable ones with a warning as 
 ``--checkpoint_step``. A mistake (no run directory, a step that does not exist, an unreadable
 checkpoint, a bad binding) prints one line and exits with status 2 (the traceback with
 ``--debug`` or ``RLF_DEBUG=1``); so does a ``--record`` path that cannot be written, checked
-before any episode is played. The policy acts with ``predict_step``. ``--record`` saves the
+before any episode is played; a video that cannot be written in full (a full disk) prints
+one line and exits with status 1, leaving nothing at the path. The policy acts with
+``predict_step``. ``--record`` saves the
 first episode, written atomically: rendered frames for gymnasium environments that render
 ``rgb_array``, the newest observation frame for Atari.
 
@@ -21,7 +23,6 @@ policy stuck in a rally can play for many minutes; cap it with e.g.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import List
@@ -29,7 +30,7 @@ from typing import List
 import numpy as np
 from absl import flags
 
-from rlf.bin.cli import run_main
+from rlf.bin.cli import debug_mode, run_main
 from rlf.bin.gin_utils import configured_values_refused_as_config_errors, parse_config
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.video import check_video_path, save_video
@@ -81,7 +82,7 @@ def main(argv) -> int:
     try:
         return _play()
     except UserError as e:
-        if FLAGS.debug or os.environ.get("RLF_DEBUG", "") not in ("", "0"):
+        if debug_mode():
             raise
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
@@ -171,6 +172,12 @@ def _play() -> int:
     if record:
         try:
             save_video(frames, FLAGS.record, FLAGS.fps)
+        except OSError as e:  # a full disk: not the user's input, status 1
+            if debug_mode():
+                raise
+            print(f"error: --record: could not write {FLAGS.record}: {e.strerror or e}; "
+                  f"nothing was written there", file=sys.stderr)
+            return 1
         except (ValueError, RuntimeError) as e:
             raise UserError(f"--record: {e}") from None
         print(f"recorded {len(frames)} frames to {FLAGS.record}")

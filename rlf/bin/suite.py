@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 import time
@@ -52,7 +51,7 @@ from typing import Dict, List, Tuple
 from absl import flags
 
 from rlf.algorithms.config import RANDOM_SEED_LIMIT
-from rlf.bin.cli import run_main
+from rlf.bin.cli import debug_mode, run_main
 from rlf.bin.gin_utils import parse_config
 from rlf.environments import find_spec
 from rlf.environments.atari import ATARI_ENTRY_POINT
@@ -376,7 +375,7 @@ def main(argv) -> int:
         run_suite(FLAGS.conf, FLAGS.games, seeds, parse_frames(FLAGS.frames),
                   Path(FLAGS.root_dir), FLAGS.conf_param, FLAGS.frameskip)
     except UserError as e:
-        if FLAGS.debug or os.environ.get("RLF_DEBUG", "") not in ("", "0"):
+        if debug_mode():
             raise
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2

@@ -21,13 +21,12 @@ full traceback instead; any other exception is a bug in rlf and always shows it.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from absl import flags
 
-from rlf.bin.cli import run_main
+from rlf.bin.cli import debug_mode, run_main
 from rlf.bin.gin_utils import (ConfigError, configured_values_refused_as_config_errors,
                                parse_config)
 from rlf.runtime import configure_process
@@ -41,11 +40,6 @@ flags.DEFINE_alias("gin_param", "conf_param")
 flags.DEFINE_string("root_dir", None, "run directory (default runs/<conf stem>)")
 flags.DEFINE_bool("progress", True, "show a progress bar")
 flags.DEFINE_bool("debug", False, "show the full traceback of input errors (also RLF_DEBUG=1)")
-
-
-def debug_mode() -> bool:
-    """``--debug`` or a non-empty ``RLF_DEBUG`` other than ``0``."""
-    return bool(FLAGS.debug) or os.environ.get("RLF_DEBUG", "") not in ("", "0")
 
 
 def _train() -> int:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import sys
 from pathlib import Path
-from typing import List
+from typing import Iterator, List
 
 import numpy as np
 
@@ -38,6 +41,21 @@ def check_video_path(path: str) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _stderr_silenced() -> Iterator[None]:
+    """Points file descriptor 2 at ``/dev/null`` for the block: native libraries (FFmpeg)
+    write there directly, past ``sys.stderr``."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def save_video(frames: List[np.ndarray], path: str, fps: int = 30) -> None:
     """Writes ``[H, W]`` or ``[H, W, 3]`` uint8 frames as an animated GIF (Pillow) or an MP4
     (OpenCV), ``fps`` frames per second.
@@ -48,6 +66,9 @@ def save_video(frames: List[np.ndarray], path: str, fps: int = 30) -> None:
     Raises:
         ValueError: for no frames or a path ``check_video_path`` refuses.
         RuntimeError: if OpenCV cannot open an MP4 writer (no ``mp4v`` codec).
+        OSError: if the file cannot be written in full (a full disk); OpenCV reports
+            nothing then, so the MP4 is read back and its frames counted. ``path`` is left
+            as it was.
     """
     path = check_video_path(path)
     if not frames:
@@ -70,3 +91,10 @@ def save_video(frames: List[np.ndarray], path: str, fps: int = 30) -> None:
                 writer.write(cv2.cvtColor(
                     f, cv2.COLOR_GRAY2BGR if f.ndim == 2 else cv2.COLOR_RGB2BGR))
             writer.release()
+            with _stderr_silenced():  # FFmpeg's "moov atom not found" for a short file
+                reader = cv2.VideoCapture(str(tmp))
+                written = int(reader.get(cv2.CAP_PROP_FRAME_COUNT)) if reader.isOpened() else 0
+                reader.release()
+            if written != len(frames):
+                raise OSError(errno.EIO, f"the video could not be written in full ({written} "
+                                         f"of {len(frames)} frames readable)", str(path))

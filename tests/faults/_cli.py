@@ -1,11 +1,14 @@
 """Helpers of the fault tests: run rlf's command-line tools as a user does, hash files."""
 
+import contextlib
 import hashlib
 import os
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, Iterator, List, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -16,12 +19,23 @@ CARTPOLE = ["--conf", "confs/impala_cartpole.gin", "--noprogress",
             "--conf_param", "TrainerConfig.num_iterations=3"]
 
 
-def run_cli(module: str, *args: str, timeout: float = 180, **env) -> subprocess.CompletedProcess:
-    """``python -m rlf.bin.<module> args`` from the repository root; RLF_DEBUG cleared."""
+def run_cli(module: str, *args: str, timeout: float = 180,
+            file_size_limit: Optional[int] = None, **env) -> subprocess.CompletedProcess:
+    """``python -m rlf.bin.<module> args`` from the repository root; RLF_DEBUG cleared.
+
+    ``file_size_limit``: the process's files may not grow past this many bytes; writes past
+    it fail (EFBIG) as they do on a full disk (ENOSPC).
+    """
     environ = {k: v for k, v in os.environ.items() if k != "RLF_DEBUG"}
     environ.update(env)
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, resource.RLIM_INFINITY))
+
     return subprocess.run([sys.executable, "-m", f"rlf.bin.{module}", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout, env=environ)
+                          capture_output=True, text=True, timeout=timeout, env=environ,
+                          preexec_fn=None if file_size_limit is None else limit_file_size)
 
 
 def lines(text: str) -> List[str]:
@@ -36,3 +50,17 @@ def sha256(path) -> str:
 def digests(directory) -> Dict[str, str]:
     """``{file name: sha256}`` of every file in ``directory``."""
     return {p.name: sha256(p) for p in sorted(Path(directory).iterdir()) if p.is_file()}
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """In this process, files may not grow past ``limit`` bytes for the block: writes fail
+    with EFBIG, as a full disk fails them with ENOSPC."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)

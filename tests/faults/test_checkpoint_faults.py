@@ -3,10 +3,7 @@ empty), broken checkpoint + replay-buffer pairs, the temporary files of killed s
 ``rlf.bin.play`` over the same directories. Nothing good may be deleted, nothing unreadable
 counted or deleted, and every skip is one warning line."""
 
-import os
 import random
-import resource
-import signal
 import subprocess
 import sys
 
@@ -227,20 +224,6 @@ def test_a_replay_buffer_of_another_size_is_refused_before_resuming(tmp_path):
     assert {d: digests(tmp_path / d) for d in ("ckpt", "train")} == before
 
 
-def _train_with_file_size_limit(root, limit, *params):
-    """The CartPole run, its files not allowed to grow past ``limit`` bytes: writes then fail
-    (EFBIG) as on a full disk (ENOSPC)."""
-    def limit_file_size():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-
-    environ = {k: v for k, v in os.environ.items() if k != "RLF_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "rlf.bin.train", *CARTPOLE, "--root_dir",
-                           str(root), *[a for p in params for a in ("--conf_param", p)]],
-                          cwd=REPO, capture_output=True, text=True, timeout=180, env=environ,
-                          preexec_fn=limit_file_size)
-
-
 def test_a_checkpoint_that_cannot_be_written_stops_the_run_in_one_line(tmp_path):
     """A full disk (here a file-size limit) was a traceback of torch's "unexpected pos"; now
     one line naming the file and the newest checkpoint, which is kept, and exit status 1."""
@@ -248,7 +231,8 @@ def test_a_checkpoint_that_cannot_be_written_stops_the_run_in_one_line(tmp_path)
     assert first.returncode == 0, first.stderr
     kept = digests(tmp_path / "ckpt")
     assert list(kept) == ["ckpt-3.pt"]
-    r = _train_with_file_size_limit(tmp_path, 64 * 1024, "TrainerConfig.num_iterations=5")
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path), "--conf_param",
+                "TrainerConfig.num_iterations=5", file_size_limit=64 * 1024)
     assert r.returncode == 1 and len(lines(r.stderr)) == 1, r.stderr
     ckpt = tmp_path / "ckpt"
     assert lines(r.stderr)[0] == (
@@ -266,9 +250,10 @@ def test_summaries_that_cannot_be_written_stop_the_run_in_one_line(tmp_path):
     """TensorBoard's writer thread failing (a full disk) was a traceback from the thread and
     another from the next write; now one line naming the event directory and the newest
     checkpoint, which is kept, and exit status 1."""
-    r = _train_with_file_size_limit(tmp_path, 256 * 1024, "TrainerConfig.summary_interval=1",
-                                    "TrainerConfig.checkpoint_interval=20",
-                                    "TrainerConfig.num_iterations=2000")
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path),
+                "--conf_param", "TrainerConfig.summary_interval=1",
+                "--conf_param", "TrainerConfig.checkpoint_interval=20",
+                "--conf_param", "TrainerConfig.num_iterations=2000", file_size_limit=256 * 1024)
     ckpt = tmp_path / "ckpt"
     assert r.returncode == 1 and len(lines(r.stderr)) == 1, r.stderr
     newest = max(int(name[5:-3]) for name in _names(ckpt))  # events of ~7 kB per iteration

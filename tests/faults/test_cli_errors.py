@@ -153,6 +153,14 @@ def test_export_replay_never_overwrites_and_refuses_a_directory(tmp_path):
     assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
     assert "no replay_buffer-2.pt" in r.stderr and "it has steps [3]" in r.stderr
     assert not (tmp_path / "new.pt").exists()
+    # A full disk (here a file-size limit) was a traceback; the file it would replace stays.
+    r = run_cli("export_replay", "--root_dir", str(run), "--out", str(out), "--overwrite",
+                file_size_limit=1024)
+    assert r.returncode == 1 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0].startswith(f"error: could not write {out}: ") and lines(
+        r.stderr)[0].endswith("; nothing was written there"), r.stderr
+    assert sha256(out) == digest and sorted(p.name for p in tmp_path.iterdir()) == [
+        "replay.pt", "run"]
     r = run_cli("export_replay", "--root_dir", str(run), "--out", str(out), "--overwrite")
     assert r.returncode == 0, r.stderr
     assert sha256(out) == sha256(run / "ckpt" / "replay_buffer-3.pt")

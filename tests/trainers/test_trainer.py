@@ -318,6 +318,14 @@ def test_play_writes_gif_and_mp4(tmp_path):
         save_video(frames, str(tmp_path / "no" / "e.gif"))
     with pytest.raises(ValueError, match="no frames"):
         save_video([], str(tmp_path / "f.gif"))
+    # A full disk (a file-size limit here): OpenCV wrote a truncated MP4 without a word.
+    from tests.faults._cli import file_size_limit
+    many = [np.random.default_rng(i).integers(0, 255, (64, 64, 3), np.uint8) for i in range(50)]
+    for name in ("e.gif", "e.mp4"):
+        before = (tmp_path / name).read_bytes()
+        with file_size_limit(4096), pytest.raises(OSError):
+            save_video(many, str(tmp_path / name))
+        assert (tmp_path / name).read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["e.gif", "e.mp4"]
 
 

@@ -1,7 +1,4 @@
-import contextlib
 import random
-import resource
-import signal
 
 import numpy as np
 import pytest
@@ -10,6 +7,7 @@ import torch
 from rlf.utils import checkpoint
 from rlf.utils.checkpoint import atomic_save, load_checkpoint_file
 from rlf.utils.checkpointer import Checkpointer
+from tests.faults._cli import file_size_limit
 
 
 def make_objects():
@@ -98,20 +96,6 @@ def test_atomic_write_replaces_only_when_the_block_completes(tmp_path):
     assert target.read_text() == "new"
 
 
-@contextlib.contextmanager
-def _file_size_limit(limit: int):
-    """Files of this process may not grow past ``limit`` bytes (writes fail with EFBIG, as a
-    full disk fails them with ENOSPC)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, handler)
-
-
 def test_a_failed_write_is_an_oserror_and_leaves_no_companion_and_no_temp_file(tmp_path):
     # torch reports the short write as a RuntimeError ("unexpected pos"), and the companion
     # written before the checkpoint stayed behind, paired with nothing.
@@ -119,7 +103,7 @@ def test_a_failed_write_is_an_oserror_and_leaves_no_companion_and_no_temp_file(t
     ckpt = Checkpointer(tmp_path, companion_names=("replay_buffer",), model=big)
     ckpt.save(1, {"replay_buffer": {"x": torch.zeros(8)}})
     before = sorted(p.name for p in tmp_path.iterdir())
-    with _file_size_limit(64 * 1024):
+    with file_size_limit(64 * 1024):
         with pytest.raises(OSError, match="could not be written in full"):
             ckpt.save(2, {"replay_buffer": {"x": torch.zeros(8)}})
     assert sorted(p.name for p in tmp_path.iterdir()) == before
