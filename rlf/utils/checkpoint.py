@@ -36,14 +36,16 @@ _TEMP_FILE = re.compile(r"^\..+\.tmp-(\d+)$")  # atomic_save's .<name>.tmp-<pid>
 def file_steps(directory: str | os.PathLike, prefix: str) -> List[int]:
     """The ``<step>`` of every ``<prefix>-<step>.pt`` file in ``directory``, ascending.
 
-    Other names (``<prefix>-old.pt``, an atomic write's temporary file) are ignored; a
-    missing ``directory`` gives ``[]``.
+    Other names (``<prefix>-old.pt``, ``<prefix>-007.pt``, which rlf never writes, an atomic
+    write's temporary file) and directories are ignored; a missing ``directory`` gives
+    ``[]``.
     """
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)\.pt$")
-    return sorted(int(m.group(1)) for p in directory.iterdir() if (m := pattern.match(p.name)))
+    pattern = re.compile(rf"^{re.escape(prefix)}-(0|[1-9]\d*)\.pt$")
+    return sorted(int(m.group(1)) for p in directory.iterdir()
+                  if (m := pattern.match(p.name)) and not p.is_dir())
 
 
 class CorruptCheckpointError(UserError):

@@ -108,3 +108,20 @@ def test_a_failed_write_is_an_oserror_and_leaves_no_companion_and_no_temp_file(t
             ckpt.save(2, {"replay_buffer": {"x": torch.zeros(8)}})
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert ckpt.load() == 1
+
+
+def test_only_the_names_rlf_writes_are_checkpoints(tmp_path):
+    # 'ckpt-080.pt' was read as step 80, then looked for as ckpt-80.pt and reported unreadable.
+    model, _ = make_objects()
+    ckpt = Checkpointer(tmp_path, num_checkpoints=5, model=model)
+    ckpt.save(0)
+    ckpt.save(7)
+    for name in ("ckpt-080.pt", "ckpt-abc.pt", "ckpt-9.pt.bak", "ckpt--1.pt"):
+        (tmp_path / name).write_bytes(b"someone's file")
+    (tmp_path / "ckpt-12.pt").mkdir()
+    assert checkpoint.file_steps(tmp_path, "ckpt") == [0, 7] == ckpt.steps()
+    assert ckpt.load() == 7
+    ckpt.save(8)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ckpt--1.pt", "ckpt-0.pt", "ckpt-080.pt", "ckpt-12.pt", "ckpt-7.pt", "ckpt-8.pt",
+        "ckpt-9.pt.bak", "ckpt-abc.pt"]
