@@ -232,6 +232,8 @@ class OptimizationMixin:
         Raises:
             NonFiniteLossError: if the loss or any of its terms is NaN or infinite, naming the
                 term and the iteration; no parameter is changed then.
+            UserError: if a learning-rate schedule sets a negative or non-finite rate for
+                the next update.
             ValueError: if the loss's shape fits neither ``[T, B]`` nor ``[T-1, B]``.
         """
         loss = loss_info.loss
@@ -271,11 +273,26 @@ class OptimizationMixin:
                 summary.scalar(f"learning_rate/{self._name}/{i}", opt.param_groups[0]["lr"])
             if self._lr_schedulers[i] is not None and stepped:
                 self._lr_schedulers[i].step()
+                self._check_scheduled_rates(i, opt)
         if scaler is not None:
             scaler.update()
         if summary.should_record_summaries():
             self._summarize_loss(loss.detach(), loss_info, valid_masks)
         return loss_info._replace(loss=loss.detach()), params
+
+    def _check_scheduled_rates(self, index: int, optimizer) -> None:
+        """Raises ``UserError`` if optimizer ``index``'s schedule set a negative or
+        non-finite learning rate (``MultiStepLR(gamma=-0.1)``): torch accepts it, and a
+        negative rate ascends the loss without a word."""
+        for group in optimizer.param_groups:
+            lr = float(group["lr"])
+            if not math.isfinite(lr) or lr < 0:
+                schedule = self._lr_schedulers[index]
+                raise UserError(
+                    f"{self._name}: the learning-rate schedule {type(schedule).__name__} of "
+                    f"optimizer {index} set the learning rate to {lr} after "
+                    f"{getattr(schedule, 'last_epoch', '?')} updates; a rate must be finite "
+                    f"and >= 0: check the schedule's settings (e.g. its gamma)")
 
     def _clip_and_summarize_grads(self, params: List[nn.Parameter], index: int,
                                   clip: Optional[float], by_global_norm: bool) -> None:

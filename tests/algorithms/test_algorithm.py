@@ -14,6 +14,7 @@ from rlf.data_structures import AlgStep, LossInfo, StepType
 from rlf.environments import load
 from rlf.tensor_specs import TensorSpec
 from rlf.unrollers import SyncUnroller
+from rlf.utils.errors import UserError
 
 SGD = functools.partial(torch.optim.SGD, lr=1.0)
 
@@ -124,6 +125,23 @@ def test_a_checkpoint_with_a_schedule_is_refused_without_one_as_a_schedule_misma
                                "[False], the checkpoint [True] (nothing was loaded)")
 
 
+def test_a_schedule_that_makes_the_rate_negative_is_refused():
+    # torch's MultiStepLR takes gamma = -0.1; Adam then ascended the loss without a word.
+    class Net(Algorithm):
+        def __init__(self):
+            super().__init__(optimizer=functools.partial(torch.optim.Adam, lr=0.1),
+                             lr_scheduler=functools.partial(
+                                 torch.optim.lr_scheduler.MultiStepLR, milestones=[2],
+                                 gamma=-0.1))
+            self.net = nn.Linear(3, 1)
+    a = Net()
+    a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    with pytest.raises(UserError, match=re.escape(
+            "Algorithm: the learning-rate schedule MultiStepLR of optimizer 0 set the learning "
+            "rate to -0.010000000000000002 after 2 updates; a rate must be finite and >= 0")):
+        a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+
+
 def test_a_resume_that_drops_a_configured_hyperparameter_warns(caplog):
     # torch's Optimizer.load_state_dict restores the checkpoint's learning rate: a rate
     # changed in the conf before a resume had no effect, silently.
@@ -148,7 +166,6 @@ def test_a_resume_that_drops_a_configured_hyperparameter_warns(caplog):
 
 def test_initial_checkpoint_loads_parameters_by_prefix_and_refuses_in_one_line(tmp_path):
     from rlf.utils.checkpoint import atomic_save
-    from rlf.utils.errors import UserError
 
     class Net(Algorithm):
         def __init__(self, n=3, checkpoint=None):
