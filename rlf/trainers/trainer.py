@@ -230,6 +230,10 @@ class Trainer:
                             f"TrainerConfig.mini_batch_size and mini_batch_length (or, "
                             f"without offline data, TrainerConfig.whole_replay_buffer_training "
                             f"= True)")
+        if config.evaluate:
+            # Now, not at the first evaluation: an evaluation environment that cannot be made
+            # stops the run before anything is written, not after eval_interval iterations.
+            self._eval_env = self._make_eval_env()
         algorithm.set_unroller(make_unroller(config, self._env, algorithm, self._seed_value,
                                              self._root_dir))
         self._checkpointer = Checkpointer(self._root_dir / "ckpt", config.num_checkpoints,
@@ -370,7 +374,15 @@ class Trainer:
                     self._save()
                     saved_at = it
                 if config.evaluate and it % config.eval_interval == 0:
-                    last_eval = self._evaluate()
+                    try:
+                        last_eval = self._evaluate()
+                    except Exception as e:
+                        # The iteration is complete: keep it before stopping.
+                        path = self._save() if saved_at != it else self._checkpointer.path(it)
+                        if not isinstance(e, UserError):
+                            raise
+                        raise UserError(f"evaluation at iteration {it}: {one_line(e)}; "
+                                        f"training stopped, checkpoint written: {path}") from e
             if saved_at != self._state.iter_num:
                 self._save()
             summary.flush()
@@ -420,11 +432,14 @@ class Trainer:
         if metrics and int(metrics[0].result()) > 0:  # NumberOfEpisodes
             bar.set_postfix(AverageReturn=f"{float(metrics[2].result()):.2f}", refresh=False)
 
+    def _make_eval_env(self):
+        return load(num_envs=self._config.num_eval_environments,
+                    seed=self._seed_value + 1_000_003)
+
     def _evaluate(self) -> Dict[str, Any]:
         config = self._config
         if self._eval_env is None:
-            self._eval_env = load(num_envs=config.num_eval_environments,
-                                  seed=self._seed_value + 1_000_003)
+            self._eval_env = self._make_eval_env()
         result = evaluate_episodes(self._algorithm, self._eval_env, config.num_eval_episodes,
                                    device=config.device)
         write_eval_summaries(result, self._algorithm.get_env_steps())

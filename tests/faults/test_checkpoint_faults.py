@@ -266,3 +266,24 @@ def test_summaries_that_cannot_be_written_stop_the_run_in_one_line(tmp_path):
                     "--conf_param", f"TrainerConfig.num_iterations={newest + 2}")
     assert again.returncode == 0 and f"Resuming from iteration {newest}" in again.stdout, \
         again.stderr
+
+
+def test_an_evaluation_that_fails_stops_the_run_after_a_checkpoint(tmp_path):
+    """A NaN reward met in evaluation stopped the run without saving the iterations trained
+    since the last checkpoint."""
+    conf = tmp_path / "nan.gin"
+    conf.write_text(f'import tests.faults._nan_env\ninclude "{REPO}/confs/impala_cartpole.gin"\n'
+                    'load.env_name = "NanRewardInEvaluationCartPole-v0"\n')
+    args = [a if a != "confs/impala_cartpole.gin" else str(conf) for a in CARTPOLE]
+    r = run_cli("train", *args, "--root_dir", str(tmp_path / "run"),
+                "--conf_param", "TrainerConfig.evaluate=True",
+                "--conf_param", "TrainerConfig.eval_interval=2",
+                "--conf_param", "TrainerConfig.num_iterations=6")
+    ckpt = tmp_path / "run" / "ckpt"
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0] == (
+        "error: evaluation at iteration 2: environment NanRewardInEvaluationCartPole-v0 "
+        "returned the reward nan in its copy 0; rlf needs finite rewards: fix the environment "
+        "or wrap it (gymnasium.wrappers.TransformReward); training stopped, checkpoint "
+        f"written: {ckpt / 'ckpt-2.pt'}"), r.stderr
+    assert _names(ckpt) == ["ckpt-2.pt"]
