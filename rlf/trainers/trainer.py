@@ -353,11 +353,12 @@ class Trainer:
                 try:
                     algorithm.train_iter()
                 except NonFiniteLossError as e:
-                    last = self._checkpointer.latest_step()
-                    where = (f"the last good checkpoint is {self._checkpointer.path(last)}"
-                             if last is not None else "no checkpoint was written yet")
-                    raise NonFiniteLossError(f"{e} ({where}; nothing was saved after the "
-                                             f"failure)") from None
+                    raise NonFiniteLossError(f"{e} ({self._newest_checkpoint()}; nothing was "
+                                             f"saved after the failure)") from None
+                except UserError as e:  # e.g. a NaN reward; the iteration may be half done
+                    raise UserError(f"{one_line(e)} (iteration {self._state.iter_num + 1}; "
+                                    f"{self._newest_checkpoint()}; nothing was saved after "
+                                    f"the failure)") from e
                 except ActorError as e:
                     # The failed iteration changed nothing (RLAlgorithm.train_iter): the
                     # learner's state is that of the last completed one.
@@ -431,6 +432,12 @@ class Trainer:
         metrics = algorithm.get_metrics()
         if metrics and int(metrics[0].result()) > 0:  # NumberOfEpisodes
             bar.set_postfix(AverageReturn=f"{float(metrics[2].result()):.2f}", refresh=False)
+
+    def _newest_checkpoint(self) -> str:
+        """``"the last good checkpoint is <path>"``, or that there is none yet."""
+        last = self._checkpointer.latest_step()
+        return (f"the last good checkpoint is {self._checkpointer.path(last)}"
+                if last is not None else "no checkpoint was written yet")
 
     def _make_eval_env(self):
         return load(num_envs=self._config.num_eval_environments,

@@ -287,3 +287,19 @@ def test_an_evaluation_that_fails_stops_the_run_after_a_checkpoint(tmp_path):
         "or wrap it (gymnasium.wrappers.TransformReward); training stopped, checkpoint "
         f"written: {ckpt / 'ckpt-2.pt'}"), r.stderr
     assert _names(ckpt) == ["ckpt-2.pt"]
+
+
+def test_a_mistake_met_in_training_names_the_iteration_and_the_checkpoint(tmp_path):
+    """A UserError raised inside an iteration (a NaN reward) cannot be saved after: the line
+    says where training stopped and which checkpoint to resume from."""
+    conf = tmp_path / "nan.gin"
+    conf.write_text(f'import tests.faults._nan_env\ninclude "{REPO}/confs/impala_cartpole.gin"\n'
+                    'load.env_name = "NanRewardCartPole-v0"\n')
+    args = [a if a != "confs/impala_cartpole.gin" else str(conf) for a in CARTPOLE]
+    r = run_cli("train", *args, "--root_dir", str(tmp_path / "run"))
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert lines(r.stderr)[0].startswith(
+        "error: environment NanRewardCartPole-v0 returned the reward nan in its copy ")
+    assert lines(r.stderr)[0].endswith(
+        "(iteration 1; no checkpoint was written yet; nothing was saved after the failure)")
+    assert not (tmp_path / "run" / "ckpt").exists() or not _names(tmp_path / "run" / "ckpt")
