@@ -428,11 +428,10 @@ class RLAlgorithm(Algorithm):
         prefix = "_replay_buffer."
         state = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
         if self.replay_buffer is None:
-            found = state.get("time_step|step_type")
-            if self._config is not None and found is not None:
-                expected = (self._num_envs, adjust_replay_buffer_length(self._config))
+            found, config = state.get("time_step|step_type"), self._config
+            if config is not None and found is not None:
+                expected = (self._num_envs, adjust_replay_buffer_length(config))
                 if tuple(found.shape[:2]) != expected:
-                    config = self._config
                     length = ("TrainerConfig.unroll_length + 1" if config.clear_replay_buffer
                               and config.whole_replay_buffer_training
                               else "TrainerConfig.replay_buffer_length")

@@ -11,9 +11,9 @@ checkpoint, a bad binding) prints one line and exits with status 2 (the tracebac
 ``--debug`` or ``RLF_DEBUG=1``); so does a ``--record`` path that cannot be written, checked
 before any episode is played; a video that cannot be written in full (a full disk) prints
 one line and exits with status 1, leaving nothing at the path. The policy acts with
-``predict_step``. ``--record`` saves the
-first episode, written atomically: rendered frames for gymnasium environments that render
-``rgb_array``, the newest observation frame for Atari.
+``predict_step``. ``--record`` saves the first episode, written atomically: rendered frames
+for gymnasium environments that render ``rgb_array``, the newest observation frame for
+Atari.
 
 Each episode's line is printed (and flushed) as the episode ends. An Atari episode lasts
 until the id's frame limit (108,000 frames for ``-v5``) if neither side scores, so a greedy

@@ -103,7 +103,9 @@ def _bindings(text: str) -> Dict[str, str]:
             return f"@{value.selector}{'()' if value.evaluate else ''}"
         if isinstance(value, (list, tuple)):
             items = ", ".join(show(v) for v in value)
-            return f"[{items}]" if isinstance(value, list) else f"({items})"
+            if isinstance(value, list):
+                return f"[{items}]"
+            return f"({items},)" if len(value) == 1 else f"({items})"
         return repr(value)
 
     parser = config_parser.ConfigParser(io.StringIO(text),

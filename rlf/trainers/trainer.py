@@ -40,8 +40,8 @@ class CheckpointMismatchError(UserError):
 
 class CheckpointWriteError(RuntimeError):
     """A checkpoint could not be written (a full disk, a file system gone read-only) and
-    training stopped; the message names the file, the cause and the newest checkpoint, which
-    is kept, as is everything written before."""
+    training stopped; the message names the file, the cause and the last good checkpoint,
+    which is kept, as is everything written before."""
 
 
 class ActorFailure(RuntimeError):
@@ -259,14 +259,11 @@ class Trainer:
                     companions["replay_buffer"] = {"algorithm": state}
             path = self._checkpointer.save(step, companions)
         except OSError as e:
-            last = self._checkpointer.latest_step()
-            kept = (f"the newest checkpoint, {self._checkpointer.path(last)}, is kept"
-                    if last is not None else "there is no earlier checkpoint")
             raise CheckpointWriteError(
                 f"could not write the checkpoint of iteration {step} "
                 f"({self._checkpointer.path(step)}): {e.strerror or e}; training stopped and "
-                f"{kept}; make room and run again with the same --root_dir to resume"
-            ) from e
+                f"{self._newest_checkpoint()}; make room and run again with the same "
+                f"--root_dir to resume") from e
         logger.debug("saved checkpoint %s", path)
         return path
 
@@ -390,12 +387,9 @@ class Trainer:
             failed = False
         except summary.SummaryWriteError as e:
             # The iteration may be half done: nothing is saved, the newest checkpoint stays.
-            last = self._checkpointer.latest_step()
-            kept = (f"the newest checkpoint, {self._checkpointer.path(last)}, is kept"
-                    if last is not None else "there is no checkpoint yet")
             raise summary.SummaryWriteError(
-                e.errno, f"{e.strerror}; training stopped and {kept}; make room and run "
-                         f"again with the same --root_dir to resume") from e
+                e.errno, f"{e.strerror}; training stopped and {self._newest_checkpoint()}; "
+                         f"make room and run again with the same --root_dir to resume") from e
         finally:
             bar.close()
             for s, h in handlers.items():

@@ -237,9 +237,9 @@ def test_a_checkpoint_that_cannot_be_written_stops_the_run_in_one_line(tmp_path)
     ckpt = tmp_path / "ckpt"
     assert lines(r.stderr)[0] == (
         f"error: could not write the checkpoint of iteration 5 ({ckpt / 'ckpt-5.pt'}): the "
-        f"file could not be written in full; training stopped and the newest checkpoint, "
-        f"{ckpt / 'ckpt-3.pt'}, is kept; make room and run again with the same --root_dir "
-        f"to resume")
+        f"file could not be written in full; training stopped and the last good checkpoint "
+        f"is {ckpt / 'ckpt-3.pt'}; make room and run again with the same --root_dir to "
+        f"resume")
     assert digests(ckpt) == kept
     again = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path),
                     "--conf_param", "TrainerConfig.num_iterations=5")
@@ -260,8 +260,9 @@ def test_summaries_that_cannot_be_written_stop_the_run_in_one_line(tmp_path):
     assert 20 <= newest < 2000
     assert lines(r.stderr)[0] == (
         f"error: could not write the TensorBoard summaries in {tmp_path / 'train'}: File too "
-        f"large; training stopped and the newest checkpoint, {ckpt / f'ckpt-{newest}.pt'}, is "
-        f"kept; make room and run again with the same --root_dir to resume"), r.stderr
+        f"large; training stopped and the last good checkpoint is "
+        f"{ckpt / f'ckpt-{newest}.pt'}; make room and run again with the same --root_dir to "
+        f"resume"), r.stderr
     again = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path),
                     "--conf_param", f"TrainerConfig.num_iterations={newest + 2}")
     assert again.returncode == 0 and f"Resuming from iteration {newest}" in again.stdout, \
