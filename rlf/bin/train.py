@@ -5,7 +5,8 @@ r"""Trains an algorithm from a gin file.
 
 ``--gin_param`` is an alias of ``--conf_param``. ``root_dir`` defaults to
 ``runs/<conf file stem>``; an existing one resumes from its newest complete checkpoint.
-Ctrl-C or SIGTERM finishes the iteration, writes a checkpoint and exits with status 0.
+Ctrl-C or SIGTERM finishes the iteration (dropping an evaluation under way), writes a
+checkpoint and exits with status 0.
 
 Exit status 2, with one line on stderr and nothing written to disk, for every mistake in the
 input (``rlf.utils.errors.UserError``): a missing conf file, a malformed or unknown binding, a

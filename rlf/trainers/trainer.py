@@ -64,6 +64,10 @@ def _warn(message: str) -> None:
     tqdm.write(f"WARNING: {message}", file=sys.stderr)
 
 
+class _EvaluationStopped(Exception):
+    """A stop signal arrived during evaluation (raised from its step callback)."""
+
+
 class _TrainerState:
     """The loop's own counters, checkpointed with the algorithm."""
 
@@ -373,7 +377,7 @@ class Trainer:
                     saved_at = it
                 if config.evaluate and it % config.eval_interval == 0:
                     try:
-                        last_eval = self._evaluate()
+                        last_eval = self._evaluate() or last_eval
                     except Exception as e:
                         # The iteration is complete: keep it before stopping.
                         path = self._save() if saved_at != it else self._checkpointer.path(it)
@@ -437,12 +441,25 @@ class Trainer:
         return load(num_envs=self._config.num_eval_environments,
                     seed=self._seed_value + 1_000_003)
 
+    def _stop_evaluation_on_signal(self, time_step) -> None:
+        if self._stop_signal is not None:
+            raise _EvaluationStopped
+
     def _evaluate(self) -> Dict[str, Any]:
+        """Evaluates and writes the summaries; ``{}`` (nothing written) if a stop signal
+        arrives meanwhile: an Atari evaluation can outlast the grace period a job scheduler
+        gives between SIGTERM and SIGKILL, and the checkpoint comes first."""
         config = self._config
         if self._eval_env is None:
             self._eval_env = self._make_eval_env()
-        result = evaluate_episodes(self._algorithm, self._eval_env, config.num_eval_episodes,
-                                   device=config.device)
+        try:
+            result = evaluate_episodes(self._algorithm, self._eval_env,
+                                       config.num_eval_episodes, device=config.device,
+                                       on_step=self._stop_evaluation_on_signal)
+        except _EvaluationStopped:
+            tqdm.write(f"iteration {self._state.iter_num}: evaluation stopped by the signal "
+                       f"(nothing written)")
+            return {}
         write_eval_summaries(result, self._algorithm.get_env_steps())
         score = (f", AverageEpisodeScore {result['AverageEpisodeScore']:.1f}"
                  if "AverageEpisodeScore" in result else "")

@@ -270,6 +270,32 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path):
         assert len(lines) == 1 and expected in lines[0], r.stderr
 
 
+def test_sigterm_during_evaluation_stops_it_and_writes_the_checkpoint(tmp_path):
+    # Evaluation ran to its end first: for Atari, minutes, past a scheduler's grace period.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlf.bin.train", "--conf", "examples/a2c_cartpole.gin",
+         "--root_dir", str(tmp_path), "--noprogress",
+         "--conf_param", "TrainerConfig.num_iterations=1000000",
+         "--conf_param", "TrainerConfig.evaluate=True",
+         "--conf_param", "TrainerConfig.eval_interval=1",
+         "--conf_param", "TrainerConfig.num_eval_episodes=10000000"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 90
+    while not (tmp_path / "config.gin").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(2.0)  # in the first evaluation, which lasts hours
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    assert "iteration 1: evaluation stopped by the signal (nothing written)" in out, out
+    assert "finished: 1 iterations" in out and "stopped by signal" in out, out
+    assert "last eval" not in out
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["ckpt-1.pt"]
+
+
 def test_sigint_writes_checkpoint_and_exits_0(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "rlf.bin.train", "--conf", "examples/a2c_cartpole.gin",
