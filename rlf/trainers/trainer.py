@@ -246,7 +246,19 @@ class Trainer:
                                           unroller=self._algorithm.unroller)
 
     def _write_config(self) -> None:
-        write_operative_config(self._root_dir)
+        """Writes ``root_dir/config.gin``.
+
+        Raises:
+            CheckpointWriteError: if it cannot be written (a full disk); the file before is
+                kept (it is written atomically).
+        """
+        try:
+            write_operative_config(self._root_dir)
+        except OSError as e:
+            raise CheckpointWriteError(
+                f"could not write {self._root_dir / 'config.gin'}: {e.strerror or e}; "
+                f"training stopped and {self._newest_checkpoint()}; make room and run again "
+                f"with the same --root_dir to resume") from e
 
     # ------------------------------------------------------------------ checkpoints
     def _save(self) -> Path:

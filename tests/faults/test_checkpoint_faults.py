@@ -244,6 +244,14 @@ def test_a_checkpoint_that_cannot_be_written_stops_the_run_in_one_line(tmp_path)
     again = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path),
                     "--conf_param", "TrainerConfig.num_iterations=5")
     assert again.returncode == 0 and "Resuming from iteration 3" in again.stdout, again.stderr
+    # The run's config.gin, written before the first iteration, likewise.
+    small = tmp_path / "small"
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(small), file_size_limit=2048)
+    assert r.returncode == 1 and lines(r.stderr) == [
+        f"error: could not write {small / 'config.gin'}: File too large; training stopped and "
+        f"no checkpoint was written yet; make room and run again with the same --root_dir to "
+        f"resume"], r.stderr
+    assert not (small / "config.gin").exists()
 
 
 def test_summaries_that_cannot_be_written_stop_the_run_in_one_line(tmp_path):
