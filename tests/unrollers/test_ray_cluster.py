@@ -2,8 +2,11 @@
 worker nodes, each its own raylet): the actors are placed on the worker nodes by a custom
 resource, unrolls arrive from every actor with bounded policy lag, CartPole is learned, and a
 worker node whose raylet is killed mid-run has its actor restarted elsewhere. No Ray process
-outlives the test."""
+outlives the test. Then, with no cluster left, the address ``'auto'`` is one line."""
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -83,3 +86,22 @@ def test_actors_on_worker_nodes_learn_and_survive_a_dead_node(tmp_path):
         cluster.shutdown()
     time.sleep(2)
     assert not (_ray_processes() - before)  # no Ray process outlives the test
+
+
+def test_auto_without_a_running_cluster_is_one_line(tmp_path):
+    """After the cluster above is gone (``ray.init(address='auto')`` joins any cluster that
+    runs on the machine, the in-process one of ``test_ray_unroller`` included)."""
+    if _ray_processes():
+        pytest.skip("a Ray cluster runs on this machine, and 'auto' would join it")
+    r = subprocess.run(
+        [sys.executable, "-m", "rlf.bin.train", "--conf", "confs/impala_cartpole.gin",
+         "--root_dir", str(tmp_path / "run"), "--noprogress",
+         "--conf_param", "TrainerConfig.async_unroll=True",
+         "--conf_param", "TrainerConfig.use_ray=True",
+         "--conf_param", "TrainerConfig.ray_address='auto'"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1].startswith(
+        "error: Ray cluster address 'auto': "), r.stderr[-2000:]
+    assert not (tmp_path / "run").exists()
