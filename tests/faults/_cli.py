@@ -28,14 +28,18 @@ def run_cli(module: str, *args: str, timeout: float = 180,
     """
     environ = {k: v for k, v in os.environ.items() if k != "RLF_DEBUG"}
     environ.update(env)
-
-    def limit_file_size():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, resource.RLIM_INFINITY))
-
+    limit = None if file_size_limit is None else lambda: _limit_file_size(file_size_limit)
     return subprocess.run([sys.executable, "-m", f"rlf.bin.{module}", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, env=environ,
-                          preexec_fn=None if file_size_limit is None else limit_file_size)
+                          preexec_fn=limit)
+
+
+def _limit_file_size(limit: int) -> None:
+    """This process's files may not grow past ``limit`` bytes: writes past it fail (EFBIG,
+    SIGXFSZ ignored), as they do on a full disk (ENOSPC)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE,
+                       (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
 
 def lines(text: str) -> List[str]:
@@ -57,8 +61,8 @@ def file_size_limit(limit: int) -> Iterator[None]:
     """In this process, files may not grow past ``limit`` bytes for the block: writes fail
     with EFBIG, as a full disk fails them with ENOSPC."""
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    handler = signal.getsignal(signal.SIGXFSZ)
+    _limit_file_size(limit)
     try:
         yield
     finally:
