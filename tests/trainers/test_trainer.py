@@ -270,26 +270,34 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path):
         assert len(lines) == 1 and expected in lines[0], r.stderr
 
 
-def test_sigterm_during_evaluation_stops_it_and_writes_the_checkpoint(tmp_path):
-    # Evaluation ran to its end first: for Atari, minutes, past a scheduler's grace period.
+def _signal_a_cartpole_run(root, signum, *params):
+    """Starts the A2C example's training, sends ``signum`` 2 s after its config.gin appears
+    and returns ``(exit status, output)``."""
+    args = [a for p in ("TrainerConfig.num_iterations=1000000", *params)
+            for a in ("--conf_param", p)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "rlf.bin.train", "--conf", "examples/a2c_cartpole.gin",
-         "--root_dir", str(tmp_path), "--noprogress",
-         "--conf_param", "TrainerConfig.num_iterations=1000000",
-         "--conf_param", "TrainerConfig.evaluate=True",
-         "--conf_param", "TrainerConfig.eval_interval=1",
-         "--conf_param", "TrainerConfig.num_eval_episodes=10000000"],
+         "--root_dir", str(root), "--noprogress", *args],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 90
-    while not (tmp_path / "config.gin").exists() and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(2.0)  # in the first evaluation, which lasts hours
-    proc.send_signal(signal.SIGTERM)
     try:
+        deadline = time.time() + 90
+        while not (root / "config.gin").exists() and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(2.0)
+        proc.send_signal(signum)
         out, _ = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 0, out
+    return proc.returncode, out
+
+
+def test_sigterm_during_evaluation_stops_it_and_writes_the_checkpoint(tmp_path):
+    # Evaluation ran to its end first: for Atari, minutes, past a scheduler's grace period.
+    # The signal comes in the first evaluation, which would last hours.
+    returncode, out = _signal_a_cartpole_run(
+        tmp_path, signal.SIGTERM, "TrainerConfig.evaluate=True",
+        "TrainerConfig.eval_interval=1", "TrainerConfig.num_eval_episodes=10000000")
+    assert returncode == 0, out
     assert "iteration 1: evaluation stopped by the signal (nothing written)" in out, out
     assert "finished: 1 iterations" in out and "stopped by signal" in out, out
     assert "last eval" not in out
@@ -297,19 +305,10 @@ def test_sigterm_during_evaluation_stops_it_and_writes_the_checkpoint(tmp_path):
 
 
 def test_sigint_writes_checkpoint_and_exits_0(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rlf.bin.train", "--conf", "examples/a2c_cartpole.gin",
-         "--root_dir", str(tmp_path), "--noprogress",
-         "--conf_param", "TrainerConfig.num_iterations=1000000",
-         "--conf_param", "TrainerConfig.evaluate=False"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 90
-    while not (tmp_path / "config.gin").exists() and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(2.0)  # some iterations
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, out
+    # The signal comes after some iterations.
+    returncode, out = _signal_a_cartpole_run(tmp_path, signal.SIGINT,
+                                             "TrainerConfig.evaluate=False")
+    assert returncode == 0, out
     assert "stopped by signal" in out
     # The checkpoint of the iteration the signal ended (beside any periodic one: the conf
     # writes one every 250 iterations, which a fast machine passes within the 2 s).
