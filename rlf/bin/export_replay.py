@@ -9,9 +9,10 @@ The run must have been trained with ``TrainerConfig.save_replay_buffer = True``;
 The newest (or the given) one is checked and written to ``--out`` atomically; an existing
 ``--out`` is replaced only with ``--overwrite``. The output is what
 ``TrainerConfig.offline_buffer_dir`` takes. Every mistake (a missing run or step, an
-unreadable file, ``--out`` a directory or an existing file) prints one line and exits with
-status 2 (the traceback with ``--debug`` or ``RLF_DEBUG=1``); an ``--out`` that cannot be
-written (a full disk) prints one line and exits with status 1, leaving nothing there.
+unreadable file, ``--out`` a directory, an existing file or in a missing folder) prints one
+line and exits with status 2 (the traceback with ``--debug`` or ``RLF_DEBUG=1``); an
+``--out`` that cannot be written (a full disk) prints one line and exits with status 1,
+leaving nothing there.
 """
 
 from __future__ import annotations

@@ -406,13 +406,18 @@ def export_replay_buffer(root_dir: Union[str, os.PathLike], out: Union[str, os.P
     Raises:
         OfflineDataError: (a ``UserError``) if the run has no replay file (naming the setting
             that writes it) or none at ``step`` (listing those it has), if the file is
-            unreadable or inconsistent, if ``out`` is a directory, or if ``out`` exists and
-            ``overwrite`` is False. Nothing is written then.
+            unreadable or inconsistent, if ``out`` is a directory or its folder does not
+            exist (as ``rlf.bin.play --record`` refuses it: a typo in the path should not
+            create folders), or if ``out`` exists and ``overwrite`` is False. Nothing is
+            written then.
     """
     out = Path(out)
     if out.is_dir():
         raise OfflineDataError(f"--out {out} is a directory; give a file name, e.g. "
                                f"{out / 'replay.pt'}")
+    if not out.parent.is_dir():
+        raise OfflineDataError(f"--out {out}: the folder {out.parent} does not exist; create "
+                               f"it first")
     if out.exists() and not overwrite:
         raise OfflineDataError(f"--out {out} exists; pass --overwrite to replace it or choose "
                                f"another file")

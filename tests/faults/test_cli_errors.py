@@ -148,6 +148,13 @@ def test_export_replay_never_overwrites_and_refuses_a_directory(tmp_path):
     r = run_cli("export_replay", "--root_dir", str(run), "--out", str(tmp_path))
     assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
     assert f"--out {tmp_path} is a directory" in r.stderr
+    # A folder that does not exist was created (play --record refuses it).
+    r = run_cli("export_replay", "--root_dir", str(run), "--out",
+                str(tmp_path / "no" / "new.pt"))
+    assert r.returncode == 2 and lines(r.stderr) == [
+        f"error: --out {tmp_path / 'no' / 'new.pt'}: the folder {tmp_path / 'no'} does not "
+        f"exist; create it first"], r.stderr
+    assert not (tmp_path / "no").exists()
     r = run_cli("export_replay", "--root_dir", str(run), "--out", str(tmp_path / "new.pt"),
                 "--checkpoint_step", "2")
     assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
