@@ -6,7 +6,8 @@ r"""Trains an algorithm from a gin file.
 ``--gin_param`` is an alias of ``--conf_param``. ``root_dir`` defaults to
 ``runs/<conf file stem>``; an existing one resumes from its newest complete checkpoint.
 Ctrl-C or SIGTERM finishes the iteration (dropping an evaluation under way), writes a
-checkpoint and exits with status 0.
+checkpoint and exits with status 0; a second one aborts at once, with one line and status 130
+(nothing saved after the last checkpoint).
 
 Exit status 2, with one line on stderr and nothing written to disk, for every mistake in the
 input (``rlf.utils.errors.UserError``): a missing conf file, a malformed or unknown binding, a
@@ -92,6 +93,11 @@ def main(argv) -> int:
             raise
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C (or one before training started)
+        if debug_mode():
+            raise
+        print("aborted: nothing was saved after the last checkpoint", file=sys.stderr)
+        return 130
 
 
 def run() -> None:

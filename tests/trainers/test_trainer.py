@@ -270,9 +270,9 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path):
         assert len(lines) == 1 and expected in lines[0], r.stderr
 
 
-def _signal_a_cartpole_run(root, signum, *params):
+def _signal_a_cartpole_run(root, signum, *params, times=1):
     """Starts the A2C example's training, sends ``signum`` 2 s after its config.gin appears
-    and returns ``(exit status, output)``."""
+    (``times`` times, 1 s apart) and returns ``(exit status, output)``."""
     args = [a for p in ("TrainerConfig.num_iterations=1000000", *params)
             for a in ("--conf_param", p)]
     proc = subprocess.Popen(
@@ -283,8 +283,9 @@ def _signal_a_cartpole_run(root, signum, *params):
         deadline = time.time() + 90
         while not (root / "config.gin").exists() and time.time() < deadline:
             time.sleep(0.2)
-        time.sleep(2.0)
-        proc.send_signal(signum)
+        for _ in range(times):
+            time.sleep(2.0 if _ == 0 else 1.0)
+            proc.send_signal(signum)
         out, _ = proc.communicate(timeout=60)
     finally:
         proc.kill()
@@ -302,6 +303,18 @@ def test_sigterm_during_evaluation_stops_it_and_writes_the_checkpoint(tmp_path):
     assert "finished: 1 iterations" in out and "stopped by signal" in out, out
     assert "last eval" not in out
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["ckpt-1.pt"]
+
+
+def test_a_second_sigint_aborts_in_one_line(tmp_path):
+    # It was KeyboardInterrupt's traceback. Iterations of 100,000 steps: both signals come
+    # within the first.
+    returncode, out = _signal_a_cartpole_run(tmp_path, signal.SIGINT,
+                                             "TrainerConfig.evaluate=False",
+                                             "TrainerConfig.unroll_length=100000", times=2)
+    assert returncode == 130, out
+    assert "Traceback" not in out and out.strip().splitlines()[-1] == (
+        "aborted: nothing was saved after the last checkpoint"), out
+    assert not (tmp_path / "ckpt").exists()
 
 
 def test_sigint_writes_checkpoint_and_exits_0(tmp_path):
