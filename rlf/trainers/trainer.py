@@ -257,8 +257,7 @@ class Trainer:
         except OSError as e:
             raise CheckpointWriteError(
                 f"could not write {self._root_dir / 'config.gin'}: {e.strerror or e}; "
-                f"training stopped and {self._newest_checkpoint()}; make room and run again "
-                f"with the same --root_dir to resume") from e
+                f"{self._stopped_for_room()}") from e
 
     # ------------------------------------------------------------------ checkpoints
     def _save(self) -> Path:
@@ -277,9 +276,8 @@ class Trainer:
         except OSError as e:
             raise CheckpointWriteError(
                 f"could not write the checkpoint of iteration {step} "
-                f"({self._checkpointer.path(step)}): {e.strerror or e}; training stopped and "
-                f"{self._newest_checkpoint()}; make room and run again with the same "
-                f"--root_dir to resume") from e
+                f"({self._checkpointer.path(step)}): {e.strerror or e}; "
+                f"{self._stopped_for_room()}") from e
         logger.debug("saved checkpoint %s", path)
         return path
 
@@ -404,8 +402,7 @@ class Trainer:
         except summary.SummaryWriteError as e:
             # The iteration may be half done: nothing is saved, the newest checkpoint stays.
             raise summary.SummaryWriteError(
-                e.errno, f"{e.strerror}; training stopped and {self._newest_checkpoint()}; "
-                         f"make room and run again with the same --root_dir to resume") from e
+                e.errno, f"{e.strerror}; {self._stopped_for_room()}") from e
         finally:
             bar.close()
             for s, h in handlers.items():
@@ -448,6 +445,11 @@ class Trainer:
         last = self._checkpointer.latest_step()
         return (f"the last good checkpoint is {self._checkpointer.path(last)}"
                 if last is not None else "no checkpoint was written yet")
+
+    def _stopped_for_room(self) -> str:
+        """The end of a message for a file that could not be written (a full disk)."""
+        return (f"training stopped and {self._newest_checkpoint()}; make room and run again "
+                f"with the same --root_dir to resume")
 
     def _make_eval_env(self):
         return load(num_envs=self._config.num_eval_environments,
