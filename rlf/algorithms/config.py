@@ -164,7 +164,8 @@ class TrainerConfig:
             is allowed); for a negative ``priority_replay_alpha`` or a
             ``priority_replay_beta`` outside ``[0, 1]``; for ``use_ray`` without
             ``async_unroll``, or ``ray_address`` / ``ray_actor_resources`` without
-            ``use_ray``; for ``offline_fraction`` outside ``[0, 1)``, or any ``offline_*``
+            ``use_ray``; for an ``ACTOR_SETTINGS`` value other than its default without
+            ``async_unroll``; for ``offline_fraction`` outside ``[0, 1)``, or any ``offline_*``
             setting without ``offline_buffer_dir``; for a negative
             ``actor_niceness`` or ``max_actor_restarts``; for a ``device`` torch does not know
             or a CUDA device on a machine without one.
@@ -174,6 +175,11 @@ class TrainerConfig:
     REPLAY_SETTINGS = ("whole_replay_buffer_training", "clear_replay_buffer",
                        "replay_buffer_length", "priority_replay", "priority_replay_alpha",
                        "priority_replay_beta", "initial_collect_steps", "save_replay_buffer")
+
+    #: Settings of the actors of ``async_unroll``, which a run without actors ignores.
+    ACTOR_SETTINGS = ("num_actors", "unroll_queue_size", "unroll_parameter_update_period",
+                      "restart_failed_actors", "max_actor_restarts", "actor_restart_window",
+                      "actor_niceness")
 
     def changed_settings(self, names: Sequence[str]) -> List[str]:
         """``["name = value", ...]`` for those of ``names`` (fields of this config) whose
@@ -363,6 +369,13 @@ class TrainerConfig:
                              f"can only be given a lower priority than the learner), got "
                              f"{actor_niceness}")
         self.actor_niceness = int(actor_niceness)
+        if not async_unroll:
+            for_actors = self.changed_settings(self.ACTOR_SETTINGS)
+            if for_actors:
+                verb, it = ("takes", "it") if len(for_actors) == 1 else ("take", "them")
+                raise ValueError(f"TrainerConfig: {', '.join(for_actors)} {verb} effect only "
+                                 f"with actors: set TrainerConfig.async_unroll = True too, or "
+                                 f"remove {it}")
         self.use_ray = use_ray
         self.ray_address = ray_address
         self.ray_num_cpus_per_actor = float(ray_num_cpus_per_actor)

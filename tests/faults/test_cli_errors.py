@@ -69,6 +69,9 @@ MISTAKES = {
     "offline_setting_without_offline_data": ("TrainerConfig.offline_fraction=0.3",
                                              "TrainerConfig: offline_fraction = 0.3 takes "
                                              "effect only with offline data"),
+    "actor_setting_without_actors": ("TrainerConfig.num_actors=4",
+                                     "TrainerConfig: num_actors = 4 takes effect only with "
+                                     "actors: set TrainerConfig.async_unroll = True too"),
     "zero_update_period": ("TrainerConfig.unroll_parameter_update_period=0",
                            "TrainerConfig.unroll_parameter_update_period must be >= 1, got 0"),
     "ray_without_actors": ("TrainerConfig.use_ray=True",
