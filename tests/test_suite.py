@@ -174,6 +174,11 @@ def test_an_unknown_game_is_refused_before_any_run_starts(tmp_path):
      "error: --seeds 0, 1, 0: 0 given more than once"),
     ("confs/impala_atari_sync.gin", ["--games", "Pong,Breakout,Pong"],
      "error: --games Pong, Breakout, Pong: Pong given more than once"),
+    # An empty list was a traceback after every run, where results.csv was written.
+    ("confs/impala_atari_sync.gin", ["--seeds="],
+     "error: --seeds is empty: give at least one value"),
+    ("confs/impala_atari_sync.gin", ["--games", "--seeds", "0"],
+     "error: --games is empty: give at least one value"),
     ("confs/impala_atari_sync.gin", ["--conf_param", "load_atari.frameskip=3"],
      "error: --conf confs/impala_atari_sync.gin binds load_atari.frameskip = 3 but "
      "--frameskip is 4: give --frameskip 3"),

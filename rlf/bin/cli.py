@@ -19,7 +19,9 @@ def join_list_values(argv: List[str], list_flags: Iterable[str]) -> List[str]:
 
     ``--games Pong Breakout --seeds 0 1`` becomes ``--games Pong,Breakout --seeds 0,1``, so
     that a list may be given either way. The word after the flag is its value, as for absl;
-    then a word that starts with ``-`` ends the list. The words after ``--`` are left alone.
+    then a word that starts with ``-`` ends the list. A list flag followed by another flag is
+    given the empty list (``--games=``), where absl would take that flag for its value. The
+    words after ``--`` are left alone.
 
     Args:
         argv: the command line, program name first.
@@ -43,8 +45,12 @@ def join_list_values(argv: List[str], list_flags: Iterable[str]) -> List[str]:
             continue
         values = [value] if has_value else []
         if not has_value:
-            if i == len(argv) or argv[i].startswith("--"):
+            if i == len(argv):
                 continue  # no value: absl says so
+            if argv[i].startswith("--"):
+                # absl would take the next flag for this one's value
+                out[-1] = f"--{name}="
+                continue
             values.append(argv[i])  # the flag's own value, e.g. a negative seed
             i += 1
         while i < len(argv) and not argv[i].startswith("-"):

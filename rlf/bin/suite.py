@@ -359,6 +359,10 @@ def main(argv) -> int:
     try:
         if not FLAGS.conf:
             raise UserError("--conf is required (e.g. --conf confs/impala_atari.gin)")
+        for flag, values in (("--games", FLAGS.games), ("--seeds", FLAGS.seeds)):
+            if not values:
+                raise UserError(f"{flag} is empty: give at least one value (e.g. --games Pong "
+                                f"--seeds 0)")
         try:
             seeds = [int(s) for s in FLAGS.seeds]
         except ValueError:
