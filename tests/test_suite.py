@@ -179,6 +179,9 @@ def test_an_unknown_game_is_refused_before_any_run_starts(tmp_path):
      "error: --seeds is empty: give at least one value"),
     ("confs/impala_atari_sync.gin", ["--games", "--seeds", "0"],
      "error: --games is empty: give at least one value"),
+    # Path('') is the current directory: the runs and tables went there.
+    ("confs/impala_atari_sync.gin", ["--games", "Pongg", "--root_dir", ""],
+     "error: --root_dir is empty: give a directory (default runs/suite)"),
     ("confs/impala_atari_sync.gin", ["--conf_param", "load_atari.frameskip=3"],
      "error: --conf confs/impala_atari_sync.gin binds load_atari.frameskip = 3 but "
      "--frameskip is 4: give --frameskip 3"),

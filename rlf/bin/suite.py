@@ -359,6 +359,8 @@ def main(argv) -> int:
     try:
         if not FLAGS.conf:
             raise UserError("--conf is required (e.g. --conf confs/impala_atari.gin)")
+        if not FLAGS.root_dir.strip():  # Path('') would put the runs in the current directory
+            raise UserError("--root_dir is empty: give a directory (default runs/suite)")
         for flag, values in (("--games", FLAGS.games), ("--seeds", FLAGS.seeds)):
             if not values:
                 raise UserError(f"{flag} is empty: give at least one value (e.g. --games Pong "

@@ -12,7 +12,7 @@ checkpoint and exits with status 0; a second one aborts at once, with one line a
 Exit status 2, with one line on stderr and nothing written to disk, for every mistake in the
 input (``rlf.utils.errors.UserError``): a missing conf file, a malformed or unknown binding, a
 value of the wrong type, a value a constructor refuses, an unknown environment id, a
-``root_dir`` that is a file or not writable, a checkpoint that does not fit the
+``root_dir`` that is empty, a file or not writable, a checkpoint that does not fit the
 configuration, an invalid offline replay file. Exit status 1, with one line, when training
 stops on a failure after writing what it could: an actor that died (or failed too often), a
 checkpoint or TensorBoard events that could not be written (a full disk) or a non-finite
@@ -47,6 +47,10 @@ flags.DEFINE_bool("debug", False, "show the full traceback of input errors (also
 def _train() -> int:
     if not FLAGS.conf:
         raise ConfigError("--conf is required (e.g. --conf confs/impala_atari.gin)")
+    if FLAGS.root_dir is not None and not FLAGS.root_dir.strip():
+        # '' (an unset shell variable in quotes) would train in the default directory
+        raise ConfigError("--root_dir is empty: give a directory, or leave the flag out for "
+                          "runs/<conf stem>")
     parse_config(FLAGS.conf, FLAGS.conf_param)
     from rlf.algorithms import NonFiniteLossError, TrainerConfig
     from rlf.trainers import ActorFailure, CheckpointWriteError, Trainer

@@ -127,6 +127,15 @@ def test_run_directory_mistakes(tmp_path):
         assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
         assert message in r.stderr
     assert a_file.read_text() == "mine"
+    # An empty --root_dir (an unset shell variable in quotes) trained in the default one.
+    default = tmp_path / "default"
+    r = run_cli("train", *CARTPOLE, "--root_dir", "", "--conf_param",
+                f"TrainerConfig.root_dir='{default}'", "--conf_param",
+                "TrainerConfig.num_iterations=1")
+    assert r.returncode == 2 and lines(r.stderr) == [
+        "error: --root_dir is empty: give a directory, or leave the flag out for "
+        "runs/<conf stem>"], r.stderr
+    assert not default.exists()
 
 
 def test_debug_shows_the_traceback(tmp_path):
