@@ -165,10 +165,11 @@ def _play() -> int:
         raise UserError(f"recording needs the environment's renderer: {e} (or pip install -e "
                         f"'.[play]')") from None
     env.close()
+    n = len(result["returns"])
     score = (f", average score {result['AverageEpisodeScore']:.1f}"
              if "AverageEpisodeScore" in result else "")
-    print(f"average return {result['AverageReturn']:.2f}{score} over {len(result['returns'])} "
-          f"episodes (checkpoint {checkpoint_path})")
+    print(f"average return {result['AverageReturn']:.2f}{score} over "
+          f"{n} episode{'s' * (n != 1)} (checkpoint {checkpoint_path})")
     if record:
         try:
             save_video(frames, FLAGS.record, FLAGS.fps)

@@ -475,10 +475,12 @@ class Trainer:
                        f"(nothing written)")
             return {}
         write_eval_summaries(result, self._algorithm.get_env_steps())
+        n = len(result["returns"])
         score = (f", AverageEpisodeScore {result['AverageEpisodeScore']:.1f}"
                  if "AverageEpisodeScore" in result else "")
         tqdm.write(f"iteration {self._state.iter_num}: eval AverageReturn "
-                   f"{result['AverageReturn']:.2f}{score} over {len(result['returns'])} episodes")
+                   f"{result['AverageReturn']:.2f}{score} over "
+                   f"{n} episode{'s' * (n != 1)}")
         return result
 
     @property
