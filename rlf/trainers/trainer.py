@@ -323,7 +323,8 @@ class Trainer:
         Raises:
             CheckpointMismatchError: (a ``UserError``) if the newest checkpoint does not fit
                 the configuration (naming what differs); nothing is changed.
-            ActorFailure: if an actor failed and is not restarted (after a checkpoint).
+            ActorFailure: if an actor failed and is not restarted (after a checkpoint, if an
+                iteration was completed since the last).
             CheckpointWriteError: if a checkpoint cannot be written (earlier ones are kept).
             rlf.utils.summary.SummaryWriteError: if the TensorBoard events cannot be
                 written (naming the newest checkpoint, which is kept).
@@ -372,10 +373,13 @@ class Trainer:
                                     f"the failure)") from e
                 except ActorError as e:
                     # The failed iteration changed nothing (RLAlgorithm.train_iter): the
-                    # learner's state is that of the last completed one.
-                    path = self._save()
-                    raise ActorFailure(f"{e}; training stopped, checkpoint written: "
-                                       f"{path}", e.caused_by_input) from None
+                    # learner's state is that of the last completed one, worth a checkpoint
+                    # if one was completed since the last (not the untrained learner's).
+                    if self._state.iter_num in (0, saved_at):
+                        where = f"training stopped; {self._newest_checkpoint()}"
+                    else:
+                        where = f"training stopped, checkpoint written: {self._save()}"
+                    raise ActorFailure(f"{e}; {where}", e.caused_by_input) from None
                 self._state.iter_num += 1
                 it = self._state.iter_num
                 if it == 1:

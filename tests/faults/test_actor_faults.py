@@ -207,7 +207,7 @@ def test_an_actor_that_meets_bad_input_is_not_restarted(tmp_path):
 
 def test_bad_input_in_an_actor_exits_2_with_one_line(tmp_path):
     """A NaN reward met by an actor process is the same mistake as without actors: one line
-    naming the environment, and exit status 2 (after the learner's checkpoint)."""
+    naming the environment, and exit status 2."""
     conf = tmp_path / "nan.gin"
     conf.write_text(f'import tests.faults._nan_env\ninclude "{REPO}/confs/impala_cartpole.gin"\n'
                     'load.env_name = "NanRewardCartPole-v0"\n')
@@ -219,6 +219,9 @@ def test_bad_input_in_an_actor_exits_2_with_one_line(tmp_path):
     assert len(err) == 1 and err[0].startswith("error: actor 0 failed: environment "
                                                "NanRewardCartPole-v0 returned the reward nan")
     assert "restart" not in err[0], err
+    # It failed in the first iteration: no checkpoint of the untrained learner.
+    assert err[0].endswith("training stopped; no checkpoint was written yet"), err
+    assert not list((tmp_path / "run" / "ckpt").glob("ckpt-*"))
 
 
 def test_restart_policy_counts_within_its_window():
