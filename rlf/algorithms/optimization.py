@@ -45,6 +45,20 @@ def _fit_mask(valid_masks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return m.view(m.shape + (1,) * (x.ndim - 2))
 
 
+def _checked_schedule(schedule: Any) -> Any:
+    """Returns ``schedule``, refusing a ``total_iters`` below 1 (``LinearLR``, ``ConstantLR``,
+    ``PolynomialLR``): torch accepts one and keeps the start factor's rate for ever.
+
+    Raises:
+        UserError: naming the schedule and the value.
+    """
+    total = getattr(schedule, "total_iters", None)
+    if isinstance(total, (int, float)) and total < 1:
+        raise UserError(f"{type(schedule).__name__}: total_iters must be >= 1 (updates over "
+                        f"which the rate changes), got {total}")
+    return schedule
+
+
 def check_optimizer_args(name: str, optimizer: Any, lr_scheduler: Any,
                          gradient_clipping: Optional[float] = None) -> None:
     """Refuses an ``optimizer`` that is neither None, an optimizer nor callable, an
@@ -163,7 +177,7 @@ class OptimizationMixin:
                     return
                 opt = opt(params)
             optimizers.append(opt)
-            schedulers.append(None if ctor is None else ctor(opt))
+            schedulers.append(None if ctor is None else _checked_schedule(ctor(opt)))
             clipping.append(clip)
 
         for module in algorithms:
@@ -201,7 +215,8 @@ class OptimizationMixin:
 
         Raises:
             UserError: (a ``ValueError``) naming parameters no optimizer covers, or an
-                algorithm with an ``lr_scheduler`` but no ``optimizer`` of its own.
+                algorithm with an ``lr_scheduler`` but no ``optimizer`` of its own, or a
+                schedule with a ``total_iters`` below 1.
         """
         if self._optimizers is None:
             self._optimizers = self._create_optimizers()
