@@ -13,7 +13,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from rlf.environments.atari import register_ale
-from rlf.environments.vector_environment import VectorEnvironment
+from rlf.environments.vector_environment import OBSERVATION_MISMATCH, VectorEnvironment
 from rlf.utils.errors import UserError
 
 __all__ = ["load_gym"]
@@ -87,6 +87,54 @@ def _float32_observations(env: gym.Env) -> gym.Env:
     return _box_as_float32(env)
 
 
+def _observation_mismatch(observation, space: gym.Space) -> Optional[str]:
+    """What in ``observation`` does not fit the structure and shapes of ``space`` (``Box``,
+    ``Dict`` and ``Tuple``; other spaces are not checked), or None."""
+    if isinstance(space, gym.spaces.Box):
+        shape = np.shape(observation)
+        return None if shape == space.shape else f"shape {shape}"
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(observation, dict) or set(observation) != set(space.spaces):
+            keys = sorted(observation) if isinstance(observation, dict) else None
+            return f"keys {keys}" if keys is not None else f"a {type(observation).__name__}"
+        parts = {k: _observation_mismatch(observation[k], s) for k, s in space.spaces.items()}
+    elif isinstance(space, gym.spaces.Tuple):
+        if not isinstance(observation, tuple) or len(observation) != len(space.spaces):
+            return f"a {type(observation).__name__} of {len(observation)}" if isinstance(
+                observation, (tuple, list)) else f"a {type(observation).__name__}"
+        parts = {i: _observation_mismatch(o, s) for i, (o, s) in
+                 enumerate(zip(observation, space.spaces))}
+    else:
+        return None
+    return next((f"[{k!r}]{'' if m.startswith('[') else ': '}{m}"
+                 for k, m in parts.items() if m is not None), None)
+
+
+class _CheckedObservations(gym.Wrapper):
+    """Reports an observation that does not fit the observation space's structure and shapes
+    in ``info[OBSERVATION_MISMATCH]`` (with a fitting stand-in observation), for
+    ``VectorEnvironment`` to raise in the learner. In a subprocess of an async vector
+    environment the observation would fail where it is written into shared memory, with
+    gymnasium's log of the worker's traceback on stderr and no word of the cause."""
+
+    def reset(self, **kwargs):
+        observation, info = self.env.reset(**kwargs)
+        return self._checked(observation, info)
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        observation, info = self._checked(observation, info)
+        return observation, reward, terminated, truncated, info
+
+    def _checked(self, observation, info):
+        mismatch = _observation_mismatch(observation, self.observation_space)
+        if mismatch is None:
+            return observation, info
+        message = (f"an observation of {mismatch} that does not fit its observation_space "
+                   f"{self.observation_space}; check what its reset() and step() return")
+        return self.observation_space.sample(), {**info, OBSERVATION_MISMATCH: message}
+
+
 @contextlib.contextmanager
 def _mujoco_warnings_logged(env_name: str) -> Iterator[None]:
     """While a MuJoCo environment is built, MuJoCo's warnings go to this module's logger
@@ -131,7 +179,8 @@ def load_gym(env_name: str,
         num_envs: number of copies ``B``.
         seed: copy ``i`` is seeded with ``seed + i`` at the first reset.
         vectorization_mode: ``"sync"`` (one process, for cheap environments), ``"async"``
-            (one subprocess per copy, for expensive ones) or ``"vector_entry_point"`` (the
+            (one subprocess per copy, for expensive ones; each copy checks that its
+            observations fit the observation space's structure and shapes) or ``"vector_entry_point"`` (the
             environment's own batched implementation, where it has one).
         wrappers: gymnasium wrappers applied to each copy, innermost first (sync/async only).
         max_episode_steps: overrides the id's ``TimeLimit`` (truncation after this many steps).
@@ -175,6 +224,8 @@ def load_gym(env_name: str,
             wrappers = [*wrappers, _flat_observations]
         if float32_observations:
             wrappers = [*wrappers, _float32_observations]
+    if vectorization_mode == "async":
+        wrappers = [*wrappers, _CheckedObservations]
     vector_kwargs = ({"autoreset_mode": AutoresetMode.NEXT_STEP}
                      if vectorization_mode in ("sync", "async") else None)
     try:

@@ -20,7 +20,11 @@ from rlf.environments.spec_utils import spec_from_space
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec, validate_nest
 from rlf.utils.errors import UserError
 
-__all__ = ["VectorEnvironment"]
+__all__ = ["VectorEnvironment", "OBSERVATION_MISMATCH"]
+
+#: The ``info`` key in which a copy reports an observation that does not fit its space (a
+#: message), where it cannot raise itself (a subprocess of an async vector environment).
+OBSERVATION_MISMATCH = "rlf_observation_mismatch"
 
 # Where gymnasium stacks the copies' observations into one batch.
 _GYM_VECTOR_UTILS = os.path.dirname(gym.vector.utils.__file__)
@@ -165,6 +169,7 @@ class VectorEnvironment:
         except ValueError as e:
             raise self._batching_error(e) or e
         obs, info = self._in_env_order(info, obs)
+        self._raise_reported_mismatch(info)
         self._check_finite(None, obs)
         self._done = np.zeros(self._num_envs, dtype=bool)
         zeros = np.zeros(self._num_envs, dtype=np.float32)
@@ -187,8 +192,9 @@ class VectorEnvironment:
             RuntimeError: if called before ``reset()``.
             UserError: if the environment returns a NaN or infinite reward or floating-point
                 observation (naming the environment, the copy and the observation's path),
-                or observations that do not fit its declared observation space (in-process
-                copies; subprocesses report their own errors).
+                or observations that do not fit its declared observation space (found where
+                gymnasium batches them, or reported by a subprocess of ``load_gym``'s
+                async mode in ``info[OBSERVATION_MISMATCH]``).
         """
         if self._done is None:
             raise RuntimeError(f"{self._name}: call reset() before step()")
@@ -208,6 +214,7 @@ class VectorEnvironment:
             raise self._batching_error(e) or e
         obs, reward, terminated, truncated, info = self._in_env_order(
             info, obs, reward, terminated, truncated)
+        self._raise_reported_mismatch(info)
         first = self._done
         terminated = np.asarray(terminated, dtype=bool) & ~first
         last = (np.asarray(truncated, dtype=bool) & ~first) | terminated
@@ -271,6 +278,17 @@ class VectorEnvironment:
         self.close()
 
     # ----------------------------------------------------------------- helpers
+    def _raise_reported_mismatch(self, info) -> None:
+        """Raises ``UserError`` naming the environment and the copy if a copy reported an
+        observation that does not fit its space (``info[OBSERVATION_MISMATCH]``)."""
+        if not isinstance(info, dict) or OBSERVATION_MISMATCH not in info:
+            return
+        messages = np.asarray(info[OBSERVATION_MISMATCH], dtype=object).reshape(-1)
+        reported = info.get("_" + OBSERVATION_MISMATCH, np.ones(len(messages), bool))
+        copy = int(np.flatnonzero(reported)[0])
+        raise UserError(f"environment {self._name} returned in its copy {copy} "
+                        f"{messages[copy]}")
+
     def _batching_error(self, error: ValueError) -> Optional[UserError]:
         """A ``UserError`` naming the environment if ``error`` arose where gymnasium stacks
         the copies' observations into one batch (an observation that does not fit the

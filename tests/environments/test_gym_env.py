@@ -206,6 +206,53 @@ def test_an_observation_that_does_not_fit_the_declared_space_is_named():
     assert not isinstance(error.value, UserError)
 
 
+class _LongerInCopy1(gym.Wrapper):
+    """Copy 1 (seeded 1) returns one element too many from its third step on."""
+
+    def reset(self, **kwargs):
+        self._copy, self._steps = kwargs.get("seed"), 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        observation, *rest = self.env.step(action)
+        self._steps += 1
+        if self._copy == 1 and self._steps >= 3:
+            observation = np.concatenate([observation, observation[:1]])
+        return (observation, *rest)
+
+
+def test_an_observation_that_does_not_fit_is_named_from_a_subprocess():
+    # In an async vector environment the copy failed where gymnasium writes its observation
+    # into shared memory: numpy's broadcasting error, and the worker's traceback only in
+    # gymnasium's log.
+    env = load("CartPole-v1", 2, seed=0, wrappers=[_LongerInCopy1], vectorization_mode="async")
+    try:
+        env.reset()
+        with pytest.raises(UserError, match=re.escape(
+                "environment CartPole-v1 returned in its copy 1 an observation of shape (5,) "
+                "that does not fit its observation_space Box(")):
+            for _ in range(3):
+                env.step(torch.zeros(2, dtype=torch.int64))
+    finally:
+        env.close()
+
+
+def test_observation_mismatches_are_found_in_nests():
+    from rlf.environments.gym_env import _observation_mismatch
+    box = gym.spaces.Box(0, 1, (2,))
+    space = gym.spaces.Dict({"a": box, "b": gym.spaces.Tuple([box, gym.spaces.Discrete(3)])})
+    fits = {"a": np.zeros(2), "b": (np.zeros(2), 1)}
+    assert _observation_mismatch(fits, space) is None
+    assert _observation_mismatch({"a": np.zeros(3), "b": fits["b"]}, space) == \
+        "['a']: shape (3,)"
+    assert _observation_mismatch({"a": np.zeros(2), "b": (np.zeros((2, 1)), 1)}, space) == \
+        "['b'][0]: shape (2, 1)"
+    assert _observation_mismatch({"a": np.zeros(2)}, space) == "keys ['a']"
+    assert _observation_mismatch({"a": np.zeros(2), "b": (np.zeros(2),)}, space) == \
+        "['b']: a tuple of 1"
+    assert _observation_mismatch(np.zeros(2), space) == "a ndarray"
+
+
 class _Pixels(gym.Env):
     """Distinct pixel values, so that a transposition shows."""
 
