@@ -180,8 +180,9 @@ def load_gym(env_name: str,
         seed: copy ``i`` is seeded with ``seed + i`` at the first reset.
         vectorization_mode: ``"sync"`` (one process, for cheap environments), ``"async"``
             (one subprocess per copy, for expensive ones; each copy checks that its
-            observations fit the observation space's structure and shapes) or ``"vector_entry_point"`` (the
-            environment's own batched implementation, where it has one).
+            observations fit the observation space's structure and shapes) or
+            ``"vector_entry_point"`` (the environment's own batched implementation, where it
+            has one).
         wrappers: gymnasium wrappers applied to each copy, innermost first (sync/async only).
         max_episode_steps: overrides the id's ``TimeLimit`` (truncation after this many steps).
         float32_observations: cast float64 ``Box`` observations (MuJoCo's) to float32, the
