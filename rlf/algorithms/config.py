@@ -181,6 +181,14 @@ class TrainerConfig:
                       "restart_failed_actors", "max_actor_restarts", "actor_restart_window",
                       "actor_niceness")
 
+    @staticmethod
+    def without_effect(settings: Sequence[str], where: str, fix: str) -> str:
+        """The message for ``settings`` (``changed_settings``' entries) that take effect only
+        ``where`` another setting is: ``fix`` ends it, ``{it}`` standing for them."""
+        verb, it = ("takes", "it") if len(settings) == 1 else ("take", "them")
+        return (f"TrainerConfig: {', '.join(settings)} {verb} effect only {where}: "
+                f"{fix.format(it=it)}")
+
     def changed_settings(self, names: Sequence[str]) -> List[str]:
         """``["name = value", ...]`` for those of ``names`` (fields of this config) whose
         value is not the constructor's default, in the order of ``names``."""
@@ -372,10 +380,9 @@ class TrainerConfig:
         if not async_unroll:
             for_actors = self.changed_settings(self.ACTOR_SETTINGS)
             if for_actors:
-                verb, it = ("takes", "it") if len(for_actors) == 1 else ("take", "them")
-                raise ValueError(f"TrainerConfig: {', '.join(for_actors)} {verb} effect only "
-                                 f"with actors: set TrainerConfig.async_unroll = True too, or "
-                                 f"remove {it}")
+                raise ValueError(self.without_effect(
+                    for_actors, "with actors",
+                    "set TrainerConfig.async_unroll = True too, or remove {it}"))
         self.use_ray = use_ray
         self.ray_address = ray_address
         self.ray_num_cpus_per_actor = float(ray_num_cpus_per_actor)
@@ -391,10 +398,9 @@ class TrainerConfig:
             offline_only = self.changed_settings(
                 ("offline_buffer_length", "offline_normalized_actions", "offline_fraction"))
             if offline_only:
-                verb, it = ("takes", "it") if len(offline_only) == 1 else ("take", "them")
-                raise ValueError(f"TrainerConfig: {', '.join(offline_only)} {verb} effect only "
-                                 f"with offline data: set TrainerConfig.offline_buffer_dir "
-                                 f"too, or remove {it}")
+                raise ValueError(self.without_effect(
+                    offline_only, "with offline data",
+                    "set TrainerConfig.offline_buffer_dir too, or remove {it}"))
         for name, value, old_default in (
                 ("debug_summaries", debug_summaries, False),
                 ("max_unroll_length", max_unroll_length, 0),

@@ -221,10 +221,9 @@ class Trainer:
         algorithm = self._algorithm
         replay_settings = config.changed_settings(config.REPLAY_SETTINGS)
         if algorithm.on_policy and replay_settings:
-            verb, it = ("takes", "it") if len(replay_settings) == 1 else ("take", "them")
-            raise UserError(f"TrainerConfig: {', '.join(replay_settings)} {verb} effect only "
-                            f"with an off-policy algorithm's replay buffer; {algorithm.name} is "
-                            f"on-policy: remove {it}")
+            raise UserError(config.without_effect(
+                replay_settings, f"with an off-policy algorithm's replay buffer; "
+                f"{algorithm.name} is on-policy", "remove {it}"))
         if not algorithm.on_policy and (config.mini_batch_size is None
                                         or config.mini_batch_length is None) and (
                 not config.whole_replay_buffer_training
