@@ -163,12 +163,13 @@ class TrainerConfig:
             ``mini_batch_size``, ``mini_batch_length`` or ``torch_num_threads`` below 1 (None
             is allowed); for a negative ``priority_replay_alpha`` or a
             ``priority_replay_beta`` outside ``[0, 1]``; for ``use_ray`` without
-            ``async_unroll``, or ``ray_address`` / ``ray_actor_resources`` without
-            ``use_ray``; for an ``ACTOR_SETTINGS`` value other than its default without
-            ``async_unroll``; for ``offline_fraction`` outside ``[0, 1)``, or any ``offline_*``
-            setting without ``offline_buffer_dir``; for a negative
-            ``actor_niceness`` or ``max_actor_restarts``; for a ``device`` torch does not know
-            or a CUDA device on a machine without one.
+            ``async_unroll``, or ``ray_address``, ``ray_num_cpus_per_actor`` or
+            ``ray_actor_resources`` without ``use_ray``; for negative Ray resources; for an
+            ``ACTOR_SETTINGS`` value other than its default without ``async_unroll``; for
+            ``offline_fraction`` outside ``[0, 1)``, or any ``offline_*`` setting without
+            ``offline_buffer_dir``; for a negative ``actor_niceness`` or
+            ``max_actor_restarts``; for a ``device`` torch does not know or a CUDA device on a
+            machine without one.
     """
 
     #: Settings of the replay buffer, which only off-policy algorithms have.
@@ -303,9 +304,6 @@ class TrainerConfig:
         if use_ray and not async_unroll:
             raise ValueError("TrainerConfig.use_ray runs the actors of async_unroll: set "
                              "TrainerConfig.async_unroll = True as well")
-        if not use_ray and (ray_address is not None or ray_actor_resources):
-            raise ValueError("TrainerConfig.ray_address and ray_actor_resources take effect "
-                             "only with use_ray = True (and async_unroll = True)")
         self.root_dir = root_dir
         self.algorithm_ctor = algorithm_ctor
         self.random_seed = random_seed
@@ -387,6 +385,21 @@ class TrainerConfig:
         self.ray_address = ray_address
         self.ray_num_cpus_per_actor = float(ray_num_cpus_per_actor)
         self.ray_actor_resources = dict(ray_actor_resources or {})
+        resources = {"num_cpus": self.ray_num_cpus_per_actor, **self.ray_actor_resources}
+        bad = {k: v for k, v in resources.items()
+               if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0}
+        if bad:
+            raise ValueError(f"TrainerConfig: Ray resources per actor must be numbers >= 0 "
+                             f"(ray_num_cpus_per_actor, ray_actor_resources), got {bad}")
+        if not use_ray:
+            ray_only = self.changed_settings(("ray_address", "ray_num_cpus_per_actor")) + (
+                [f"ray_actor_resources = {self.ray_actor_resources!r}"]
+                if self.ray_actor_resources else [])
+            if ray_only:
+                raise ValueError(self.without_effect(
+                    ray_only, "with Ray actors",
+                    "set TrainerConfig.use_ray = True (and async_unroll = True) too, or remove "
+                    "{it}"))
         self.offline_buffer_dir = offline_buffer_dir
         self.offline_buffer_length = offline_buffer_length
         self.offline_normalized_actions = offline_normalized_actions

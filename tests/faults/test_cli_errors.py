@@ -74,6 +74,9 @@ MISTAKES = {
                                      "actors: set TrainerConfig.async_unroll = True too"),
     "zero_update_period": ("TrainerConfig.unroll_parameter_update_period=0",
                            "TrainerConfig.unroll_parameter_update_period must be >= 1, got 0"),
+    "ray_setting_without_ray": ("TrainerConfig.ray_num_cpus_per_actor=2",
+                                "TrainerConfig: ray_num_cpus_per_actor = 2.0 takes effect "
+                                "only with Ray actors: set TrainerConfig.use_ray = True"),
     "ray_without_actors": ("TrainerConfig.use_ray=True",
                            "TrainerConfig.use_ray runs the actors of async_unroll: set "
                            "TrainerConfig.async_unroll = True as well"),
@@ -210,6 +213,20 @@ def test_a_cuda_index_beyond_the_devices_is_refused(monkeypatch):
             "TrainerConfig.device = 'cuda:1', but torch sees 1 CUDA device(s) (cuda:0 ...)")):
         TrainerConfig(device="cuda:1")
     assert TrainerConfig(device="cuda:0").device == "cuda:0"
+
+
+def test_negative_ray_resources_are_refused():
+    # Ray refused them with a traceback when the first actor was made.
+    from rlf.algorithms import TrainerConfig
+    ray = dict(async_unroll=True, use_ray=True)
+    for kwargs, bad in (({"ray_num_cpus_per_actor": -1}, "{'num_cpus': -1.0}"),
+                        ({"ray_actor_resources": {"slot": -2}}, "{'slot': -2}"),
+                        ({"ray_actor_resources": {"slot": "x"}}, "{'slot': 'x'}")):
+        with pytest.raises(ValueError, match=re.escape(
+                f"TrainerConfig: Ray resources per actor must be numbers >= 0 "
+                f"(ray_num_cpus_per_actor, ray_actor_resources), got {bad}")):
+            TrainerConfig(**ray, **kwargs)
+    assert TrainerConfig(**ray, ray_num_cpus_per_actor=0).ray_num_cpus_per_actor == 0.0
 
 
 @pytest.mark.parametrize("module, args", [
