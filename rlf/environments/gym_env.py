@@ -91,7 +91,10 @@ def _observation_mismatch(observation, space: gym.Space) -> Optional[str]:
     """What in ``observation`` does not fit the structure and shapes of ``space`` (``Box``,
     ``Dict`` and ``Tuple``; other spaces are not checked), or None."""
     if isinstance(space, gym.spaces.Box):
-        shape = np.shape(observation)
+        try:
+            shape = np.shape(observation)
+        except ValueError:  # nested sequences of different lengths
+            return "no shape (a ragged sequence)"
         return None if shape == space.shape else f"shape {shape}"
     if isinstance(space, gym.spaces.Dict):
         if not isinstance(observation, dict) or set(observation) != set(space.spaces):
@@ -100,8 +103,8 @@ def _observation_mismatch(observation, space: gym.Space) -> Optional[str]:
         parts = {k: _observation_mismatch(observation[k], s) for k, s in space.spaces.items()}
     elif isinstance(space, gym.spaces.Tuple):
         if not isinstance(observation, tuple) or len(observation) != len(space.spaces):
-            return f"a {type(observation).__name__} of {len(observation)}" if isinstance(
-                observation, (tuple, list)) else f"a {type(observation).__name__}"
+            size = f" of {len(observation)}" if isinstance(observation, (tuple, list)) else ""
+            return f"a {type(observation).__name__}{size}"
         parts = {i: _observation_mismatch(o, s) for i, (o, s) in
                  enumerate(zip(observation, space.spaces))}
     else:

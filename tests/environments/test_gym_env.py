@@ -251,6 +251,8 @@ def test_observation_mismatches_are_found_in_nests():
     assert _observation_mismatch({"a": np.zeros(2), "b": (np.zeros(2),)}, space) == \
         "['b']: a tuple of 1"
     assert _observation_mismatch(np.zeros(2), space) == "a ndarray"
+    assert _observation_mismatch([[0.0], [0.0, 1.0]], gym.spaces.Box(0, 1, (2, 2))) == \
+        "no shape (a ragged sequence)"
 
 
 class _Pixels(gym.Env):
