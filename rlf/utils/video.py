@@ -25,9 +25,11 @@ def check_video_path(path: str) -> Path:
         ``path`` as a ``Path``.
 
     Raises:
-        ValueError: if the suffix is neither ``.gif`` nor ``.mp4``, ``path`` is a directory,
-            or its folder does not exist or is not writable.
+        ValueError: if ``path`` is empty, its suffix is neither ``.gif`` nor ``.mp4``, it is
+            a directory, or its folder does not exist or is not writable.
     """
+    if not str(path).strip():  # Path('') is '.'
+        raise ValueError("the video file name is empty: give a .gif or .mp4 file name")
     path = Path(path)
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         raise ValueError(f"video file {path}: use a .gif or .mp4 file name")

@@ -179,6 +179,10 @@ def test_play_falls_back_like_training_and_lists_existing_steps(tmp_path):
         assert lines(r.stderr)[0].startswith("error: --record: video file ") and (
             message in r.stderr), r.stderr
         assert "episode 0" not in r.stdout  # refused before playing
+    # An empty name was 'video file .: use a .gif or .mp4 file name'.
+    r = run_cli("play", "--root_dir", str(tmp_path), "--record", "")
+    assert r.returncode == 2 and lines(r.stderr) == [
+        "error: --record: the video file name is empty: give a .gif or .mp4 file name"], r.stderr
     # A --conf_param value a constructor refuses, or one that changes the network (another
     # game, other layers), was a traceback.
     for binding, message in (("TrainerConfig.random_seed=-1",
