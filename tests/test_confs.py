@@ -88,3 +88,17 @@ def test_missing_include_is_a_one_line_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"nope\.gin.*relative to the conf file's folder") as e:
         parse_config(str(conf))
     assert "\n" not in str(e.value)
+
+
+def test_a_whole_float_for_an_int_parameter_is_bound_as_the_int(tmp_path, monkeypatch):
+    # 2.0 passed the type check and reached gymnasium, which refused a float count of copies.
+    monkeypatch.chdir(tmp_path)
+    parse_config(str(CONFS / "dqn_cartpole.gin"),
+                 ["load.num_envs = 2.0", "TrainerConfig.num_env_steps = 1e3",
+                  "TrainerConfig.mini_batch_size = 4.0", "torch.optim.Adam.lr = 1.0"])
+    q = gin.query_parameter
+    for name, value in (("load.num_envs", 2), ("TrainerConfig.num_env_steps", 1000),
+                        ("TrainerConfig.mini_batch_size", 4)):
+        assert q(name) == value and type(q(name)) is int, name
+    assert type(q("torch.optim.Adam.lr")) is float  # a float parameter keeps its float
+    assert "load.num_envs = 2\n" in gin.config_str()  # what actor processes re-parse

@@ -289,7 +289,8 @@ def validate_bindings() -> None:
     - The value fits the parameter's type annotation (``int``, ``float``, ``bool``,
       ``str``, ``Optional``/``Union``, sequences, ``Callable``, ``Type``); an unannotated
       parameter whose default is a number or a bool is not given a string. Gin references
-      (``@Foo``, ``%MACRO``) are not judged.
+      (``@Foo``, ``%MACRO``) are not judged. A whole float for a parameter that takes an
+      int but no float (``1e6``) is bound as that int.
 
     Raises:
         ConfigError: one line naming ``Configurable.param``, the expected type and the value
@@ -329,3 +330,6 @@ def validate_bindings() -> None:
             if not _fits(value, annotation):
                 raise ConfigError(f"{where}.{param} = {value!r}: expected "
                                   f"{_type_name(annotation)}, got {_misfit(value, annotation)}")
+            if isinstance(value, float) and value.is_integer() and not _fits(0.5, annotation):
+                # 1e6 for an int parameter: the code behind it gets the int it expects
+                params[param] = int(value)
