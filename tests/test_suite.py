@@ -3,8 +3,11 @@ a resumed suite on tiny real Atari runs."""
 
 import csv
 import math
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -132,6 +135,37 @@ def test_an_interrupted_suite_resumes_the_unfinished_run_and_skips_finished_ones
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("finished, skipped") == 2 and "rlf.bin.train" not in r.stdout
     assert {p: p.stat().st_mtime_ns for p in ckpts} == ckpts  # nothing was retrained
+
+
+def test_a_stop_signal_stops_the_suite_after_the_runs_checkpoint_without_a_result(tmp_path):
+    # The suite killed its run on Ctrl-C (subprocess.call on KeyboardInterrupt), before the
+    # run could checkpoint; and a run stopped by a signal exits 0, which the suite took for
+    # a finished run: it summarised the partial run as the result and went on.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlf.bin.suite", "--conf", "confs/impala_atari_sync.gin",
+         "--games", "Breakout", "--seeds", "0,1", "--frames", "400k", "--root_dir",
+         str(tmp_path), *TINY], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not list(tmp_path.glob("Breakout/seed0/ckpt/ckpt-*.pt")):
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "SIGINT received" in out + err, (out, err)
+    seed0 = tmp_path / "Breakout" / "seed0"
+    assert out.strip().splitlines()[-1].startswith(
+        f"[suite] stopped by signal: the run of Breakout seed 0 in {seed0} was stopped at "), out
+    assert "of 400,000 frames, checkpoint written; start the suite again to resume it" in out
+    assert not list(tmp_path.glob("Breakout/seed*/suite_result.json"))
+    assert not (tmp_path / "Breakout" / "seed1").exists()  # the next run did not start
+    assert not (tmp_path / "results.csv").exists()
+    from rlf.trainers.run_dir import checkpointed_env_steps
+    assert 0 < checkpointed_env_steps(seed0) < 100_000
 
 
 def test_a_failing_run_stops_the_suite_with_its_status(tmp_path):

@@ -33,15 +33,18 @@ The conf (an Atari conf, whose ``load_atari.frameskip`` is ``--frameskip``), the
 ``--conf_param`` bindings (which may not set the game, seed or length: the suite does) and
 every game's ``ALE/<game>-v5`` id are checked before the first run starts, and a game or seed
 given twice is refused (a mistake is one line and exit status 2); a failed run stops the
-suite with its exit status and one line after the run's own error. The conf's schedules are
-in agent steps: a ``--frames`` other than the conf's own length does not rescale them (the
-suite says so when it starts).
+suite with its exit status and one line after the run's own error. Ctrl-C or SIGTERM to the
+suite's process group stops the run as it stops ``rlf.bin.train`` (a checkpoint, no result
+written) and then the suite, with exit status 0: started again, it resumes that run. The
+conf's schedules are in agent steps: a ``--frames`` other than the conf's own length does not
+rescale them (the suite says so when it starts).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -55,6 +58,7 @@ from rlf.bin.cli import debug_mode, run_main
 from rlf.bin.gin_utils import parse_config
 from rlf.environments import find_spec
 from rlf.environments.atari import ATARI_ENTRY_POINT
+from rlf.trainers.run_dir import checkpointed_env_steps
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.atari_scores import REFERENCE_SCORES, human_normalized_score
 from rlf.utils.errors import UserError, one_line
@@ -179,6 +183,8 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
 
     Raises:
         SuiteRunError: if the training run exits with a non-zero status.
+        SuiteStopped: if a stop signal stopped the run before its end (its checkpoint
+            written; no result), or arrived while it ran (after its result).
     """
     bindings = [f"load.env_name='ALE/{game}-v5'", f"TrainerConfig.random_seed={seed}",
                 f"TrainerConfig.num_env_steps={frames // frameskip}",
@@ -187,16 +193,38 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
            str(directory), "--noprogress"] + [a for b in bindings for a in ("--conf_param", b)]
     print(f"[suite] {game} seed {seed}: {' '.join(cmd[2:])}", flush=True)
     t0 = time.time()
-    rc = subprocess.call(cmd)
+    # A stop signal (Ctrl-C, or SIGTERM to the process group) reaches the run too, which
+    # checkpoints and exits; the suite waits for it (subprocess.call would kill it on
+    # KeyboardInterrupt) and then stops instead of starting the next run.
+    received: List[int] = []
+    handlers = {s: signal.signal(s, lambda signum, _: received.append(signum))
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        rc = subprocess.call(cmd)
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
     if rc != 0:
         raise SuiteRunError(rc, f"the run of {game} seed {seed} in {directory} exited with "
                                 f"status {rc} (its own error is above); start the suite "
                                 f"again to resume it once the cause is removed")
+    steps = checkpointed_env_steps(directory)
+    if steps is not None and steps < frames // frameskip:
+        raise SuiteStopped(f"the run of {game} seed {seed} in {directory} was stopped at "
+                           f"{steps * frameskip:,} of {frames:,} frames, checkpoint written; "
+                           f"start the suite again to resume it")
     result = summarize_run(directory, game, seed, frameskip)
     with atomic_write(directory / RESULT_FILE) as tmp:
         tmp.write_text(json.dumps(result, indent=1))
     print(f"[suite] {game} seed {seed}: score {result['score']:.1f} after "
           f"{result['frames']} frames ({(time.time() - t0) / 60:.1f} min)", flush=True)
+    if received:
+        raise SuiteStopped(f"the run of {game} seed {seed} had finished; start the suite "
+                           f"again to go on")
+
+
+class SuiteStopped(Exception):
+    """A stop signal stopped the suite (after its run wrote a checkpoint)."""
 
 
 class SuiteRunError(RuntimeError):
@@ -318,6 +346,7 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
 
     Raises:
         SuiteRunError: if a run fails (the suite stops there).
+        SuiteStopped: if a stop signal stopped a run (the suite stops there).
         UserError: for a missing or malformed conf, a bad ``params`` binding, a conf that is
             not an Atari conf (``check_conf``), or a game without an ``ALE/<game>-v5`` id
             (before any run starts).
@@ -388,6 +417,8 @@ def main(argv) -> int:
     except SuiteRunError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.returncode
+    except SuiteStopped as e:
+        print(f"[suite] stopped by signal: {e}", flush=True)
     return 0
 
 

@@ -12,16 +12,17 @@ import io
 import logging
 import os
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import gin
 from gin import config_parser
 
 from rlf.utils.atomic_file import atomic_write
+from rlf.utils.checkpointer import Checkpointer
 from rlf.utils.errors import UserError
 
-__all__ = ["RunDirectoryError", "changed_settings", "check_run_directory", "lock_run_directory",
-           "write_operative_config"]
+__all__ = ["RunDirectoryError", "changed_settings", "check_run_directory",
+           "checkpointed_env_steps", "lock_run_directory", "write_operative_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -136,3 +137,20 @@ def changed_settings(root_dir: Path, limit: int = 5) -> List[str]:
     if len(changed) > limit:
         changed[limit:] = [f"{len(changed) - limit} more"]
     return changed
+
+
+def checkpointed_env_steps(root_dir: Path) -> Optional[int]:
+    """The environment steps (``EnvironmentSteps``) of the run's newest complete checkpoint,
+    as its trainer state records them; nothing is renamed or written. A run stopped by a
+    signal has fewer than its ``num_env_steps``.
+
+    Returns:
+        The count, or None if ``root_dir/ckpt`` holds no complete checkpoint or the newest
+        one does not record it.
+    """
+    found = Checkpointer(Path(root_dir) / "ckpt", companion_names=("replay_buffer",),
+                         warn=logger.debug).newest_complete()
+    if found is None:
+        return None
+    steps = found[1].get("trainer", {}).get("env_steps")
+    return None if steps is None else int(steps)

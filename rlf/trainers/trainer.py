@@ -9,7 +9,7 @@ import random
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 import torch
@@ -73,10 +73,14 @@ class _TrainerState:
 
     def __init__(self):
         self.iter_num = 0
+        self.env_steps: Callable[[], int] = lambda: 0  # the algorithm's, once built
 
     def state_dict(self) -> Dict[str, Any]:
-        """``{"iter_num", "global_counter"}`` (the summary step)."""
-        return {"iter_num": self.iter_num, "global_counter": summary.get_global_counter()}
+        """``{"iter_num", "global_counter", "env_steps"}``: the summary step, and the
+        environment steps for readers of the checkpoint (``run_dir.checkpointed_env_steps``;
+        the algorithm restores its own count)."""
+        return {"iter_num": self.iter_num, "global_counter": summary.get_global_counter(),
+                "env_steps": int(self.env_steps())}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restores ``state_dict()`` output, including the global summary counter."""
@@ -239,6 +243,7 @@ class Trainer:
             self._eval_env = self._make_eval_env()
         algorithm.set_unroller(make_unroller(config, self._env, algorithm, self._seed_value,
                                              self._root_dir))
+        self._state.env_steps = algorithm.get_env_steps
         self._checkpointer = Checkpointer(self._root_dir / "ckpt", config.num_checkpoints,
                                           companion_names=("replay_buffer",), warn=_warn,
                                           algorithm=self._algorithm, trainer=self._state,
