@@ -45,17 +45,24 @@ def _fit_mask(valid_masks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return m.view(m.shape + (1,) * (x.ndim - 2))
 
 
+#: Lengths of torch's schedules, in updates, that torch accepts below 1: ``LinearLR``,
+#: ``ConstantLR`` and ``PolynomialLR`` then keep the start factor's rate for ever;
+#: ``CosineAnnealingLR`` and ``StepLR`` divide by zero at the first update (0) or count
+#: backwards (negative).
+_SCHEDULE_LENGTHS = ("total_iters", "T_max", "step_size")
+
+
 def _checked_schedule(schedule: Any) -> Any:
-    """Returns ``schedule``, refusing a ``total_iters`` below 1 (``LinearLR``, ``ConstantLR``,
-    ``PolynomialLR``): torch accepts one and keeps the start factor's rate for ever.
+    """Returns ``schedule``, refusing a length (``_SCHEDULE_LENGTHS``) below 1.
 
     Raises:
-        UserError: naming the schedule and the value.
+        UserError: naming the schedule, the setting and the value.
     """
-    total = getattr(schedule, "total_iters", None)
-    if isinstance(total, (int, float)) and total < 1:
-        raise UserError(f"{type(schedule).__name__}: total_iters must be >= 1 (updates over "
-                        f"which the rate changes), got {total}")
+    for name in _SCHEDULE_LENGTHS:
+        length = getattr(schedule, name, None)
+        if isinstance(length, (int, float)) and length < 1:
+            raise UserError(f"{type(schedule).__name__}: {name} must be >= 1 (updates), got "
+                            f"{length}")
     return schedule
 
 
@@ -216,7 +223,7 @@ class OptimizationMixin:
         Raises:
             UserError: (a ``ValueError``) naming parameters no optimizer covers, or an
                 algorithm with an ``lr_scheduler`` but no ``optimizer`` of its own, or a
-                schedule with a ``total_iters`` below 1.
+                schedule whose length (``total_iters``, ``T_max``, ``step_size``) is below 1.
         """
         if self._optimizers is None:
             self._optimizers = self._create_optimizers()

@@ -396,3 +396,15 @@ def test_temporally_independent_train_step_pairs_each_step_with_its_own_info(bat
         assert got["first"].tolist() == (step_type.transpose(0, 1) == StepType.FIRST).tolist()
         results.append(got)
     assert torch.equal(results[0]["obs"], results[1]["obs"])
+
+
+@pytest.mark.parametrize("schedule, setting", [
+    (functools.partial(torch.optim.lr_scheduler.CosineAnnealingLR, T_max=0), "T_max"),
+    (functools.partial(torch.optim.lr_scheduler.StepLR, step_size=0), "step_size"),
+    (functools.partial(torch.optim.lr_scheduler.ConstantLR, total_iters=-2), "total_iters")])
+def test_a_schedule_shorter_than_one_update_is_refused_when_the_optimizers_are_made(
+        schedule, setting):
+    # torch accepts them: the first update divided by zero, or the rate never changed.
+    alg = Linear(lr_scheduler=schedule)
+    with pytest.raises(UserError, match=f": {setting} must be >= 1 \\(updates\\), got -?[02]"):
+        alg.optimizers

@@ -90,8 +90,7 @@ MISTAKES = {
                              "than 0"),
     # torch accepts it, and the rate then stays at the start factor's for ever.
     "schedule_without_length": ("torch.optim.lr_scheduler.LinearLR.total_iters=-1",
-                                "LinearLR: total_iters must be >= 1 (updates over which the "
-                                "rate changes), got -1"),
+                                "LinearLR: total_iters must be >= 1 (updates), got -1"),
     "optimizer_not_callable": ("ImpalaAlgorithm.optimizer=3",
                                "ImpalaAlgorithm: optimizer must be a torch.optim.Optimizer "
                                "class or factory (gin: @torch.optim.Adam) or None, got 3"),
