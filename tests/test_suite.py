@@ -135,6 +135,21 @@ def test_an_interrupted_suite_resumes_the_unfinished_run_and_skips_finished_ones
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("finished, skipped") == 2 and "rlf.bin.train" not in r.stdout
     assert {p: p.stat().st_mtime_ns for p in ckpts} == ckpts  # nothing was retrained
+    # Finished runs asked for other settings: they were skipped, and the table mixed them.
+    for extra, message in (
+            (["--conf_param", "ImpalaAlgorithm.gamma=0.98"],
+             "was made without --conf_param 'ImpalaAlgorithm.gamma=0.98': give the same "
+             "bindings, or another --root_dir"),
+            (["--frames", "2000"], "ran 4,000 frames, more than --frames 2,000: give "
+                                   "--frames 4,000, or another --root_dir")):
+        r = _suite(tmp_path, *extra)
+        assert r.returncode == 2 and r.stderr.strip() == (
+            f"error: the finished run in {tmp_path / 'Breakout' / 'seed0'} {message}"), r.stderr
+    r = _suite(tmp_path, "--frames", "6000", seeds=("1",))  # longer: resumed for the rest
+    assert r.returncode == 0, r.stderr
+    assert "Resuming from iteration" in r.stdout and "finished, skipped" not in r.stdout
+    table = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert [row["seed"] for row in table] == ["1"] and int(table[0]["frames"]) >= 6000
 
 
 def test_a_stop_signal_stops_the_suite_after_the_runs_checkpoint_without_a_result(tmp_path):

@@ -35,7 +35,10 @@ every game's ``ALE/<game>-v5`` id are checked before the first run starts, and a
 given twice is refused (a mistake is one line and exit status 2); a failed run stops the
 suite with its exit status and one line after the run's own error. Ctrl-C or SIGTERM to the
 suite's process group stops the run as it stops ``rlf.bin.train`` (a checkpoint, no result
-written) and then the suite, with exit status 0: started again, it resumes that run. The
+written) and then the suite, with exit status 0: started again, it resumes that run. Each
+result file records the run's ``--frames`` and ``--conf_param``: a finished run asked for
+fewer frames is resumed for the rest, and one asked for more frames or other bindings is
+refused, so that no table mixes runs of different settings. The
 conf's schedules are in agent steps: a ``--frames`` other than the conf's own length does not
 rescale them (the suite says so when it starts).
 """
@@ -80,6 +83,8 @@ SCORE_TAG = "Metrics_vs_EnvironmentSteps/AverageEpisodeScore"
 RETURN_TAG = "Metrics_vs_EnvironmentSteps/AverageReturn"
 NEW_EPISODES = "Metrics_new_episodes_vs_EnvironmentSteps/"
 RESULT_FILE = "suite_result.json"
+#: The result file's record of what the run was asked for (``--frames``, ``--conf_param``).
+SETTINGS_KEY = "suite_settings"
 COLUMNS = ["game", "seed", "frames", "score", "score_last_10pct", "last_10pct_episodes",
            "human_normalized", "clipped_return", "wall_minutes", "agent_steps_per_s"]
 
@@ -215,7 +220,9 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
                            f"start the suite again to resume it")
     result = summarize_run(directory, game, seed, frameskip)
     with atomic_write(directory / RESULT_FILE) as tmp:
-        tmp.write_text(json.dumps(result, indent=1))
+        tmp.write_text(json.dumps({**result, SETTINGS_KEY: {"frames": frames,
+                                                            "params": list(params)}},
+                                  indent=1))
     print(f"[suite] {game} seed {seed}: score {result['score']:.1f} after "
           f"{result['frames']} frames ({(time.time() - t0) / 60:.1f} min)", flush=True)
     if received:
@@ -337,6 +344,32 @@ def check_conf(conf: str, params: List[str], frameskip: int) -> int:
     return int(_query("TrainerConfig.num_env_steps", 0))
 
 
+def finished_as_asked(result_file: Path, frames: int, params: List[str]) -> bool:
+    """Whether the finished run of ``result_file`` was asked for ``frames`` (True: skip it)
+    or for fewer (False: resume it for the rest). A result file that does not record its
+    settings (written before they were recorded) counts as asked for these.
+
+    Raises:
+        UserError: if the run was asked for more frames, or with other ``--conf_param``
+            bindings: a table over both would mix runs of different settings.
+    """
+    asked = json.loads(result_file.read_text()).get(SETTINGS_KEY)
+    if asked is None:
+        return True
+    where = f"the finished run in {result_file.parent}"
+    added = [p for p in params if p not in asked["params"]]
+    dropped = [p for p in asked["params"] if p not in params]
+    if added or dropped:
+        differences = ([f"without --conf_param {p!r}" for p in added]
+                       + [f"with --conf_param {p!r}" for p in dropped])
+        raise UserError(f"{where} was made {', '.join(differences)}: give the same bindings, "
+                        f"or another --root_dir")
+    if asked["frames"] > frames:
+        raise UserError(f"{where} ran {asked['frames']:,} frames, more than --frames "
+                        f"{frames:,}: give --frames {asked['frames']:,}, or another --root_dir")
+    return asked["frames"] == frames
+
+
 def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_dir: Path,
               params: List[str] = (), frameskip: int = 4) -> List[Dict]:
     """Runs every (game, seed) not finished yet, then writes the tables and the plots.
@@ -348,8 +381,9 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
         SuiteRunError: if a run fails (the suite stops there).
         SuiteStopped: if a stop signal stopped a run (the suite stops there).
         UserError: for a missing or malformed conf, a bad ``params`` binding, a conf that is
-            not an Atari conf (``check_conf``), or a game without an ``ALE/<game>-v5`` id
-            (before any run starts).
+            not an Atari conf (``check_conf``), a game without an ``ALE/<game>-v5`` id, or a
+            finished run asked for other settings (``finished_as_asked``), before any run
+            starts.
     """
     conf_steps = check_conf(conf, params, frameskip)
     if conf_steps and conf_steps != frames // frameskip:
@@ -362,17 +396,22 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
             print(f"[suite] {game}: no reference scores in rlf.utils.atari_scores, so no "
                   f"human-normalised score", flush=True)
     root_dir = Path(root_dir)
+    finished = {(game, seed): finished_as_asked(result_file, frames, params)
+                for game in games for seed in seeds
+                if (result_file := run_dir(root_dir, game, seed) / RESULT_FILE).is_file()}
     rows = []
     for game in games:
         for seed in seeds:
             directory = run_dir(root_dir, game, seed)
             result_file = directory / RESULT_FILE
-            if result_file.is_file():
+            if finished.get((game, seed)):
                 print(f"[suite] {game} seed {seed}: finished, skipped ({result_file})",
                       flush=True)
-            else:
+            else:  # new, unfinished, or finished with fewer frames: (re)started for the rest
                 train_one(conf, directory, game, seed, frames, frameskip, params)
-            rows.append(json.loads(result_file.read_text()))
+            result = json.loads(result_file.read_text())
+            result.pop(SETTINGS_KEY, None)
+            rows.append(result)
     write_tables(rows, root_dir)
     for game in games:
         plot_game(game, {s: run_dir(root_dir, game, s) for s in seeds},
