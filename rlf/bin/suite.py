@@ -38,9 +38,9 @@ suite's process group stops the run as it stops ``rlf.bin.train`` (a checkpoint,
 written) and then the suite, with exit status 0: started again, it resumes that run. Each
 result file records the run's ``--frames`` and ``--conf_param``: a finished run asked for
 fewer frames is resumed for the rest, and one asked for more frames or other bindings is
-refused, so that no table mixes runs of different settings. The
-conf's schedules are in agent steps: a ``--frames`` other than the conf's own length does not
-rescale them (the suite says so when it starts).
+refused, so that no table mixes runs of different settings. The conf's schedules are in
+agent steps: a ``--frames`` other than the conf's own length does not rescale them (the suite
+says so when it starts).
 """
 
 from __future__ import annotations
