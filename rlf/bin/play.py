@@ -48,20 +48,22 @@ flags.DEFINE_multi_string("conf_param", [], "extra gin bindings")
 flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
 
 
-def _checkpoint(ckpt_dir: Path):
-    """``(step, state)`` of ``--checkpoint_step`` or of the newest complete checkpoint.
+def _checkpoint(root: Path):
+    """``(step, state)`` of ``--checkpoint_step`` or of the newest complete checkpoint in
+    ``root/ckpt``.
 
     Raises:
         UserError: for no checkpoint, a step that does not exist (listing those that do), or
             an unreadable ``--checkpoint_step``.
     """
+    from rlf.trainers.run_dir import run_checkpointer
     from rlf.utils.checkpoint import load_checkpoint_file
-    from rlf.utils.checkpointer import Checkpointer
 
     def warn(message):
         print(f"WARNING: {message}", file=sys.stderr, flush=True)
 
-    ckpt = Checkpointer(ckpt_dir, companion_names=("replay_buffer",), warn=warn)
+    ckpt = run_checkpointer(root, warn=warn)
+    ckpt_dir = ckpt.ckpt_dir
     steps = ckpt.steps()
     if FLAGS.checkpoint_step is not None:
         if FLAGS.checkpoint_step not in steps:
@@ -106,7 +108,7 @@ def _play() -> int:
 
     with configured_values_refused_as_config_errors():  # e.g. a --conf_param's value
         config = TrainerConfig()
-    step, checkpoint = _checkpoint(root / "ckpt")
+    step, checkpoint = _checkpoint(root)
     checkpoint_path = root / "ckpt" / f"ckpt-{step}.pt"
     record = FLAGS.record is not None
     kwargs = {}

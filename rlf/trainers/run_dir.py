@@ -12,7 +12,7 @@ import io
 import logging
 import os
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import gin
 from gin import config_parser
@@ -21,8 +21,13 @@ from rlf.utils.atomic_file import atomic_write
 from rlf.utils.checkpointer import Checkpointer
 from rlf.utils.errors import UserError
 
-__all__ = ["RunDirectoryError", "changed_settings", "check_run_directory",
-           "checkpointed_env_steps", "lock_run_directory", "write_operative_config"]
+__all__ = ["REPLAY_BUFFER_COMPANION", "RunDirectoryError", "changed_settings",
+           "check_run_directory", "checkpointed_env_steps", "lock_run_directory",
+           "run_checkpointer", "write_operative_config"]
+
+#: The companion a checkpoint may have: ``ckpt/replay_buffer-<N>.pt``
+#: (``TrainerConfig.save_replay_buffer``).
+REPLAY_BUFFER_COMPANION = "replay_buffer"
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +144,19 @@ def changed_settings(root_dir: Path, limit: int = 5) -> List[str]:
     return changed
 
 
+def run_checkpointer(root_dir: Path, num_checkpoints: int = 3,
+                     warn: Optional[Callable[[str], None]] = None, **objects) -> Checkpointer:
+    """The ``Checkpointer`` of ``root_dir/ckpt``, whose checkpoints may have the
+    ``REPLAY_BUFFER_COMPANION``; ``num_checkpoints``, ``warn`` and ``objects`` as for
+    ``Checkpointer``.
+
+    Raises:
+        ValueError: if ``num_checkpoints < 1``.
+    """
+    return Checkpointer(Path(root_dir) / "ckpt", num_checkpoints,
+                        companion_names=(REPLAY_BUFFER_COMPANION,), warn=warn, **objects)
+
+
 def checkpointed_env_steps(root_dir: Path) -> Optional[int]:
     """The environment steps (``EnvironmentSteps``) of the run's newest complete checkpoint,
     as its trainer state records them; nothing is renamed or written. A run stopped by a
@@ -148,8 +166,7 @@ def checkpointed_env_steps(root_dir: Path) -> Optional[int]:
         The count, or None if ``root_dir/ckpt`` holds no complete checkpoint or the newest
         one does not record it.
     """
-    found = Checkpointer(Path(root_dir) / "ckpt", companion_names=("replay_buffer",),
-                         warn=logger.debug).newest_complete()
+    found = run_checkpointer(root_dir, warn=logger.debug).newest_complete()
     if found is None:
         return None
     steps = found[1].get("trainer", {}).get("env_steps")

@@ -20,13 +20,13 @@ from rlf.algorithms.config import RANDOM_SEED_LIMIT
 from rlf.environments import load
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
-from rlf.trainers.run_dir import (changed_settings, check_run_directory, lock_run_directory,
+from rlf.trainers.run_dir import (REPLAY_BUFFER_COMPANION, changed_settings,
+                                  check_run_directory, lock_run_directory, run_checkpointer,
                                   write_operative_config)
 from rlf.trainers.unrollers import make_unroller
 from rlf.unrollers import ActorError
 from rlf.utils import summary
 from rlf.utils.checkpoint import remove_stale_temp_files
-from rlf.utils.checkpointer import Checkpointer
 from rlf.utils.errors import UserError, one_line
 
 __all__ = ["Trainer", "CheckpointMismatchError", "CheckpointWriteError", "ActorFailure"]
@@ -244,10 +244,10 @@ class Trainer:
         algorithm.set_unroller(make_unroller(config, self._env, algorithm, self._seed_value,
                                              self._root_dir))
         self._state.env_steps = algorithm.get_env_steps
-        self._checkpointer = Checkpointer(self._root_dir / "ckpt", config.num_checkpoints,
-                                          companion_names=("replay_buffer",), warn=_warn,
-                                          algorithm=self._algorithm, trainer=self._state,
-                                          unroller=self._algorithm.unroller)
+        self._checkpointer = run_checkpointer(self._root_dir, config.num_checkpoints,
+                                              warn=_warn, algorithm=self._algorithm,
+                                              trainer=self._state,
+                                              unroller=self._algorithm.unroller)
 
     def _write_config(self) -> None:
         """Writes ``root_dir/config.gin``.
@@ -275,7 +275,7 @@ class Trainer:
             if self._config.save_replay_buffer:
                 state = self._algorithm.replay_buffer_state_dict()
                 if state is not None:  # ALF's replay-checkpoint layout
-                    companions["replay_buffer"] = {"algorithm": state}
+                    companions[REPLAY_BUFFER_COMPANION] = {"algorithm": state}
             path = self._checkpointer.save(step, companions)
         except OSError as e:
             raise CheckpointWriteError(
@@ -297,7 +297,7 @@ class Trainer:
             restored = self._checkpointer.restore()
             if restored is None:
                 return None
-            replay = restored.companions.get("replay_buffer")
+            replay = restored.companions.get(REPLAY_BUFFER_COMPANION)
             if self._config.save_replay_buffer and replay is not None:
                 self._algorithm.load_replay_buffer_state_dict(replay["algorithm"])
         except ValueError as e:
