@@ -431,8 +431,10 @@ class Trainer:
         shows the rate and the time left."""
         config = self._config
         by_steps = config.num_env_steps > 0
-        return tqdm(total=config.num_env_steps if by_steps else (config.num_iterations or None),
-                    initial=algorithm.get_env_steps() if by_steps else self._state.iter_num,
+        total = config.num_env_steps if by_steps else (config.num_iterations or None)
+        done = algorithm.get_env_steps() if by_steps else self._state.iter_num
+        # A resumed run may be past its bound: tqdm drops a total below its count.
+        return tqdm(total=total, initial=min(done, total or done),
                     unit=" env steps" if by_steps else " it", unit_scale=by_steps,
                     disable=not self._progress, dynamic_ncols=True,
                     mininterval=1.0 if os.isatty(2) else 30.0)

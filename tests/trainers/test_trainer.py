@@ -401,3 +401,9 @@ def test_progress_counts_environment_steps_against_the_bound(tmp_path, capsys):
     last = [line for line in err.splitlines() if "env steps" in line][-1]
     assert "100%" in last and "/600 " in last and "env steps/s" in last, last
     assert "AverageReturn=" in last, last  # CartPole episodes have ended by then
+    # Resuming the finished run (its last iteration went past the bound): a full bar, not
+    # a count without a total.
+    Trainer(config, tmp_path, progress=True).train()
+    err = capsys.readouterr().err.replace("\r", "\n")
+    last = [line for line in err.splitlines() if "env steps" in line][-1]
+    assert "100%" in last and "/600 " in last, last
