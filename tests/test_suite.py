@@ -152,26 +152,64 @@ def test_an_interrupted_suite_resumes_the_unfinished_run_and_skips_finished_ones
     assert [row["seed"] for row in table] == ["1"] and int(table[0]["frames"]) >= 6000
 
 
-def test_a_stop_signal_stops_the_suite_after_the_runs_checkpoint_without_a_result(tmp_path):
-    # The suite killed its run on Ctrl-C (subprocess.call on KeyboardInterrupt), before the
-    # run could checkpoint; and a run stopped by a signal exits 0, which the suite took for
-    # a finished run: it summarised the partial run as the result and went on.
+def _runs_of(directory):
+    """Pids of the rlf.bin.train processes whose command line names a path in ``directory``."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:  # the process ended
+            continue
+        if b"rlf.bin.train" in args and any(a.startswith(str(directory).encode())
+                                            for a in args):
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+def _kill_runs(directory):
+    """Kills what a failed test left training in ``directory``."""
+    for pid in _runs_of(directory):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _suite_until_first_checkpoint(tmp_path):
+    """A suite of two 400k-frame runs, started in its own session, once its first run has
+    written a checkpoint."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "rlf.bin.suite", "--conf", "confs/impala_atari_sync.gin",
          "--games", "Breakout", "--seeds", "0,1", "--frames", "400k", "--root_dir",
          str(tmp_path), *TINY], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True)
+    deadline = time.time() + 300
+    while not list(tmp_path.glob("Breakout/seed0/ckpt/ckpt-*.pt")):
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            pytest.fail(str(proc.communicate()))
+        time.sleep(0.5)
+    return proc
+
+
+@pytest.mark.parametrize("to_group", [True, False])
+def test_a_stop_signal_stops_the_suite_after_the_runs_checkpoint_without_a_result(
+        tmp_path, to_group):
+    # The suite killed its run on Ctrl-C (subprocess.call on KeyboardInterrupt), before the
+    # run could checkpoint; and a run stopped by a signal exits 0, which the suite took for
+    # a finished run: it summarised the partial run as the result and went on. A SIGTERM to
+    # the suite's pid alone did not reach the run, which went on to its end.
+    proc = _suite_until_first_checkpoint(tmp_path)
     try:
-        deadline = time.time() + 300
-        while not list(tmp_path.glob("Breakout/seed0/ckpt/ckpt-*.pt")):
-            assert proc.poll() is None and time.time() < deadline, proc.communicate()
-            time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
-        out, err = proc.communicate(timeout=300)
+        if to_group:
+            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
+        else:
+            os.kill(proc.pid, signal.SIGTERM)  # `kill PID`
+        out, err = proc.communicate(timeout=120)  # a run to its end takes far longer
     finally:
         proc.kill()
+        _kill_runs(tmp_path)
     assert proc.returncode == 0, err
-    assert "Traceback" not in err and "SIGINT received" in out + err, (out, err)
+    name = "SIGINT" if to_group else "SIGTERM"
+    assert "Traceback" not in err and f"{name} received" in out + err, (out, err)
+    assert (out + err).count("received") == 1, (out, err)  # once: not aborted by a second
     seed0 = tmp_path / "Breakout" / "seed0"
     assert out.strip().splitlines()[-1].startswith(
         f"[suite] stopped by signal: the run of Breakout seed 0 in {seed0} was stopped at "), out
@@ -181,6 +219,29 @@ def test_a_stop_signal_stops_the_suite_after_the_runs_checkpoint_without_a_resul
     assert not (tmp_path / "results.csv").exists()
     from rlf.trainers.run_dir import checkpointed_env_steps
     assert 0 < checkpointed_env_steps(seed0) < 100_000
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
+def test_a_killed_suite_stops_its_run_with_a_checkpoint(tmp_path):
+    # The run has its own session (so that a signal reaches it once); a suite killed
+    # outright must not leave it training on its own.
+    from rlf.trainers.run_dir import checkpointed_env_steps
+    proc = _suite_until_first_checkpoint(tmp_path)
+    seed0 = tmp_path / "Breakout" / "seed0"
+    try:
+        assert len(_runs_of(seed0)) == 1
+        first = checkpointed_env_steps(seed0)
+        proc.kill()
+        out, err = proc.communicate(timeout=120)  # the run holds the pipes until it exits
+        assert "SIGTERM received" in out + err, (out, err)
+        deadline = time.time() + 30
+        while _runs_of(seed0):
+            assert time.time() < deadline, "the run goes on without its suite"
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        _kill_runs(tmp_path)
+    assert checkpointed_env_steps(seed0) > first  # the checkpoint written on SIGTERM
 
 
 def test_a_failing_run_stops_the_suite_with_its_status(tmp_path):

@@ -33,9 +33,9 @@ The conf (an Atari conf, whose ``load_atari.frameskip`` is ``--frameskip``), the
 ``--conf_param`` bindings (which may not set the game, seed or length: the suite does) and
 every game's ``ALE/<game>-v5`` id are checked before the first run starts, and a game or seed
 given twice is refused (a mistake is one line and exit status 2); a failed run stops the
-suite with its exit status and one line after the run's own error. Ctrl-C or SIGTERM to the
-suite's process group stops the run as it stops ``rlf.bin.train`` (a checkpoint, no result
-written) and then the suite, with exit status 0: started again, it resumes that run. Each
+suite with its exit status and one line after the run's own error. Ctrl-C or SIGTERM (to the
+suite or its process group) stops the run as it stops ``rlf.bin.train`` (a checkpoint, no
+result written) and then the suite, with exit status 0: started again, it resumes that run. Each
 result file records the run's ``--frames`` and ``--conf_param``: a finished run asked for
 fewer frames is resumed for the rest, and one asked for more frames or other bindings is
 refused, so that no table mixes runs of different settings. The conf's schedules are in
@@ -46,7 +46,10 @@ says so when it starts).
 from __future__ import annotations
 
 import csv
+import ctypes
+import functools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -198,14 +201,30 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
            str(directory), "--noprogress"] + [a for b in bindings for a in ("--conf_param", b)]
     print(f"[suite] {game} seed {seed}: {' '.join(cmd[2:])}", flush=True)
     t0 = time.time()
-    # A stop signal (Ctrl-C, or SIGTERM to the process group) reaches the run too, which
-    # checkpoints and exits; the suite waits for it (subprocess.call would kill it on
-    # KeyboardInterrupt) and then stops instead of starting the next run.
+    # The run has its own session, so that a stop signal reaches it once: the suite forwards
+    # each SIGINT/SIGTERM it gets (Ctrl-C, its process group, its pid alone), and the run
+    # checkpoints and exits as rlf.bin.train does (a second signal aborts it). The suite
+    # waits for it (subprocess.call would kill it on KeyboardInterrupt), then stops instead
+    # of starting the next run. A suite killed outright (SIGKILL) sends its run SIGTERM.
     received: List[int] = []
-    handlers = {s: signal.signal(s, lambda signum, _: received.append(signum))
-                for s in (signal.SIGINT, signal.SIGTERM)}
+    run: List[subprocess.Popen] = []
+
+    def forward(signum, _):
+        received.append(signum)
+        if run and run[0].poll() is None:
+            os.kill(run[0].pid, signum)
+
+    stop_signals = {signal.SIGINT, signal.SIGTERM}
+    handlers = {s: signal.signal(s, forward) for s in stop_signals}
     try:
-        rc = subprocess.call(cmd)
+        # Held while the run starts, so that each one is forwarded, once, when it has a pid.
+        signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+        try:
+            run.append(subprocess.Popen(cmd, start_new_session=True, preexec_fn=functools.partial(
+                _prepare_run, os.getpid(), stop_signals)))
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
+        rc = run[0].wait()
     finally:
         for s, h in handlers.items():
             signal.signal(s, h)
@@ -228,6 +247,16 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
     if received:
         raise SuiteStopped(f"the run of {game} seed {seed} had finished; start the suite "
                            f"again to go on")
+
+
+def _prepare_run(suite_pid: int, stop_signals) -> None:
+    """In the forked run, before it executes: takes the stop signals again and asks for
+    SIGTERM when the suite dies (Linux's ``PR_SET_PDEATHSIG``; elsewhere nothing)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != suite_pid:  # the suite died before that
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 class SuiteStopped(Exception):
