@@ -70,9 +70,12 @@ def _reference(step_types, rewards, gamma):
 
 @pytest.mark.parametrize("block", [1, 7, 50])
 @pytest.mark.parametrize("buffer_size", [1000, 4])
-def test_random_episodes_against_reference(block, buffer_size):
+@pytest.mark.parametrize("cuts", [False, True])
+def test_random_episodes_against_reference(block, buffer_size, cuts):
     # buffer_size 4: blocks of 7 or 50 steps end more than 4 episodes at once; after every
-    # block the averages are over the last 4 episodes to end.
+    # block the averages are over the last 4 episodes to end. cuts: some episodes are cut
+    # (a FIRST after a MID: an environment restarted by a resume or an actor restart); the
+    # cut part counts as steps but is no episode, and its rewards join none.
     rng = np.random.default_rng(0)
     t_len, batch, gamma = 300, 5, 0.9
     step_types = np.full((t_len, batch), M)
@@ -85,6 +88,12 @@ def test_random_episodes_against_reference(block, buffer_size):
                 break
             step_types[t, b], step_types[t + 1, b] = L, F
             t += 1
+    if cuts:
+        mid = np.argwhere((step_types[1:-1] == M) & (step_types[:-2] == M)
+                          & (step_types[2:] == M)) + [1, 0]
+        for t, b in mid[rng.choice(len(mid), 12, replace=False)]:
+            step_types[t, b] = F
+        assert ((step_types[1:] == F) & (step_types[:-1] == M)).sum() == 12
     rewards = rng.normal(size=(t_len, batch))
     rewards[step_types == F] = 0.0
     steps = _steps(step_types, rewards)
