@@ -133,7 +133,7 @@ def main():
     learn_t = times.get("time/train", 0.0)
     other = wall - env_t - act_t - learn_t
     print(f"rlf IMPALA training               : {sps:7.0f} agent steps/s "
-          f"({4 * sps:.0f} frames/s) = {sps / a2c_sps:.2f}x SB3 A2C")
+          f"({4 * sps:.0f} frames/s) = {sps / a2c_sps:.2f}x SB3 A2C (target >= 1.5x)")
     print(f"  time: env.step {100 * env_t / wall:4.1f} %, acting (rollout_step) "
           f"{100 * act_t / wall:4.1f} %, learning {100 * learn_t / wall:4.1f} %, "
           f"other (metrics, replay, summaries) {100 * other / wall:4.1f} %")
