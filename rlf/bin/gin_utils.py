@@ -19,7 +19,8 @@ from gin import config as gin_config
 
 from rlf.utils.errors import UserError, one_line
 
-__all__ = ["ConfigError", "parse_config", "register_all", "validate_bindings"]
+__all__ = ["ConfigError", "conf_values", "parse_config", "query", "register_all",
+           "schedules_bound", "validate_bindings"]
 
 
 class ConfigError(UserError):
@@ -333,3 +334,42 @@ def validate_bindings() -> None:
             if isinstance(value, float) and value.is_integer() and not _fits(0.5, annotation):
                 # 1e6 for an int parameter: the code behind it gets the int it expects
                 params[param] = int(value)
+
+
+def query(name: str, default: Any) -> Any:
+    """gin's value for ``name`` (``Configurable.param``) after parsing, ``default`` where it
+    is not bound."""
+    try:
+        return gin.query_parameter(name)
+    except ValueError:  # not bound
+        return default
+
+
+def conf_values(conf_file: str, names: Sequence[str], default: Any = None) -> List[Any]:
+    """The values the conf alone binds to ``names`` (``default`` where it binds none),
+    parsed and then cleared, before the command line's bindings are parsed over it.
+
+    Raises:
+        ConfigError: as ``parse_config``.
+    """
+    parse_config(conf_file)
+    try:
+        return [query(name, default) for name in names]
+    finally:
+        gin.clear_config()
+
+
+def schedules_bound() -> List[str]:
+    """The parsed bindings that schedule a quantity over the run, as ``Configurable.param``:
+    learning-rate schedulers (``*.lr_scheduler``) and step schedules (``[(step, value),
+    ...]`` of two or more points, e.g. ``epsilon_greedy``, ``entropy_regularization``).
+    Their lengths are in updates or environment steps, fixed by the conf."""
+    found = []
+    for (scope, selector), params in gin_config._CONFIG.items():
+        name = f"{scope + '/' if scope else ''}{selector.rsplit('.', 1)[-1]}"
+        for param, value in params.items():
+            points = (isinstance(value, (list, tuple)) and len(value) >= 2
+                      and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in value))
+            if points or (param == "lr_scheduler" and _is_reference(value)):
+                found.append(f"{name}.{param}")
+    return sorted(found)

@@ -61,7 +61,7 @@ from absl import flags
 
 from rlf.algorithms.config import RANDOM_SEED_LIMIT
 from rlf.bin.cli import debug_mode, run_main
-from rlf.bin.gin_utils import parse_config
+from rlf.bin.gin_utils import parse_config, query
 from rlf.environments import find_spec
 from rlf.environments.atari import ATARI_ENTRY_POINT
 from rlf.trainers.run_dir import checkpointed_env_steps
@@ -333,15 +333,6 @@ SUITE_BINDINGS = {"load.env_name": "--games", "TrainerConfig.random_seed": "--se
                   "TrainerConfig.num_iterations": "--frames"}
 
 
-def _query(name: str, default):
-    """gin's value for ``name`` after parsing, ``default`` where it is not bound."""
-    import gin
-    try:
-        return gin.query_parameter(name)
-    except ValueError:  # not bound
-        return default
-
-
 def check_conf(conf: str, params: List[str], frameskip: int) -> int:
     """Checks the conf and ``params`` as every run will parse them, so that a mistake stops
     the suite before its first run; returns the conf's ``TrainerConfig.num_env_steps`` (0 if
@@ -360,17 +351,17 @@ def check_conf(conf: str, params: List[str], frameskip: int) -> int:
             raise UserError(f"--conf_param '{b}': the suite sets {name} itself, from "
                             f"{SUITE_BINDINGS[name]}")
     parse_config(conf, params)
-    env_name = _query("load.env_name", None)
+    env_name = query("load.env_name", None)
     if env_name is None or find_spec(env_name).entry_point != ATARI_ENTRY_POINT:
         raise UserError(f"--conf {conf} trains {env_name!r}, not an Atari game: the suite runs "
                         f"ALE/<game>-v5 with the conf's network and settings; give an Atari "
                         f"conf (e.g. confs/impala_atari.gin)")
-    conf_frameskip = _query("load_atari.frameskip", 4)
+    conf_frameskip = query("load_atari.frameskip", 4)
     if conf_frameskip != frameskip:
         raise UserError(f"--conf {conf} binds load_atari.frameskip = {conf_frameskip} but "
                         f"--frameskip is {frameskip}: give --frameskip {conf_frameskip}, so "
                         f"that frames are counted as the runs count them")
-    return int(_query("TrainerConfig.num_env_steps", 0))
+    return int(query("TrainerConfig.num_env_steps", 0))
 
 
 def finished_as_asked(result_file: Path, frames: int, params: List[str]) -> bool:

@@ -30,11 +30,13 @@ from absl import flags
 
 from rlf.bin.cli import debug_mode, run_main
 from rlf.bin.gin_utils import (ConfigError, configured_values_refused_as_config_errors,
-                               parse_config)
+                               conf_values, parse_config, query, schedules_bound)
 from rlf.runtime import configure_process
 from rlf.utils.errors import UserError, one_line
 
 FLAGS = flags.FLAGS
+# The bindings that bound a run.
+RUN_LENGTH = ("TrainerConfig.num_env_steps", "TrainerConfig.num_iterations")
 flags.DEFINE_string("conf", None, "gin file to train with")
 flags.DEFINE_multi_string("conf_param", [], "a gin binding, e.g. "
                           "'TrainerConfig.num_iterations=10' (repeatable)")
@@ -51,7 +53,12 @@ def _train() -> int:
         # '' (an unset shell variable in quotes) would train in the default directory
         raise ConfigError("--root_dir is empty: give a directory, or leave the flag out for "
                           "runs/<conf stem>")
+    conf_length = None
+    if any(b.split("=", 1)[0].strip() in RUN_LENGTH for b in FLAGS.conf_param):
+        conf_length = conf_values(FLAGS.conf, RUN_LENGTH, 0)
     parse_config(FLAGS.conf, FLAGS.conf_param)
+    if conf_length is not None:
+        _note_schedules_kept(conf_length)
     from rlf.algorithms import NonFiniteLossError, TrainerConfig
     from rlf.trainers import ActorFailure, CheckpointWriteError, Trainer
     from rlf.utils import summary
@@ -85,6 +92,18 @@ def _train() -> int:
              else "")
           + (" (stopped by signal; checkpoint written)" if result["stopped_by_signal"] else ""))
     return 0
+
+
+def _note_schedules_kept(conf_length) -> None:
+    """One line on stderr when the bindings change the run's length from ``conf_length``
+    (``RUN_LENGTH``'s values in the conf alone) while the configuration schedules something
+    over the run: the schedules keep their own lengths."""
+    changed = [f"{name} = {query(name, 0)} here, {own} in the conf"
+               for name, own in zip(RUN_LENGTH, conf_length) if query(name, 0) != own]
+    schedules = schedules_bound() if changed else []
+    if schedules:
+        print(f"note: {'; '.join(changed)}; its schedules ({', '.join(schedules)}) keep the "
+              f"lengths the conf gives them, in updates or environment steps", file=sys.stderr)
 
 
 def main(argv) -> int:

@@ -407,3 +407,28 @@ def test_progress_counts_environment_steps_against_the_bound(tmp_path, capsys):
     err = capsys.readouterr().err.replace("\r", "\n")
     last = [line for line in err.splitlines() if "env steps" in line][-1]
     assert "100%" in last and "/600 " in last, last
+
+
+def test_a_shortened_run_notes_the_schedules_that_keep_the_confs_lengths(tmp_path):
+    # A MultiStepLR whose milestones lie beyond a shortened run never decays; nothing said so.
+    r = _train_cli("--conf", "confs/ppo_cartpole.gin", "--root_dir", str(tmp_path / "a"),
+                   "--noprogress", "--conf_param", "TrainerConfig.num_env_steps=600",
+                   "--conf_param", "TrainerConfig.num_iterations=0")
+    assert r.returncode == 0, r.stderr
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note:")]
+    assert notes == ["note: TrainerConfig.num_env_steps = 600 here, 100000 in the conf; its "
+                     "schedules (PPOAlgorithm.lr_scheduler) keep the lengths the conf gives "
+                     "them, in updates or environment steps"], r.stderr
+    # No schedule (the A2C example), or the conf's own length: nothing to note.
+    r = _train_cli("--conf", "examples/a2c_cartpole.gin", "--root_dir", str(tmp_path / "b"),
+                   "--noprogress", "--conf_param", "TrainerConfig.num_iterations=2")
+    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
+    from rlf.bin.gin_utils import conf_values, schedules_bound
+    assert conf_values("confs/impala_atari.gin", ["TrainerConfig.num_env_steps",
+                                                  "TrainerConfig.unroll_length"]) == [2500000, 20]
+    gin.parse_config(["DQNAlgorithm.epsilon_greedy = [(0, 1.0), (10, 0.1)]",
+                      "DQNAlgorithm.eval_epsilon = 0.0", "DQNAlgorithm.gamma = 0.9",
+                      "SACAlgorithm.target_entropy = -1.0",
+                      "actor/torch.optim.Adam.lr = 1e-3",
+                      "ImpalaAlgorithm.lr_scheduler = @torch.optim.lr_scheduler.StepLR"])
+    assert schedules_bound() == ["DQNAlgorithm.epsilon_greedy", "ImpalaAlgorithm.lr_scheduler"]
