@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Optional
 
 from absl import flags
 
@@ -57,8 +58,7 @@ def _train() -> int:
     if any(b.split("=", 1)[0].strip() in RUN_LENGTH for b in FLAGS.conf_param):
         conf_length = conf_values(FLAGS.conf, RUN_LENGTH, 0)
     parse_config(FLAGS.conf, FLAGS.conf_param)
-    if conf_length is not None:
-        _note_schedules_kept(conf_length)
+    note = _schedules_kept(conf_length) if conf_length is not None else None
     from rlf.algorithms import NonFiniteLossError, TrainerConfig
     from rlf.trainers import ActorFailure, CheckpointWriteError, Trainer
     from rlf.utils import summary
@@ -74,6 +74,8 @@ def _train() -> int:
                       reuse_freed_memory=config.reuse_freed_memory)
     with configured_values_refused_as_config_errors():
         trainer.build()
+    if note:  # after every check, on stdout: a mistake stays one line on stderr
+        print(note, flush=True)
     try:
         result = trainer.train()
     except (ActorFailure, CheckpointWriteError, NonFiniteLossError,
@@ -94,16 +96,17 @@ def _train() -> int:
     return 0
 
 
-def _note_schedules_kept(conf_length) -> None:
-    """One line on stderr when the bindings change the run's length from ``conf_length``
+def _schedules_kept(conf_length) -> Optional[str]:
+    """A note for when the bindings change the run's length from ``conf_length``
     (``RUN_LENGTH``'s values in the conf alone) while the configuration schedules something
-    over the run: the schedules keep their own lengths."""
+    over the run: the schedules keep their own lengths. None otherwise."""
     changed = [f"{name} = {query(name, 0)} here, {own} in the conf"
                for name, own in zip(RUN_LENGTH, conf_length) if query(name, 0) != own]
     schedules = schedules_bound() if changed else []
-    if schedules:
-        print(f"note: {'; '.join(changed)}; its schedules ({', '.join(schedules)}) keep the "
-              f"lengths the conf gives them, in updates or environment steps", file=sys.stderr)
+    if not schedules:
+        return None
+    return (f"note: {'; '.join(changed)}; its schedules ({', '.join(schedules)}) keep the "
+            f"lengths the conf gives them, in updates or environment steps")
 
 
 def main(argv) -> int:
