@@ -4,7 +4,11 @@ r"""Trains an algorithm from a gin file.
         [--conf_param 'TrainerConfig.num_iterations=10' ...] [--debug]
 
 ``--gin_param`` is an alias of ``--conf_param``. ``root_dir`` defaults to
-``runs/<conf file stem>``; an existing one resumes from its newest complete checkpoint.
+``runs/<conf file stem>``; an existing one resumes from its newest complete checkpoint. A
+``--conf_param`` that changes the run's length (``TrainerConfig.num_env_steps``,
+``num_iterations``) from the conf's, where the conf binds schedules (a learning-rate
+scheduler, an epsilon or entropy schedule), prints a note on stdout naming them: they keep
+the lengths the conf gives them.
 Ctrl-C or SIGTERM finishes the iteration (dropping an evaluation under way), writes a
 checkpoint and exits with status 0; a second one aborts at once, with one line and status 130
 (nothing saved after the last checkpoint).
