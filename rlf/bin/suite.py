@@ -32,15 +32,15 @@ Scores are the game's own (``AverageEpisodeScore``, unclipped), and:
 The conf (an Atari conf, whose ``load_atari.frameskip`` is ``--frameskip``), the
 ``--conf_param`` bindings (which may not set the game, seed or length: the suite does) and
 every game's ``ALE/<game>-v5`` id are checked before the first run starts, and a game or seed
-given twice is refused (a mistake is one line and exit status 2); a failed run stops the
-suite with its exit status and one line after the run's own error. Ctrl-C or SIGTERM (to the
-suite or its process group) stops the run as it stops ``rlf.bin.train`` (a checkpoint, no
-result written) and then the suite, with exit status 0: started again, it resumes that run; a
-suite killed outright sends its run SIGTERM (on Linux). Each result file records the run's ``--frames`` and ``--conf_param``: a finished run asked for
-fewer frames is resumed for the rest, and one asked for more frames or other bindings is
-refused, so that no table mixes runs of different settings. The conf's schedules are in
-agent steps: a ``--frames`` other than the conf's own length does not rescale them (the suite
-says so when it starts).
+given twice is refused (a mistake is one line and exit status 2); a failed run stops the suite
+with its exit status and one line after the run's own error. Ctrl-C or SIGTERM (to the suite or
+its process group) stops the run as it stops ``rlf.bin.train`` (a checkpoint, no result
+written) and then the suite, with exit status 0: started again, it resumes that run; a suite
+killed outright sends its run SIGTERM (on Linux). Each result file records the run's
+``--frames`` and ``--conf_param``: a finished run asked for fewer frames is resumed for the
+rest, and one asked for more frames or other bindings is refused, so that no table mixes runs
+of different settings. The conf's schedules are in agent steps: a ``--frames`` other than the
+conf's own length does not rescale them (the suite says so when it starts).
 """
 
 from __future__ import annotations
