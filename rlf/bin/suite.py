@@ -39,8 +39,8 @@ written) and then the suite, with exit status 0: started again, it resumes that 
 killed outright sends its run SIGTERM (on Linux). Each result file records the run's
 ``--frames`` and ``--conf_param``: a finished run asked for fewer frames is resumed for the
 rest, and one asked for more frames or other bindings is refused, so that no table mixes runs
-of different settings. The conf's schedules are in agent steps: a ``--frames`` other than the
-conf's own length does not rescale them (the suite says so when it starts).
+of different settings. The conf's schedules count updates or agent steps: a ``--frames`` other
+than the conf's own length does not rescale them (the suite says so when it starts).
 """
 
 from __future__ import annotations
@@ -408,8 +408,8 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
     conf_steps = check_conf(conf, params, frameskip)
     if conf_steps and conf_steps != frames // frameskip:
         print(f"[suite] --frames {frames:,} differs from the conf's {conf_steps * frameskip:,} "
-              f"frames: its schedules (learning rate, entropy, ...) are set in agent steps "
-              f"for its own length and are not rescaled", flush=True)
+              f"frames: its schedules (learning rate, entropy, ...) count updates or agent "
+              f"steps for its own length and are not rescaled", flush=True)
     for game in games:  # every id before the first run: a typo must not wait for hours
         find_spec(f"ALE/{game}-v5")
         if game not in REFERENCE_SCORES:
