@@ -7,8 +7,10 @@ import collections.abc
 import contextlib
 import difflib
 import inspect
+import io
 import logging
 import re
+import tokenize
 import types
 import typing
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import gin
 from gin import config as gin_config
+from gin import config_parser
 
 from rlf.utils.errors import UserError, one_line
 
@@ -136,10 +139,8 @@ def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
     logging.getLogger().addFilter(quiet)
     try:
         gin.parse_config_files_and_bindings(files, list(bindings), skip_unknown=False)
-    except SyntaxError as e:
-        where = f" in {e.filename}" if e.filename else ""
-        raise ConfigError(f"malformed gin{where} line {e.lineno}: {e.msg}: "
-                          f"{(e.text or '').strip()!r}") from None
+    except (SyntaxError, tokenize.TokenError) as e:
+        raise ConfigError(_malformed(e, conf_file, bindings)) from None
     except ImportError as e:  # an `import` statement of the conf
         raise ConfigError(f"{_explain(str(e))} (an `import` in {conf_file or 'the bindings'}"
                           f"; is the module installed, or on PYTHONPATH?)") from None
@@ -151,6 +152,33 @@ def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
     finally:
         logging.getLogger().removeFilter(quiet)
     validate_bindings()
+
+
+def _malformed(error: Exception, conf_file: str | None, bindings: Sequence[str]) -> str:
+    """One line for gin's syntax error: where (the file and line, or the binding), what (an
+    unquoted string, a bracket or string left open) and the fix where it is plain."""
+    if not isinstance(error, tokenize.TokenError) and getattr(error, "filename", None):
+        where, text = f"{error.filename} line {error.lineno}", (error.text or "").strip()
+    else:  # a binding, or an unclosed bracket anywhere: find the binding that fails alone
+        where, text = f"{conf_file} (or a file it includes)", ""
+        for b in bindings:
+            try:
+                list(config_parser.ConfigParser(
+                    io.StringIO(b), gin_config.ParserDelegate(skip_unknown=True)))
+            except (SyntaxError, tokenize.TokenError) as e:
+                where, error = f"--conf_param '{b}'", e
+                text = b.strip()
+                break
+    if isinstance(error, tokenize.TokenError):
+        return (f"malformed gin in {where}: a bracket or a quote is opened and not closed "
+                f"({error.args[0]})")
+    message = " ".join(re.sub(r"<ast\.\w+ object at 0x[0-9a-f]+>", "", error.msg).split())
+    if "Failed to parse token" in message and "=" in text:
+        name, value = (part.strip() for part in text.split("=", 1))
+        return (f"malformed gin in {where}: {value!r} is not a value; a string needs quotes "
+                f"({name} = '{value}')")
+    line = f": {text!r}" if text and not where.startswith("--conf_param") else ""
+    return f"malformed gin in {where}: {message.rstrip('.')}{line}"
 
 
 # ---------------------------------------------------------------------- binding checks

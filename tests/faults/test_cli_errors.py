@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.faults._cli import CARTPOLE, lines, run_cli, sha256
+from tests.faults._cli import CARTPOLE, REPO, lines, run_cli, sha256
 
 MISTAKES = {
     "unknown_kwarg": ("ImpalaAlgorithm.discont=0.9",
@@ -109,6 +109,15 @@ MISTAKES = {
                                    "checkpoint file /nonexistent/ckpt-1.pt does not exist"),
     "unknown_environment": ("load.env_name='CartPol-v1'",
                             "Unknown environment id 'CartPol-v1'"),
+    # The message held "<ast.Name object at 0x7f...>" and no fix.
+    "unquoted_string": ("load.env_name=CartPole-v1",
+                        "malformed gin in --conf_param 'load.env_name=CartPole-v1': "
+                        "'CartPole-v1' is not a value; a string needs quotes "
+                        "(load.env_name = 'CartPole-v1')"),
+    # tokenize's traceback.
+    "unclosed_bracket": ("ImpalaAlgorithm.entropy_regularization=[(0, 0.01)",
+                         "malformed gin in --conf_param 'ImpalaAlgorithm.entropy_regularization"
+                         "=[(0, 0.01)': a bracket or a quote is opened and not closed"),
 }
 
 
@@ -121,6 +130,21 @@ def test_configuration_mistakes(tmp_path, case):
     assert len(lines(r.stderr)) == 1, r.stderr
     assert lines(r.stderr)[0].startswith(f"error: {message}"), r.stderr
     assert not root.exists()  # nothing half-made
+
+
+@pytest.mark.parametrize("line, message", [
+    ("load.num_envs = (4", "malformed gin in {conf} (or a file it includes): a bracket or a "
+                           "quote is opened and not closed"),
+    ("load.env_name = CartPole-v1", "malformed gin in {conf} line 2: 'CartPole-v1' is not a "
+                                    "value; a string needs quotes (load.env_name = "
+                                    "'CartPole-v1')")])
+def test_a_malformed_conf_file_is_one_line_naming_it(tmp_path, line, message):
+    conf = tmp_path / "my.gin"
+    conf.write_text(f"include '{REPO / 'confs' / 'impala_cartpole.gin'}'\n{line}\n")
+    r = run_cli("train", "--conf", str(conf), "--root_dir", str(tmp_path / "run"))
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
+    assert r.stderr.startswith(f"error: {message.format(conf=conf)}"), r.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_run_directory_mistakes(tmp_path):
