@@ -175,10 +175,24 @@ def _malformed(error: Exception, conf_file: str | None, bindings: Sequence[str])
     message = " ".join(re.sub(r"<ast\.\w+ object at 0x[0-9a-f]+>", "", error.msg).split())
     if "Failed to parse token" in message and "=" in text:
         name, value = (part.strip() for part in text.split("=", 1))
-        return (f"malformed gin in {where}: {value!r} is not a value; a string needs quotes "
-                f"({name} = '{value}')")
+        if value.lower() in ("true", "false", "none"):
+            kind, fix = "gin writes True, False and None", value.capitalize()
+        elif _registered(value):
+            kind, fix = "a configurable is referenced with @", f"@{value}"
+        else:
+            kind, fix = "a string needs quotes", f"'{value}'"
+        return f"malformed gin in {where}: {value!r} is not a value; {kind} ({name} = {fix})"
     line = f": {text!r}" if text and not where.startswith("--conf_param") else ""
     return f"malformed gin in {where}: {message.rstrip('.')}{line}"
+
+
+def _registered(name: str) -> bool:
+    """Whether ``name`` selects a registered configurable (``ImpalaAlgorithm``,
+    ``torch.optim.Adam``)."""
+    try:
+        return gin_config._REGISTRY.get_match(name) is not None
+    except Exception:  # an ambiguous or malformed selector
+        return False
 
 
 # ---------------------------------------------------------------------- binding checks

@@ -114,6 +114,15 @@ MISTAKES = {
                         "malformed gin in --conf_param 'load.env_name=CartPole-v1': "
                         "'CartPole-v1' is not a value; a string needs quotes "
                         "(load.env_name = 'CartPole-v1')"),
+    "reference_without_at": ("ImpalaAlgorithm.optimizer=torch.optim.Adam",
+                             "malformed gin in --conf_param 'ImpalaAlgorithm.optimizer=torch."
+                             "optim.Adam': 'torch.optim.Adam' is not a value; a configurable "
+                             "is referenced with @ (ImpalaAlgorithm.optimizer = "
+                             "@torch.optim.Adam)"),
+    "lowercase_literal": ("TrainerConfig.evaluate=true",
+                          "malformed gin in --conf_param 'TrainerConfig.evaluate=true': 'true' "
+                          "is not a value; gin writes True, False and None "
+                          "(TrainerConfig.evaluate = True)"),
     # tokenize's traceback.
     "unclosed_bracket": ("ImpalaAlgorithm.entropy_regularization=[(0, 0.01)",
                          "malformed gin in --conf_param 'ImpalaAlgorithm.entropy_regularization"
