@@ -67,7 +67,8 @@ def _configurable_names() -> List[str]:
 
 
 def _explain(message: str) -> str:
-    """Adds the closest valid names to gin's 'no configurable' / 'no parameter' errors."""
+    """Adds the closest valid names to gin's 'no configurable' / 'no parameter' errors, and
+    names an undefined macro."""
     first = message.strip().splitlines()[0]
     m = re.search(r"No configurable matching (?:reference )?'@?([^']+)'", first)
     if m:
@@ -80,6 +81,10 @@ def _explain(message: str) -> str:
         except Exception:
             params = []
         return f"{first} ({_closest(m.group(2), [p.name for p in params])})"
+    m = re.search(r"No bindings specified for '([^'/]+)/gin\.macro'", first)
+    if m:  # %NAME with no NAME = ... before it
+        return (f"the macro %{m.group(1)} is not defined: bind it first (in the conf, or "
+                f"--conf_param '{m.group(1)} = value')")
     return first
 
 

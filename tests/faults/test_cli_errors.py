@@ -123,6 +123,9 @@ MISTAKES = {
                           "malformed gin in --conf_param 'TrainerConfig.evaluate=true': 'true' "
                           "is not a value; gin writes True, False and None "
                           "(TrainerConfig.evaluate = True)"),
+    "undefined_macro": ("TrainerConfig.unroll_length=%STEPS",
+                        "the macro %STEPS is not defined: bind it first (in the conf, or "
+                        "--conf_param 'STEPS = value')"),
     # tokenize's traceback.
     "unclosed_bracket": ("ImpalaAlgorithm.entropy_regularization=[(0, 0.01)",
                          "malformed gin in --conf_param 'ImpalaAlgorithm.entropy_regularization"
