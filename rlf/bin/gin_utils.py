@@ -13,6 +13,7 @@ import re
 import tokenize
 import types
 import typing
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
@@ -20,7 +21,7 @@ import gin
 from gin import config as gin_config
 from gin import config_parser
 
-from rlf.utils.errors import UserError, one_line
+from rlf.utils.errors import ConfigWarning, UserError, one_line
 
 __all__ = ["ConfigError", "conf_values", "parse_config", "query", "register_all",
            "schedules_bound", "validate_bindings"]
@@ -339,11 +340,15 @@ def validate_bindings() -> None:
       parameter whose default is a number or a bool is not given a string. Gin references
       (``@Foo``, ``%MACRO``) are not judged. A whole float for a parameter that takes an
       int but no float (``1e6``) is bound as that int.
+    - A scoped binding (``actor/torch.optim.Adam.lr``) whose scope no reference of the
+      configuration enters (``@actor/torch.optim.Adam``) would never apply: it is named in
+      one ``ConfigWarning`` (code may still enter the scope with ``gin.config_scope``).
 
     Raises:
         ConfigError: one line naming ``Configurable.param``, the expected type and the value
             found, or the unknown name with the closest valid ones.
     """
+    _warn_unentered_scopes()
     for (scope, selector), params in list(gin_config._CONFIG.items()):
         try:
             configurable = gin_config._REGISTRY.get_match(selector)
@@ -351,10 +356,7 @@ def validate_bindings() -> None:
             continue
         if configurable is None:
             continue
-        name = configurable.name
-        if configurable.module and not configurable.module.startswith("rlf"):
-            name = f"{configurable.module}.{name}"  # as the conf writes it: torch.optim.Adam
-        where = f"{scope}/{name}" if scope else name
+        where = _written_name(scope, configurable)
         parameters, open_kwargs, functions = _signature_chain(configurable.wrapped)
         by_name = {p.name: p for p in parameters}
         hints = _hints(functions)
@@ -381,6 +383,49 @@ def validate_bindings() -> None:
             if isinstance(value, float) and value.is_integer() and not _fits(0.5, annotation):
                 # 1e6 for an int parameter: the code behind it gets the int it expects
                 params[param] = int(value)
+
+
+def _referenced_scopes(value: Any) -> set:
+    """The scope names that the references in a bound ``value`` enter (``@a/b/Foo``: a, b)."""
+    if _is_reference(value) and hasattr(value, "scoped_selector"):
+        return set(value.scoped_selector.split("/")[:-1])
+    if isinstance(value, (list, tuple)):
+        return set().union(*map(_referenced_scopes, value)) if value else set()
+    if isinstance(value, dict):
+        return _referenced_scopes(list(value.values()))
+    return set()
+
+
+def _written_name(scope: str, configurable) -> str:
+    """A configurable's name as a conf writes it: ``ImpalaAlgorithm`` for rlf's,
+    ``torch.optim.Adam`` for others, after ``scope/`` if scoped."""
+    name = configurable.name
+    if configurable.module and not configurable.module.startswith("rlf"):
+        name = f"{configurable.module}.{name}"
+    return f"{scope}/{name}" if scope else name
+
+
+_warned_scopes: set = set()
+
+
+def _warn_unentered_scopes() -> None:
+    """One ``ConfigWarning`` per scoped binding whose scope no reference enters."""
+    entered = _referenced_scopes([list(params.values())
+                                  for params in gin_config._CONFIG.values()])
+    for (scope, selector), params in gin_config._CONFIG.items():
+        missing = [s for s in scope.split("/") if s and s not in entered]
+        try:
+            configurable = gin_config._REGISTRY.get_match(selector) if missing else None
+        except Exception:  # judged by validate_bindings
+            configurable = None
+        for param in params if configurable is not None else ():
+            binding = f"{_written_name(scope, configurable)}.{param}"
+            if binding not in _warned_scopes:
+                _warned_scopes.add(binding)
+                used = ", ".join(sorted(entered)) or "none"
+                warnings.warn(f"{binding} never applies: no reference enters the scope "
+                              f"'{missing[0]}' (scopes the references enter: {used})",
+                              ConfigWarning)
 
 
 def query(name: str, default: Any) -> Any:
