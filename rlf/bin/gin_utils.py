@@ -405,6 +405,15 @@ def _written_name(scope: str, configurable) -> str:
     return f"{scope}/{name}" if scope else name
 
 
+def _binding_owner(scope: str, selector: str) -> str:
+    """``_written_name`` of the configurable a ``_CONFIG`` key selects (the selector itself
+    where the registry cannot say)."""
+    try:
+        return _written_name(scope, gin_config._REGISTRY.get_match(selector))
+    except Exception:  # judged by validate_bindings
+        return f"{scope}/{selector}" if scope else selector
+
+
 _warned_scopes: set = set()
 
 
@@ -414,12 +423,8 @@ def _warn_unentered_scopes() -> None:
                                   for params in gin_config._CONFIG.values()])
     for (scope, selector), params in gin_config._CONFIG.items():
         missing = [s for s in scope.split("/") if s and s not in entered]
-        try:
-            configurable = gin_config._REGISTRY.get_match(selector) if missing else None
-        except Exception:  # judged by validate_bindings
-            configurable = None
-        for param in params if configurable is not None else ():
-            binding = f"{_written_name(scope, configurable)}.{param}"
+        for param in params if missing else ():
+            binding = f"{_binding_owner(scope, selector)}.{param}"
             if binding not in _warned_scopes:
                 _warned_scopes.add(binding)
                 used = ", ".join(sorted(entered)) or "none"
@@ -458,10 +463,9 @@ def schedules_bound() -> List[str]:
     Their lengths are in updates or environment steps, fixed by the conf."""
     found = []
     for (scope, selector), params in gin_config._CONFIG.items():
-        name = f"{scope + '/' if scope else ''}{selector.rsplit('.', 1)[-1]}"
         for param, value in params.items():
             points = (isinstance(value, (list, tuple)) and len(value) >= 2
                       and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in value))
             if points or (param == "lr_scheduler" and _is_reference(value)):
-                found.append(f"{name}.{param}")
+                found.append(f"{_binding_owner(scope, selector)}.{param}")
     return sorted(found)
