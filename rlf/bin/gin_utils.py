@@ -15,7 +15,7 @@ import types
 import typing
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import gin
 from gin import config as gin_config
@@ -24,7 +24,7 @@ from gin import config_parser
 from rlf.utils.errors import ConfigWarning, UserError, one_line
 
 __all__ = ["ConfigError", "conf_values", "parse_config", "query", "register_all",
-           "schedules_bound", "validate_bindings"]
+           "schedules_bound", "schedules_note", "validate_bindings"]
 
 
 class ConfigError(UserError):
@@ -469,3 +469,17 @@ def schedules_bound() -> List[str]:
             if points or (param == "lr_scheduler" and _is_reference(value)):
                 found.append(f"{_binding_owner(scope, selector)}.{param}")
     return sorted(found)
+
+
+def schedules_note(names: Sequence[str], own_values: Sequence[Any]) -> Optional[str]:
+    """A ``note:`` line for when the parsed bindings give the run-length settings ``names``
+    other values than the conf alone (``own_values``, from ``conf_values``) while the
+    configuration binds schedules (``schedules_bound``), which keep the lengths the conf
+    gives them; None otherwise."""
+    changed = [f"{name} = {query(name, 0)} here, {own} in the conf"
+               for name, own in zip(names, own_values) if query(name, 0) != own]
+    schedules = schedules_bound() if changed else []
+    if not schedules:
+        return None
+    return (f"note: {'; '.join(changed)}; its schedules ({', '.join(schedules)}) keep the "
+            f"lengths the conf gives them, in updates or environment steps")

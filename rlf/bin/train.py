@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 from absl import flags
 
 from rlf.bin.cli import debug_mode, run_main
 from rlf.bin.gin_utils import (ConfigError, configured_values_refused_as_config_errors,
-                               conf_values, parse_config, query, schedules_bound)
+                               conf_values, parse_config, schedules_note)
 from rlf.runtime import configure_process
 from rlf.utils.errors import UserError, one_line
 
@@ -62,7 +61,7 @@ def _train() -> int:
     if any(b.split("=", 1)[0].strip() in RUN_LENGTH for b in FLAGS.conf_param):
         conf_length = conf_values(FLAGS.conf, RUN_LENGTH, 0)
     parse_config(FLAGS.conf, FLAGS.conf_param)
-    note = _schedules_kept(conf_length) if conf_length is not None else None
+    note = schedules_note(RUN_LENGTH, conf_length) if conf_length is not None else None
     from rlf.algorithms import NonFiniteLossError, TrainerConfig
     from rlf.trainers import ActorFailure, CheckpointWriteError, Trainer
     from rlf.utils import summary
@@ -98,19 +97,6 @@ def _train() -> int:
              else "")
           + (" (stopped by signal; checkpoint written)" if result["stopped_by_signal"] else ""))
     return 0
-
-
-def _schedules_kept(conf_length) -> Optional[str]:
-    """A note for when the bindings change the run's length from ``conf_length``
-    (``RUN_LENGTH``'s values in the conf alone) while the configuration schedules something
-    over the run: the schedules keep their own lengths. None otherwise."""
-    changed = [f"{name} = {query(name, 0)} here, {own} in the conf"
-               for name, own in zip(RUN_LENGTH, conf_length) if query(name, 0) != own]
-    schedules = schedules_bound() if changed else []
-    if not schedules:
-        return None
-    return (f"note: {'; '.join(changed)}; its schedules ({', '.join(schedules)}) keep the "
-            f"lengths the conf gives them, in updates or environment steps")
 
 
 def main(argv) -> int:

@@ -424,18 +424,19 @@ def test_a_shortened_run_notes_the_schedules_that_keep_the_confs_lengths(tmp_pat
     r = _train_cli("--conf", "examples/a2c_cartpole.gin", "--root_dir", str(tmp_path / "b"),
                    "--noprogress", "--conf_param", "TrainerConfig.num_iterations=2")
     assert r.returncode == 0 and "note:" not in r.stdout + r.stderr, r.stdout
-    from rlf.bin.gin_utils import conf_values, parse_config, schedules_bound
-    from rlf.bin.train import RUN_LENGTH, _schedules_kept
+    from rlf.bin.gin_utils import conf_values, parse_config, schedules_bound, schedules_note
+    length = ["TrainerConfig.num_env_steps", "TrainerConfig.num_iterations"]
     assert conf_values("confs/impala_atari.gin", ["TrainerConfig.num_env_steps",
                                                   "TrainerConfig.unroll_length"]) == [2500000, 20]
     # The conf's own length, bound again (as the suite's runs do): nothing to note.
-    own = conf_values("confs/ppo_cartpole.gin", RUN_LENGTH, 0)
+    own = conf_values("confs/ppo_cartpole.gin", length, 0)
     parse_config("confs/ppo_cartpole.gin", ["TrainerConfig.num_env_steps=100000",
                                             "TrainerConfig.num_iterations=0"])
-    assert _schedules_kept(own) is None
+    assert schedules_note(length, own) is None
     gin.clear_config()
     parse_config("confs/ppo_cartpole.gin", ["TrainerConfig.num_env_steps=5000"])
-    assert _schedules_kept(own).startswith("note: TrainerConfig.num_env_steps = 5000 here")
+    assert schedules_note(length, own).startswith(
+        "note: TrainerConfig.num_env_steps = 5000 here")
     gin.clear_config()
     gin.parse_config(["DQNAlgorithm.epsilon_greedy = [(0, 1.0), (10, 0.1)]",
                       "DQNAlgorithm.eval_epsilon = 0.0", "DQNAlgorithm.gamma = 0.9",
