@@ -11,7 +11,8 @@ scheduler, an epsilon or entropy schedule), prints a note on stdout naming them:
 the lengths the conf gives them.
 Ctrl-C or SIGTERM finishes the iteration (dropping an evaluation under way), writes a
 checkpoint and exits with status 0; a second one aborts at once, with one line and status 130
-(nothing saved after the last checkpoint).
+(nothing saved after the last checkpoint). The same signal again within half a second (as
+``timeout`` sends it to the run and to its process group) counts as the first.
 
 Exit status 2, with one line on stderr and nothing written to disk, for every mistake in the
 input (``rlf.utils.errors.UserError``): a missing conf file, a malformed or unknown binding, a

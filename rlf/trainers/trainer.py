@@ -8,6 +8,7 @@ import os
 import random
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
@@ -32,6 +33,10 @@ from rlf.utils.errors import UserError, one_line
 __all__ = ["Trainer", "CheckpointMismatchError", "CheckpointWriteError", "ActorFailure"]
 
 logger = logging.getLogger(__name__)
+
+# The same stop signal again within this many seconds is the same request delivered twice
+# (`timeout` signals the run and its process group), not a second Ctrl-C.
+DUPLICATE_SIGNAL_SECONDS = 0.5
 
 
 class CheckpointMismatchError(UserError):
@@ -120,6 +125,7 @@ class Trainer:
         check_run_directory(self._root_dir)
         self._progress = progress
         self._stop_signal: Optional[int] = None
+        self._stop_time = 0.0
         self._state = _TrainerState()
         self._env = None
         self._algorithm = None
@@ -311,9 +317,12 @@ class Trainer:
 
     # ------------------------------------------------------------------ signals
     def _on_signal(self, signum, frame) -> None:
-        if self._stop_signal is not None:  # a second Ctrl-C: stop right away
-            raise KeyboardInterrupt
-        self._stop_signal = signum
+        if self._stop_signal is not None:
+            if (signum == self._stop_signal
+                    and time.monotonic() - self._stop_time < DUPLICATE_SIGNAL_SECONDS):
+                return  # one request sent twice (e.g. `timeout`: to the run and its group)
+            raise KeyboardInterrupt  # a second Ctrl-C: stop right away
+        self._stop_signal, self._stop_time = signum, time.monotonic()
         tqdm.write(f"{signal.Signals(signum).name} received: finishing this iteration, "
                    f"writing a checkpoint and exiting (again to abort)")
 

@@ -270,9 +270,9 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path):
         assert len(lines) == 1 and expected in lines[0], r.stderr
 
 
-def _signal_a_cartpole_run(root, signum, *params, times=1):
+def _signal_a_cartpole_run(root, signum, *params, times=1, gap=1.0):
     """Starts the A2C example's training, sends ``signum`` 2 s after its config.gin appears
-    (``times`` times, 1 s apart) and returns ``(exit status, output)``."""
+    (``times`` times, ``gap`` s apart) and returns ``(exit status, output)``."""
     args = [a for p in ("TrainerConfig.num_iterations=1000000", *params)
             for a in ("--conf_param", p)]
     proc = subprocess.Popen(
@@ -284,12 +284,24 @@ def _signal_a_cartpole_run(root, signum, *params, times=1):
         while not (root / "config.gin").exists() and time.time() < deadline:
             time.sleep(0.2)
         for _ in range(times):
-            time.sleep(2.0 if _ == 0 else 1.0)
+            time.sleep(2.0 if _ == 0 else gap)
             proc.send_signal(signum)
         out, _ = proc.communicate(timeout=60)
     finally:
         proc.kill()
     return proc.returncode, out
+
+
+def test_one_signal_delivered_twice_at_once_stops_the_run_with_a_checkpoint(tmp_path):
+    # `timeout` (and schedulers) send SIGTERM to the run and to its process group: two
+    # signals within milliseconds, which aborted the run as a second Ctrl-C, saving nothing.
+    # Iterations of 40,000 steps (seconds each): both signals come within one iteration.
+    returncode, out = _signal_a_cartpole_run(tmp_path, signal.SIGTERM,
+                                             "TrainerConfig.unroll_length=5000", times=2,
+                                             gap=0.2)
+    assert returncode == 0, out
+    assert "stopped by signal; checkpoint written" in out and "aborted" not in out, out
+    assert list((tmp_path / "ckpt").glob("ckpt-*.pt"))
 
 
 def test_sigterm_during_evaluation_stops_it_and_writes_the_checkpoint(tmp_path):
