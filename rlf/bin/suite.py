@@ -221,7 +221,7 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
         signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
         try:
             run.append(subprocess.Popen(cmd, start_new_session=True, preexec_fn=functools.partial(
-                _prepare_run, os.getpid(), stop_signals)))
+                _prepare_run, os.getpid(), stop_signals, _parent_death_signal())))
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
         rc = run[0].wait()
@@ -249,12 +249,19 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
                            f"again to go on")
 
 
-def _prepare_run(suite_pid: int, stop_signals) -> None:
+def _parent_death_signal():
+    """libc's ``prctl`` on Linux, else None. Looked up in the suite, before it forks: a
+    ``dlopen`` in the forked child could wait for ever on a loader lock that another thread
+    of the suite held at the fork."""
+    return ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+
+
+def _prepare_run(suite_pid: int, stop_signals, prctl) -> None:
     """In the forked run, before it executes: takes the stop signals again and asks for
-    SIGTERM when the suite dies (Linux's ``PR_SET_PDEATHSIG``; elsewhere nothing)."""
+    SIGTERM when the suite dies (``prctl(PR_SET_PDEATHSIG)`` where ``prctl`` is given)."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if prctl is not None:
+        prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
         if os.getppid() != suite_pid:  # the suite died before that
             os.kill(os.getpid(), signal.SIGTERM)
 
