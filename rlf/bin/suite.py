@@ -221,7 +221,7 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
         signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
         try:
             run.append(subprocess.Popen(cmd, start_new_session=True, preexec_fn=functools.partial(
-                _prepare_run, os.getpid(), stop_signals, _parent_death_signal())))
+                _prepare_run, os.getpid(), stop_signals, _libc_prctl())))
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
         rc = run[0].wait()
@@ -249,7 +249,7 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
                            f"again to go on")
 
 
-def _parent_death_signal():
+def _libc_prctl():
     """libc's ``prctl`` on Linux, else None. Looked up in the suite, before it forks: a
     ``dlopen`` in the forked child could wait for ever on a loader lock that another thread
     of the suite held at the fork."""
