@@ -153,17 +153,28 @@ class LossInfo(NamedTuple):
     """What ``calc_loss`` returns.
 
     Attributes:
-        loss: ``[T, B]`` (or ``[B]``) float per-step loss, masked and averaged by
-            ``update_with_gradient``; or a scalar.
-        scalar_loss: a scalar loss added as is (e.g. a regulariser), or ``()``.
+        loss: the loss to minimise: a float tensor ``[T, B, ...]`` per step, ``[T-k, B, ...]``
+            over the sequence's first ``T - k`` steps (``k = 1``: transitions; ``k = n``:
+            n-step targets), ``[B]`` per sequence, or a scalar; or a dict of such tensors
+            keyed by optimizer name (``Algorithm.add_optimizer(name=...)``), each term
+            training that optimizer's parameters only. ``update_with_gradient`` masks and
+            averages each (``masked_loss_mean``).
+        scalar_loss: a scalar loss added as is (e.g. a regulariser), or ``()``; with a dict
+            ``loss``, a dict keyed like it.
         extra: nest of per-step loss terms for summaries (e.g. ``pg_loss``, ``value_loss``).
         priority: ``[B]`` priorities for prioritised replay, or ``()``.
+        mask: ``()`` for the training loop's step mask (``valid_step_mask``, fitted to the
+            loss's ``[T-k, B]`` rows), or float/bool weights of the loss's leading dims
+            (``[T-k, B]``, ``[B]``) that replace it, e.g. the steps after a burn-in
+            (``valid_step_mask(step_type)[k:]``); with a dict ``loss``, a dict keyed like it
+            (terms without a mask use the step mask).
     """
 
     loss: Any = ()
     scalar_loss: Any = ()
     extra: Any = ()
     priority: Any = ()
+    mask: Any = ()
 
 
 def make_experience(time_step: TimeStep, alg_step: AlgStep, state: Any) -> Experience:

@@ -20,8 +20,8 @@ import torch
 from torch import nn
 
 from rlf.algorithms.algorithm_state import AlgorithmStateMixin
-from rlf.algorithms.optimization import (NonFiniteLossError, OptimizationMixin,
-                                         check_optimizer_args)
+from rlf.algorithms.optimization import (LOSS_AVERAGES, NonFiniteLossError,
+                                         OptimizationMixin, check_optimizer_args)
 from rlf.algorithms.training_loops import TrainingLoopsMixin
 from rlf.data_structures import AlgStep, Experience, LossInfo
 from rlf.utils.common import zeros_from_spec
@@ -60,10 +60,14 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
             It is stepped once per gradient update (not per epoch, as torch's examples do;
             not for updates that AMP's GradScaler skips), and its state is checkpointed
             with the optimizer's.
+        loss_average: how ``update_with_gradient`` averages a masked loss
+            (``masked_loss_mean``): ``"all"`` (ALF's rule: over all entries, so the gradient
+            scale does not depend on how many the mask removes) or ``"valid"`` (over the
+            entries the mask keeps).
 
     Raises:
-        ValueError: for an ``optimizer`` or ``lr_scheduler`` that cannot be called, or a
-            ``gradient_clipping`` <= 0.
+        ValueError: for an ``optimizer`` or ``lr_scheduler`` that cannot be called, a
+            ``gradient_clipping`` <= 0, or another ``loss_average``.
     """
 
     def __init__(self,
@@ -78,9 +82,14 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
                  name: str = "Algorithm",
                  gradient_clipping: Optional[float] = None,
                  clip_by_global_norm: bool = True,
-                 lr_scheduler: Any = None):
+                 lr_scheduler: Any = None,
+                 loss_average: str = "all"):
         super().__init__()
         check_optimizer_args(name, optimizer, lr_scheduler, gradient_clipping)
+        if loss_average not in LOSS_AVERAGES:
+            raise ValueError(f"{name}: loss_average must be one of {LOSS_AVERAGES}, got "
+                             f"{loss_average!r}")
+        self._loss_average = loss_average
         self._name = name
         self._train_state_spec = train_state_spec
         self._rollout_state_spec = (train_state_spec if rollout_state_spec is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -17,32 +17,88 @@ from rlf.utils import summary
 from rlf.utils.common import is_empty
 from rlf.utils.errors import UserError
 
-__all__ = ["OptimizationMixin", "NonFiniteLossError"]
+__all__ = ["OptimizationMixin", "NonFiniteLossError", "masked_loss_mean", "LOSS_AVERAGES"]
 
 
 class NonFiniteLossError(FloatingPointError):
     """A loss (or one of its terms) became NaN or infinite during training."""
 
 
+#: How a masked loss is averaged (``Algorithm``'s ``loss_average``).
+LOSS_AVERAGES = ("all", "valid")
+
+
 def _fits_mask(valid_masks: torch.Tensor, x: torch.Tensor) -> bool:
-    """Whether ``x`` is ``[T, B, ...]`` or ``[T-1, B, ...]`` for a ``[T, B]`` mask."""
+    """Whether ``x`` is ``[T-k, B, ...]`` (``k >= 0``) for a ``[T, B]`` mask."""
     t, b = valid_masks.shape[:2]
-    return x.ndim >= 2 and x.shape[1] == b and x.shape[0] in (t, t - 1)
+    return x.ndim >= 2 and x.shape[1] == b and 1 <= x.shape[0] <= t
 
 
 def _fit_mask(valid_masks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """The ``[T, B]`` mask for ``x``: ``[T, B, ...]`` per step, or ``[T-1, B, ...]`` over
-    transitions (the mask's first ``T - 1`` rows), with trailing dims to broadcast.
+    """The step mask for ``x``: ``[T, B, ...]`` per step, or ``[T-k, B, ...]`` over the
+    sequence's first ``T - k`` steps (transitions for ``k = 1``, n-step targets for
+    ``k = n``): the mask's first ``T - k`` rows, with trailing dims to broadcast.
 
     Raises:
-        ValueError: if ``x``'s leading dims fit neither.
+        ValueError: if ``x`` is not ``[T-k, B, ...]``.
     """
     t, b = valid_masks.shape[:2]
     if not _fits_mask(valid_masks, x):
-        raise ValueError(f"a loss of shape {tuple(x.shape)} fits neither the [T, B] = "
-                         f"[{t}, {b}] steps nor the [T-1, B] transitions of its batch")
+        raise ValueError(f"a loss of shape {tuple(x.shape)} fits neither the [T-k, B] steps "
+                         f"(k >= 0) of its [T, B] = [{t}, {b}] batch nor [B]; a loss over "
+                         f"other steps passes its own LossInfo.mask")
     m = valid_masks[:x.shape[0]].to(x.dtype)
     return m.view(m.shape + (1,) * (x.ndim - 2))
+
+
+def masked_loss_mean(loss: torch.Tensor, mask: Optional[torch.Tensor],
+                     average: str = "all") -> torch.Tensor:
+    r"""Reduces a loss to a scalar under a mask of its leading dims.
+
+    With ``average = "all"`` (ALF's rule) the result is ``sum(mask * loss) / N`` with ``N``
+    the number of entries of ``loss``: the gradient of each entry does not depend on how
+    many others the mask removes. With ``"valid"`` it is ``sum(mask * loss) / sum(mask)``
+    (the mask broadcast over the trailing dims; 0 when the mask is all 0): the mean over the
+    kept entries.
+
+    Args:
+        loss: ``[...]`` float, e.g. ``[T-k, B]``, ``[B]`` or ``[T, B, A]``.
+        mask: float or bool weights of ``loss``'s leading dims (``[T-k, B]``, ``[B]``), or
+            None (all kept).
+        average: ``"all"`` or ``"valid"``.
+
+    Returns:
+        A scalar tensor.
+
+    Raises:
+        ValueError: for another ``average``, or a mask whose shape is not ``loss``'s
+            leading dims.
+    """
+    if average not in LOSS_AVERAGES:
+        raise ValueError(f"loss_average must be one of {LOSS_AVERAGES}, got {average!r}")
+    if mask is None or loss.ndim == 0:
+        return loss.mean()
+    if tuple(loss.shape[:mask.ndim]) != tuple(mask.shape):
+        raise ValueError(f"a loss mask of shape {tuple(mask.shape)} does not fit a loss of "
+                         f"shape {tuple(loss.shape)}: the mask is the loss's leading dims")
+    m = mask.to(loss.dtype).view(tuple(mask.shape) + (1,) * (loss.ndim - mask.ndim))
+    total = (loss * m).sum()
+    if average == "all":
+        return total / loss.numel()
+    return total / m.expand_as(loss).sum().clamp(min=torch.finfo(loss.dtype).tiny)
+
+
+def _term_mask(valid_masks: Optional[torch.Tensor], x: torch.Tensor,
+               own: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The mask of loss term ``x``: its own (``LossInfo.mask``), else the loop's step mask
+    fitted to its ``[T-k, B]`` rows; none for a ``[B]`` loss, a scalar or no step mask."""
+    if own is not None:
+        return own
+    if valid_masks is None or x.ndim == 0:
+        return None
+    if x.ndim == 1 and x.shape[0] == valid_masks.shape[1]:
+        return None  # [B]: one loss per sequence
+    return _fit_mask(valid_masks, x).flatten(1)[:, :x.shape[1]]
 
 
 #: Lengths of torch's schedules, in updates, that torch accepts below 1: ``LinearLR``,
@@ -96,17 +152,24 @@ class OptimizationMixin:
     # ------------------------------------------------------------------ optimizers
     def add_optimizer(self, optimizer: Any, modules: Any, lr_scheduler: Any = None,
                       gradient_clipping: Any = "inherit",
-                      clip_by_global_norm: Optional[bool] = None) -> None:
+                      clip_by_global_norm: Optional[bool] = None,
+                      name: Optional[str] = None, every: int = 1) -> None:
         """Gives some sub-modules an optimizer of their own (ALF's ``add_optimizer``), e.g.
         SAC's actor, critics and temperature, each with its own rate.
 
         The ``optimizer`` argument of the constructor then covers only the parameters no
-        ``add_optimizer`` claimed. Each optimizer has its own schedule and clipping, is
-        stepped in the same ``update_with_gradient`` (one backward pass of the total loss:
-        keep a term's gradient out of another's parameters, e.g. with
-        ``torch.no_grad`` or ``requires_grad_(False)``) and is checkpointed with its
-        schedule, in the order: per algorithm (root first), its added optimizers in the order
-        added, then its default one.
+        ``add_optimizer`` claimed. Each optimizer has its own schedule and clipping and is
+        checkpointed with its schedule and step count, in the order: per algorithm (root
+        first), its added optimizers in the order added, then its default one.
+
+        Which loss trains it: when ``calc_loss`` returns ``LossInfo.loss`` as a dict of
+        named terms, the term named ``name`` is back-propagated into this optimizer's
+        parameters only (``backward(inputs=...)``: a term through another's module leaves
+        that module's gradients alone, without ``requires_grad`` toggling), and an update
+        without that term does not step it. A single (unnamed) loss trains every optimizer.
+        Either way the optimizer steps only on updates ``every, 2 every, ...`` (counted from
+        1; ``is_due``), and its schedule advances and its ``learning_rate/...`` summary is
+        written only when it stepped.
 
         Args:
             optimizer: a ``torch.optim.Optimizer`` class or factory called with the
@@ -117,6 +180,10 @@ class OptimizationMixin:
             gradient_clipping: like ``Algorithm``'s, for this optimizer; by default the
                 algorithm's.
             clip_by_global_norm: like ``Algorithm``'s; by default the algorithm's.
+            name: the optimizer's name: the key of its term in a dict ``LossInfo.loss``,
+                of ``optimizer_steps`` and of its summaries (``learning_rate/<alg>/<name>``);
+                by default its index.
+            every: it steps on every ``every``-th update (TD3's ``policy_delay``: 2).
 
         Raises:
             RuntimeError: once the optimizers exist (the trainer builds them right after the
@@ -124,15 +191,24 @@ class OptimizationMixin:
                 the constructor.
             ValueError: for a module or parameter that is not an attribute of this
                 algorithm (or of its sub-modules), an ``optimizer`` or ``lr_scheduler``
-                that cannot be called, or a ``gradient_clipping`` <= 0.
+                that cannot be called, a ``gradient_clipping`` <= 0, ``every`` < 1 or a
+                ``name`` used already.
         """
         if self._optimizers is not None:
             raise RuntimeError(f"{self._name}: add_optimizer must be called before the "
                                f"optimizers are created (in the constructor)")
         check_optimizer_args(f"{self._name}.add_optimizer", optimizer, lr_scheduler,
                              None if gradient_clipping == "inherit" else gradient_clipping)
+        if not (isinstance(every, int) and every >= 1):
+            raise ValueError(f"{self._name}.add_optimizer: every must be an int >= 1 "
+                             f"(updates), got {every!r}")
+        if name is not None and (not isinstance(name, str) or name == "default" or name in [
+                e["name"] for e in self.__dict__.get("_added_optimizers", [])]):
+            raise ValueError(f"{self._name}.add_optimizer: name {name!r} is taken or not a "
+                             f"string; give each optimizer its own name")
         if optimizer is None:
             return
+        optimizer_name = name
         if isinstance(modules, (nn.Module, nn.Parameter)):
             modules = [modules]
         names = []  # by name: moving or loading the algorithm may replace a Parameter object
@@ -147,8 +223,8 @@ class OptimizationMixin:
                                  f"first")
             names.append(name)
         self.__dict__.setdefault("_added_optimizers", []).append(dict(
-            optimizer=optimizer, modules=names, lr_scheduler=lr_scheduler,
-            clipping=(self._gradient_clipping if gradient_clipping == "inherit"
+            optimizer=optimizer, modules=names, lr_scheduler=lr_scheduler, name=optimizer_name,
+            every=every, clipping=(self._gradient_clipping if gradient_clipping == "inherit"
                       else gradient_clipping,
                       self._clip_by_global_norm if clip_by_global_norm is None
                       else clip_by_global_norm)))
@@ -176,9 +252,9 @@ class OptimizationMixin:
         for module in algorithms:
             for entry in module.__dict__.get("_added_optimizers", []):
                 claimed.update(id(p) for p in module._parameters_of(entry["modules"]))
-        optimizers, schedulers, clipping = [], [], []
+        optimizers, schedulers, clipping, names, every, tags = [], [], [], [], [], []
 
-        def _add(opt, params, ctor, clip):
+        def _add(opt, params, ctor, clip, name, period):
             if not isinstance(opt, torch.optim.Optimizer):
                 if not params:
                     return
@@ -186,6 +262,10 @@ class OptimizationMixin:
             optimizers.append(opt)
             schedulers.append(None if ctor is None else _checked_schedule(ctor(opt)))
             clipping.append(clip)
+            tags.append(str(len(names)) if name in (None, "default") or name.endswith(
+                "/default") else name)
+            names.append(str(len(names)) if name is None else name)
+            every.append(period)
 
         for module in algorithms:
             taken = set()
@@ -193,7 +273,9 @@ class OptimizationMixin:
                 params = [p for p in module._parameters_of(entry["modules"])
                           if id(p) not in taken]
                 taken.update(id(p) for p in params)
-                _add(entry["optimizer"], params, entry["lr_scheduler"], entry["clipping"])
+                _add(entry["optimizer"], params, entry["lr_scheduler"], entry["clipping"],
+                     entry["name"] if module is self or entry["name"] is None
+                     else f"{module._name}/{entry['name']}", entry["every"])
             if module._optimizer_arg is None:
                 if module._lr_scheduler_arg is not None:
                     raise UserError(f"{module._name}: lr_scheduler needs an optimizer of its "
@@ -201,9 +283,17 @@ class OptimizationMixin:
                 continue
             _add(module._optimizer_arg, module._own_parameters(claimed),
                  module._lr_scheduler_arg,
-                 (module._gradient_clipping, module._clip_by_global_norm))
+                 (module._gradient_clipping, module._clip_by_global_norm),
+                 "default" if module is self else f"{module._name}/default", 1)
+        if len(set(names)) != len(names):
+            raise UserError(f"{self._name}: optimizer names {names} repeat; give each "
+                            f"add_optimizer its own name (sub-algorithms need their own "
+                            f"names too)")
         self._lr_schedulers = schedulers
         self.__dict__["_optimizer_clipping"] = clipping
+        self.__dict__["_optimizer_names"] = names
+        self.__dict__["_optimizer_every"] = every
+        self.__dict__["_optimizer_tags"] = tags
         covered = {id(p) for o in optimizers for g in o.param_groups for p in g["params"]}
         uncovered = [n for n, p in self.named_parameters()
                      if p.requires_grad and id(p) not in covered]
@@ -229,59 +319,148 @@ class OptimizationMixin:
             self._optimizers = self._create_optimizers()
         return self._optimizers
 
+    # ------------------------------------------------------------------ update counts
+    @property
+    def num_updates(self) -> int:
+        """The number of gradient updates (``update_with_gradient`` calls that applied one)
+        so far, checkpointed; an optimizer with ``every = N`` steps on updates ``N, 2N, ...``
+        (counted from 1)."""
+        return self.__dict__.get("_num_updates_done", 0)
+
+    @property
+    def optimizer_steps(self) -> Dict[str, int]:
+        """How many times each optimizer stepped, by its name (``optimizer_names``),
+        checkpointed. An optimizer steps on an update where it is due (``is_due``) and
+        received a loss; AMP's GradScaler skipping a step does not count."""
+        steps = self.__dict__.get("_optimizer_step_counts") or [0] * len(self.optimizers)
+        return dict(zip(self.optimizer_names, steps))
+
+    @property
+    def optimizer_names(self) -> List[str]:
+        """The optimizers' names in ``optimizers`` order: the ``name`` given to
+        ``add_optimizer``, ``"default"`` for an algorithm's own ``optimizer`` (a
+        sub-algorithm's: ``"<its name>/default"``), else its index."""
+        self.optimizers  # noqa: B018 (builds them)
+        return list(self.__dict__["_optimizer_names"])
+
+    def get_extra_state(self) -> Dict[str, Any]:
+        """The parent's extra state plus the update count and the optimizers' step counts
+        (in ``optimizers`` order)."""
+        state = super().get_extra_state()
+        state["num_updates"] = self.num_updates
+        state["optimizer_steps"] = list(self.__dict__.get("_optimizer_step_counts") or [])
+        return state
+
+    def set_extra_state(self, state: Dict[str, Any]) -> None:
+        """Restores ``get_extra_state()`` output; checkpoints without the counts start them
+        at 0."""
+        super().set_extra_state(state)
+        self.__dict__["_num_updates_done"] = int(state.get("num_updates", 0))
+        self.__dict__["_optimizer_step_counts"] = [int(c) for c in
+                                                   state.get("optimizer_steps") or []] or None
+
+    def is_due(self, name: str) -> bool:
+        """Whether optimizer ``name`` steps in the next update (its ``every`` divides the
+        next update's number, counted from 1): ``calc_loss`` may skip computing a term whose
+        optimizer is not due (TD3's delayed actor).
+
+        Raises:
+            KeyError: for a name that is not in ``optimizer_names``.
+        """
+        return self._due(self._optimizer_index(name))
+
+    def _due(self, index: int) -> bool:
+        return (self.num_updates + 1) % self.__dict__["_optimizer_every"][index] == 0
+
+    def _optimizer_index(self, name: str) -> int:
+        names = self.optimizer_names
+        if name not in names:
+            raise KeyError(f"{self._name}: no optimizer named {name!r}; the optimizers are "
+                           f"{names} (add_optimizer(..., name=...))")
+        return names.index(name)
+
     # ------------------------------------------------------------------ gradient update
     def update_with_gradient(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor] = None,
                              weight: float = 1.0) -> Tuple[LossInfo, List[nn.Parameter]]:
-        """One optimizer step on ``loss_info``.
+        """One gradient update on ``loss_info``: each due optimizer steps on its loss.
 
-        A ``[T, B]`` per-step ``loss`` is multiplied by ``valid_masks`` (``valid_step_mask``:
-        0 at LAST steps, steps before a cut and the sequence's last step), a ``[T-1, B]`` loss
-        over transitions by its first ``T - 1`` rows; either is averaged over all its entries
-        (ALF's convention: the gradient scale does not depend on how many steps a batch
-        masks), ``scalar_loss`` is added, and the sum is multiplied by ``weight``. Gradients
-        are clipped per optimizer (its ``gradient_clipping``) before its step.
+        Each loss (the single ``loss``, or each term of a dict ``loss``) is reduced to a
+        scalar with ``masked_loss_mean`` under its mask: its ``LossInfo.mask`` if given,
+        else the loop's step mask ``valid_masks`` (``valid_step_mask``: 0 at LAST steps,
+        steps before a cut and the sequence's last step) fitted to its shape: ``[T, B]`` per
+        step, ``[T-k, B]`` the first ``T - k`` rows (``k = 1``: transitions), ``[B]`` and
+        scalars unmasked. It is averaged by ``loss_average`` (``"all"``, ALF's: over all
+        entries, so the gradient scale does not depend on how many are masked; or
+        ``"valid"``: over the kept ones), ``scalar_loss`` is added, and the sum is
+        multiplied by ``weight``.
+
+        A single loss is back-propagated once into every due optimizer's parameters; a dict
+        of terms ``{name: loss}`` is back-propagated term by term, each into the parameters
+        of the optimizer of that name only (``add_optimizer(name=...)``), and terms whose
+        optimizer is not due (``is_due``) are left out. Gradients are clipped per optimizer
+        (its ``gradient_clipping``) before its step; its schedule advances only if it
+        stepped. Loss terms, gradient norms and learning rates are summarised from the last
+        update that produced each (``_summarize_update``).
 
         Args:
-            loss_info: from ``calc_loss``; ``loss`` ``[T, B, ...]``, ``[T-1, B, ...]`` or a
-                scalar.
+            loss_info: from ``calc_loss``: ``loss`` a tensor (``[T-k, B, ...]`` for
+                ``k >= 0``, ``[B]`` or a scalar) or a dict of such tensors keyed by
+                optimizer name; ``mask`` None/``()``, a tensor (the loss's leading dims) or a
+                dict of them keyed like ``loss``; ``scalar_loss`` a scalar (with a dict
+                loss: a dict keyed like it).
             valid_masks: ``[T, B]`` float or bool, or None (all valid).
             weight: multiplies the loss (e.g. the size of a last, partial mini-batch relative
                 to a full one).
 
         Returns:
-            ``(loss_info with scalar loss and extra terms, parameters)``.
+            ``(loss_info with the scalar total loss, parameters that received gradients)``.
 
         Raises:
             NonFiniteLossError: if the loss or any of its terms is NaN or infinite, naming the
                 term and the iteration; no parameter is changed then.
             UserError: if a learning-rate schedule sets a negative or non-finite rate for
                 the next update.
-            ValueError: if the loss's shape fits neither ``[T, B]`` nor ``[T-1, B]``.
+            ValueError: if a loss fits neither its mask nor ``[T-k, B]``/``[B]``, or a term
+                names no optimizer.
         """
-        loss = loss_info.loss
-        if isinstance(loss, torch.Tensor) and loss.ndim > 0:
-            if valid_masks is not None:
-                loss = loss * _fit_mask(valid_masks, loss)
-            loss = loss.mean()
-        if not is_empty(loss_info.scalar_loss):
-            loss = loss + loss_info.scalar_loss
-        loss = loss * weight
-        # (meta tensors, which the device-placement tests train on, hold no values to check)
-        if loss.device.type != "meta" and not bool(torch.isfinite(loss.detach())):
-            self._raise_non_finite(loss_info, loss)
         optimizers = self.optimizers
+        names = self.__dict__["_optimizer_names"]
+        terms = self._reduced_loss_terms(loss_info, valid_masks, weight)
+        total = sum(terms.values())
+        # (meta tensors, which the device-placement tests train on, hold no values to check)
+        if total.device.type != "meta" and not bool(torch.isfinite(total.detach())):
+            self._raise_non_finite(loss_info, total)
+        due = [self._due(i) for i in range(len(optimizers))]
+        if None in terms:
+            backward = [(terms[None], [i for i in range(len(optimizers)) if due[i]])]
+        else:
+            backward = [(term, [names.index(key)]) for key, term in terms.items()
+                        if due[names.index(key)]]
         for opt in optimizers:
             opt.zero_grad(set_to_none=True)
         scaler = self._grad_scaler
-        (scaler.scale(loss) if scaler is not None else loss).backward()
+        for n, (term, indices) in enumerate(backward):
+            inputs = [p for i in indices for g in optimizers[i].param_groups
+                      for p in g["params"]]
+            if not inputs or not term.requires_grad:
+                continue  # (a term that no parameter reaches gives no gradient)
+            (scaler.scale(term) if scaler is not None else term).backward(
+                inputs=inputs, retain_graph=n < len(backward) - 1)
+        counts = self.__dict__.get("_optimizer_step_counts")
+        if counts is None or len(counts) != len(optimizers):
+            counts = self.__dict__["_optimizer_step_counts"] = [0] * len(optimizers)
+        pending = self.__dict__.setdefault("_pending_summaries", {})
+        active = summary.is_active()
         params = []
-        for i, opt in enumerate(optimizers):
+        for i in sorted({i for _, indices in backward for i in indices}):
+            opt = optimizers[i]
             if scaler is not None:
                 scaler.unscale_(opt)
             group_params = [p for g in opt.param_groups for p in g["params"]
                             if p.grad is not None]
             params.extend(group_params)
-            self._clip_and_summarize_grads(group_params, i, *self._optimizer_clipping[i])
+            tag = f"{self._name}/{self.__dict__['_optimizer_tags'][i]}"
+            norm = self._clip_grads(group_params, *self._optimizer_clipping[i], active)
             stepped = True
             if scaler is not None:
                 # GradScaler skips the step when a gradient is inf/NaN; the schedule must
@@ -291,16 +470,64 @@ class OptimizationMixin:
                 scaler.step(opt)
             else:
                 opt.step()
-            if summary.should_record_summaries():  # the rate this update used
-                summary.scalar(f"learning_rate/{self._name}/{i}", opt.param_groups[0]["lr"])
-            if self._lr_schedulers[i] is not None and stepped:
+            if not stepped:
+                continue
+            counts[i] += 1
+            if active:  # the rate this update used
+                pending[f"learning_rate/{tag}"] = opt.param_groups[0]["lr"]
+                if norm is not None:
+                    pending[f"global_grad_norm/{tag}"] = norm
+            if self._lr_schedulers[i] is not None:
                 self._lr_schedulers[i].step()
                 self._check_scheduled_rates(i, opt)
         if scaler is not None:
             scaler.update()
-        if summary.should_record_summaries():
-            self._summarize_loss(loss.detach(), loss_info, valid_masks)
-        return loss_info._replace(loss=loss.detach()), params
+        self.__dict__["_num_updates_done"] = self.num_updates + 1
+        total = total.detach()
+        if active:
+            self._summarize_loss(total, terms, loss_info, valid_masks, pending)
+            if summary.should_record_summaries():
+                for tag, value in pending.items():
+                    summary.scalar(tag, value)
+                pending.clear()
+        return loss_info._replace(loss=total), params
+
+    def _reduced_loss_terms(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor],
+                            weight: float) -> Dict[Optional[str], torch.Tensor]:
+        """``{None: scalar}`` for a single loss, ``{name: scalar}`` for a dict of terms: each
+        masked, averaged, plus its ``scalar_loss``, times ``weight``."""
+        loss, masks, scalar_loss = loss_info.loss, loss_info.mask, loss_info.scalar_loss
+        average = getattr(self, "_loss_average", "all")
+        if isinstance(loss, dict):
+            names = self.__dict__["_optimizer_names"]
+            unknown = sorted(set(loss) - set(names))
+            if unknown:
+                raise ValueError(f"{self._name}: loss terms {unknown} name no optimizer; the "
+                                 f"optimizers are {names} (add_optimizer(..., name=...))")
+            for what, value in (("mask", masks), ("scalar_loss", scalar_loss)):
+                if not is_empty(value) and not (isinstance(value, dict)
+                                                and set(value) <= set(loss)):
+                    raise ValueError(f"{self._name}: with a dict of loss terms, "
+                                     f"LossInfo.{what} is a dict keyed like it, got "
+                                     f"{type(value).__name__}")
+            items = [(k, loss[k], (masks or {}).get(k), (scalar_loss or {}).get(k))
+                     for k in loss]
+        else:
+            items = [(None, loss, None if is_empty(masks) else masks,
+                      None if is_empty(scalar_loss) else scalar_loss)]
+        terms = {}
+        for key, x, mask, extra in items:
+            if isinstance(x, torch.Tensor):
+                x = masked_loss_mean(x, _term_mask(valid_masks, x, mask), average)
+            elif is_empty(x):
+                x = 0.0
+            if extra is not None:
+                x = x + extra
+            if not isinstance(x, torch.Tensor):
+                raise ValueError(f"{self._name}: calc_loss gave no loss tensor"
+                                 f"{'' if key is None else f' for term {key!r}'}")
+            terms[key] = x * weight
+        return terms
 
     def _check_scheduled_rates(self, index: int, optimizer) -> None:
         """Raises ``UserError`` if optimizer ``index``'s schedule set a negative or
@@ -316,25 +543,33 @@ class OptimizationMixin:
                     f"{getattr(schedule, 'last_epoch', '?')} updates; a rate must be finite "
                     f"and >= 0: check the schedule's settings (e.g. its gamma)")
 
-    def _clip_and_summarize_grads(self, params: List[nn.Parameter], index: int,
-                                  clip: Optional[float], by_global_norm: bool) -> None:
+    @staticmethod
+    def _clip_grads(params: List[nn.Parameter], clip: Optional[float], by_global_norm: bool,
+                    want_norm: bool) -> Optional[torch.Tensor]:
+        """Clips ``params``' gradients; returns their global L2 norm (before clipping by
+        norm, after clipping by value) if computed (clipping by norm or ``want_norm``)."""
         if not params:
-            return
+            return None
         if clip is not None and not by_global_norm:
             torch.nn.utils.clip_grad_value_(params, clip)
             clip = None
-        record = summary.should_record_summaries()
-        if clip is not None or record:
-            # foreach kernels (faster on CPU too) exist for every device but meta
-            norm = torch.nn.utils.clip_grad_norm_(
-                params, max_norm=math.inf if clip is None else clip,
-                foreach=params[0].device.type != "meta")
-            if record:
-                summary.scalar(f"global_grad_norm/{self._name}/{index}", norm)
+        if clip is None and not want_norm:
+            return None
+        # foreach kernels (faster on CPU too) exist for every device but meta
+        return torch.nn.utils.clip_grad_norm_(
+            params, max_norm=math.inf if clip is None else clip,
+            foreach=params[0].device.type != "meta").detach()
 
-    def _summarize_loss(self, loss: torch.Tensor, loss_info: LossInfo,
-                        valid_masks: Optional[torch.Tensor]) -> None:
-        summary.scalar(f"loss/{self._name}", loss)
+    def _summarize_loss(self, total: torch.Tensor, terms: Dict[Optional[str], torch.Tensor],
+                        loss_info: LossInfo, valid_masks: Optional[torch.Tensor],
+                        pending: Dict[str, Any]) -> None:
+        """Puts the update's total loss, its named terms and ``extra`` terms (means over the
+        loop's step mask where they fit it) in ``pending``, to be written at the next update
+        that records summaries."""
+        pending[f"loss/{self._name}"] = total
+        for key, term in terms.items():
+            if key is not None:
+                pending[f"loss/{self._name}/{key}"] = term.detach()
         for path, value in nest.flatten_with_path(loss_info.extra):
             if not isinstance(value, torch.Tensor):
                 continue
@@ -342,7 +577,7 @@ class OptimizationMixin:
             if valid_masks is not None and _fits_mask(valid_masks, value):
                 m = _fit_mask(valid_masks, value).expand_as(value)
                 value = (value * m).sum() / m.sum().clamp(min=1)
-            summary.scalar(f"loss/{self._name}/{path}", value.mean())
+            pending[f"loss/{self._name}/{path}"] = value.mean()
 
     def _raise_non_finite(self, loss_info: LossInfo, loss: torch.Tensor) -> None:
         bad = [p for p, v in nest.flatten_with_path(

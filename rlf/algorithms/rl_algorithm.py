@@ -15,9 +15,11 @@ It adds the environment, the unroller, the metrics, the replay buffer and ``trai
   batches, or epochs over the whole buffer), again with ``preprocess_experience`` on the whole
   batch before it is split.
 
-``calc_loss`` returns a ``[T, B]`` per-step loss or a ``[T-1, B]`` loss over the sequence's
-transitions; either is masked by ``valid_step_mask`` (LAST steps, steps before an episode cut,
-the final step), computed before the split. Several optimizers: ``add_optimizer``.
+``calc_loss`` returns a ``[T, B]`` per-step loss, a ``[T-k, B]`` loss over the sequence's
+first ``T - k`` steps (``k = 1``: transitions), a ``[B]`` or a scalar one, each masked by
+``valid_step_mask`` (LAST steps, steps before an episode cut, the final step), computed before
+the split, or by its own ``LossInfo.mask``. Several optimizers: ``add_optimizer``, with a dict
+of loss terms keyed by optimizer name.
 
 A research variant subclasses it and writes ``rollout_step``, ``calc_loss`` and (off-policy)
 ``train_step``; see ``examples/a2c.py``.
@@ -102,10 +104,12 @@ class RLAlgorithm(Algorithm):
     - ``preprocess_experience(root_inputs, rollout_info, batch_info)`` is called once on the
       whole batch-major ``[B, T]`` experience before it is split (compute GAE or returns
       there, ALF's semantics).
-    - ``calc_loss`` may return a ``[T-1, B]`` loss over transitions instead of a ``[T, B]``
-      per-step one; the loop masks either with ``valid_step_mask``.
-    - ``add_optimizer(optimizer, modules, lr_scheduler=..., gradient_clipping=...)`` gives
-      sub-modules optimizers of their own (SAC's actor, critics and temperature).
+    - ``calc_loss`` may return a ``[T-k, B]`` loss (``k = 1``: transitions), a ``[B]`` or a
+      scalar one instead of a ``[T, B]`` per-step one; the loop masks it with
+      ``valid_step_mask``'s first ``T - k`` rows, or with its own ``LossInfo.mask``.
+    - ``add_optimizer(optimizer, modules, name=..., every=..., lr_scheduler=...)`` gives
+      sub-modules optimizers of their own (SAC's actor, critics and temperature; TD3's
+      delayed actor), each trained by its named term of a dict loss.
     - The episode metrics write nothing before the first episode ends.
 
     Args:

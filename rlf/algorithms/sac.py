@@ -11,7 +11,6 @@ does. Experience layout: see ``value_ops``.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any, NamedTuple, Optional
 
@@ -112,8 +111,9 @@ def sac_losses(transitions: SACTransitions, log_alpha: torch.Tensor,
         target_entropy: the entropy the temperature steers towards.
 
     Returns:
-        ``LossInfo`` with ``loss`` the sum of the three and ``extra`` each of them
-        (``critic_loss``, ``actor_loss``, ``alpha_loss``).
+        ``LossInfo`` whose ``loss`` is the dict ``{"critic", "actor", "alpha"}`` of the three
+        terms, each training its own optimizer (``add_optimizer(name=...)``), and ``extra``
+        each of them (``critic_loss``, ``actor_loss``, ``alpha_loss``).
     """
     t = transitions
     alpha = log_alpha.detach().exp()
@@ -123,29 +123,18 @@ def sac_losses(transitions: SACTransitions, log_alpha: torch.Tensor,
     critic_loss = 0.5 * ((t.critics - target.unsqueeze(-1)) ** 2).sum(-1)
     actor_loss = alpha * t.log_pi - t.q_new
     alpha_loss = -log_alpha * (t.log_pi.detach() + target_entropy)
-    return LossInfo(loss=critic_loss + actor_loss + alpha_loss,
+    return LossInfo(loss={"critic": critic_loss, "actor": actor_loss, "alpha": alpha_loss},
                     extra={"critic_loss": critic_loss, "actor_loss": actor_loss,
                            "alpha_loss": alpha_loss})
-
-
-@contextlib.contextmanager
-def _frozen(module: nn.Module):
-    """Parameters of ``module`` take no gradient inside (its output still passes gradient to
-    its inputs)."""
-    flags = [p.requires_grad for p in module.parameters()]
-    module.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p, flag in zip(module.parameters(), flags):
-            p.requires_grad_(flag)
 
 
 @gin.configurable
 class SACAlgorithm(RLAlgorithm):
     """SAC with twin Q critics, Polyak-averaged target critics, a tanh-squashed Gaussian
     actor and a learned temperature ``alpha`` (target entropy ``-|A|`` by default), each with
-    its own optimizer (``add_optimizer``).
+    its own optimizer (``add_optimizer``, named ``"actor"``, ``"critic"`` and ``"alpha"``):
+    each loss term trains its own optimizer's parameters only, so the actor's loss, which
+    passes through the critics, leaves the critics' gradients alone.
 
     Until the first gradient update (``TrainerConfig.initial_collect_steps``) actions are
     drawn uniformly within the bounds, as SB3's and CleanRL's ``learning_starts``.
@@ -165,13 +154,12 @@ class SACAlgorithm(RLAlgorithm):
         target_update_period: gradient updates between target updates.
         actor_optimizer, critic_optimizer, alpha_optimizer: optimizer classes or factories
             for the actor, the two critics and ``log alpha`` (gin: ``@actor/torch.optim.Adam``
-            with ``actor/torch.optim.Adam.lr = 3e-4``).
+            with ``actor/torch.optim.Adam.lr = 3e-4``); all three are needed.
         random_actions_before_training: act uniformly at random until the first update.
         name, gradient_clipping, ...: see ``Algorithm``.
 
     Raises:
-        ValueError: if an optimizer is missing (naming the parameters without one) or
-            cannot be called, the action spec is not bounded and continuous, ``gamma`` is
+        ValueError: if one of the three optimizers is missing or cannot be called, the action spec is not bounded and continuous, ``gamma`` is
             outside ``[0, 1]``, or ``initial_alpha <= 0``.
     """
 
@@ -199,6 +187,10 @@ class SACAlgorithm(RLAlgorithm):
                            ("critic_optimizer", critic_optimizer),
                            ("alpha_optimizer", alpha_optimizer)):
             check_optimizer_args(f"{name}.{key}", value, None)
+            if value is None:
+                raise ValueError(f"{name}: {key} is not set; SAC trains its actor, critics "
+                                 f"and temperature with an optimizer each (gin: "
+                                 f"SACAlgorithm.{key} = @torch.optim.Adam)")
         if not initial_alpha > 0:
             raise ValueError(f"{name}: initial_alpha (the temperature, learned as its log) "
                              f"must be > 0, got {initial_alpha}")
@@ -227,9 +219,9 @@ class SACAlgorithm(RLAlgorithm):
         low, high = action_spec.bounds(torch.float32)
         self.register_buffer("_action_low", low, persistent=False)
         self.register_buffer("_action_high", high, persistent=False)
-        self.add_optimizer(actor_optimizer, self._actor)
-        self.add_optimizer(critic_optimizer, self._critics)
-        self.add_optimizer(alpha_optimizer, self._log_alpha)
+        self.add_optimizer(actor_optimizer, self._actor, name="actor")
+        self.add_optimizer(critic_optimizer, self._critics, name="critic")
+        self.add_optimizer(alpha_optimizer, self._log_alpha, name="alpha")
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -296,12 +288,11 @@ class SACAlgorithm(RLAlgorithm):
 
     def calc_loss(self, info: SACInfo) -> LossInfo:
         """``sac_losses`` over the ``[T-1, B]`` transitions ``t -> t+1``: the critics at
-        ``(x_t, a_t)`` and, frozen, at ``(x_t, a'_t)``; the target critics at
-        ``(x_{t+1}, a'_{t+1})``."""
+        ``(x_t, a_t)`` and at ``(x_t, a'_t)`` (the actor's term, which trains the actor
+        only); the target critics at ``(x_{t+1}, a'_{t+1})``."""
         head = nest.map_structure(lambda x: x[:-1], info.observation)
         tail = nest.map_structure(lambda x: x[1:], info.observation)
-        with _frozen(self._critics):
-            q_new = self._critic_values(self._critics, head, info.new_action[:-1])
+        q_new = self._critic_values(self._critics, head, info.new_action[:-1])
         with torch.no_grad():
             next_q = self._critic_values(self._target_critics, tail, info.new_action[1:])
         transitions = SACTransitions(

@@ -19,6 +19,22 @@ __all__ = ["TrainingLoopsMixin"]
 logger = logging.getLogger(__name__)
 
 
+def _importance_weighted(name: str, loss: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``loss`` (``[T-k, B, ...]`` or ``[B]``) times prioritised replay's ``[B]`` importance
+    weights.
+
+    Raises:
+        ValueError: for a loss without the batch dim (a scalar), which cannot be weighted.
+    """
+    if loss.ndim == 1 and loss.shape[0] == weights.shape[0]:
+        return loss * weights
+    if loss.ndim < 2 or loss.shape[1] != weights.shape[0]:
+        raise ValueError(f"{name}: prioritised replay weights each sequence of the batch, so "
+                         f"its loss must be [T-k, B, ...] or [B]; got shape "
+                         f"{tuple(loss.shape)} for B = {weights.shape[0]}")
+    return loss * weights.view((1, -1) + (1,) * (loss.ndim - 2))
+
+
 class TrainingLoopsMixin:
     """``Algorithm``'s training loops (ALF's ``train_from_unroll`` and
     ``train_from_replay_buffer``)."""
@@ -272,8 +288,8 @@ class TrainingLoopsMixin:
             loss_info = self.calc_loss(train_info)
         if batch_info is not None and self._config.priority_replay:
             weights = batch_info.importance_weights.to(self._device)
-            loss_info = loss_info._replace(loss=loss_info.loss * weights.view(
-                (1, -1) + (1,) * (loss_info.loss.ndim - 2)))
+            loss_info = loss_info._replace(loss=nest.map_structure(
+                lambda x: _importance_weighted(self._name, x, weights), loss_info.loss))
         loss_info, params = self.update_with_gradient(loss_info, valid, weight)
         self.after_update(experience.time_step, train_info)
         if (batch_info is not None and self._config.priority_replay

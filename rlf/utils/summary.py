@@ -28,7 +28,7 @@ from torch.utils.tensorboard import SummaryWriter
 __all__ = [
     "SummaryWriteError", "create_summary_writer", "set_default_writer", "get_default_writer",
     "get_global_counter", "set_global_counter", "increment_global_counter",
-    "set_summary_interval", "record_if", "should_record_summaries", "enable_summary", "scalar",
+    "set_summary_interval", "record_if", "is_active", "should_record_summaries", "enable_summary", "scalar",
     "histogram", "text", "record_time", "flush", "close",
 ]
 
@@ -151,6 +151,12 @@ def record_if(fn: Callable[[], bool]) -> Iterator[None]:
         yield
     finally:
         _record_if_fn = old
+
+
+def is_active() -> bool:
+    """Whether summaries are written at all (a writer is set and summaries are enabled),
+    whatever the interval: values kept for a later summary step are worth computing."""
+    return _writer is not None and _enabled
 
 
 def should_record_summaries() -> bool:

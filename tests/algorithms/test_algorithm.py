@@ -40,7 +40,7 @@ def test_transition_loss_uses_the_first_t_minus_1_rows_and_averages_over_them():
     alg.update_with_gradient(LossInfo(loss=loss), mask)
     assert float(alg.w.detach()) == pytest.approx(-5 / 6)
     with pytest.raises(ValueError, match=r"fits neither"):
-        alg.update_with_gradient(LossInfo(loss=alg.w * torch.ones(2, 2)), mask)
+        alg.update_with_gradient(LossInfo(loss=alg.w * torch.ones(5, 2)), mask)
 
 
 def test_gradient_clipping_by_global_norm_and_value():

@@ -71,7 +71,8 @@ def test_losses_on_a_hand_computed_transition():
     # temperature: -log alpha (log pi - |A|), |A| = 2
     assert torch.allclose(loss.extra["alpha_loss"],
                           -math.log(0.5) * torch.tensor([[-3.0, -1.0]]))
-    assert loss.loss.shape == (1, 2)  # [T-1, B]
+    assert {k: v.shape for k, v in loss.loss.items()} == {  # [T-1, B] each
+        "critic": (1, 2), "actor": (1, 2), "alpha": (1, 2)}
 
 
 def test_calc_loss_evaluates_each_network_at_its_step_of_the_transition():
@@ -113,21 +114,20 @@ def test_each_loss_reaches_only_its_own_parameters():
     info = alg.train_step(ts, (), SACInfo(action=torch.rand(8, 2) * 4 - 2)).info
     info = SACInfo(*[x.view(2, 4, *x.shape[1:]) for x in info])  # [T=2, B=4]
     loss = alg.calc_loss(info)
-
-    def grads(term):
-        alg.zero_grad(set_to_none=True)
-        term.mean().backward(retain_graph=True)
-        return {name: p.grad is not None and bool(p.grad.abs().sum() > 0)
-                for name, p in alg.named_parameters()}
-
-    actor = grads(loss.extra["actor_loss"])
-    assert any(v for k, v in actor.items() if k.startswith("_actor."))
-    assert not any(v for k, v in actor.items() if not k.startswith("_actor."))
-    critic = grads(loss.extra["critic_loss"])
-    assert any(v for k, v in critic.items() if k.startswith("_critics."))
-    assert not any(v for k, v in critic.items() if not k.startswith("_critics."))
-    alpha = grads(loss.extra["alpha_loss"])
-    assert [k for k, v in alpha.items() if v] == ["_log_alpha"]
+    owners = {"critic": "_critics.", "actor": "_actor.", "alpha": "_log_alpha"}
+    expected = {}
+    for term, prefix in owners.items():
+        own = [(n, p) for n, p in alg.named_parameters() if n.startswith(prefix)]
+        grads = torch.autograd.grad(loss.loss[term].mean(), [p for _, p in own],
+                                    retain_graph=True)
+        expected.update({n: g for (n, _), g in zip(own, grads)})
+    # The actor's term passes through the critics, yet the critics' gradients are their
+    # own term's alone: no requires_grad toggling.
+    alg.update_with_gradient(loss)
+    for name, p in alg.named_parameters():
+        if p.requires_grad:
+            assert torch.allclose(p.grad, expected[name], atol=1e-7), name
+    assert alg.optimizer_steps == {"actor": 1, "critic": 1, "alpha": 1}
     assert len(alg.optimizers) == 3
     assert all(not p.requires_grad for p in alg.target_critics.parameters())
 

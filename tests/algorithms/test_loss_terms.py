@@ -1,0 +1,162 @@
+"""Per-optimizer updates, loss shapes and masks: named loss terms train only their own
+optimizer's parameters, an optimizer with ``every = N`` steps (and advances its schedule) on
+every N-th update only, alternating terms still reach the summaries, and ``[T-k, B]``,
+``[B]`` and scalar losses under a mask give hand-computed gradients."""
+
+import functools
+
+import pytest
+import torch
+from torch import nn
+
+from rlf.algorithms import Algorithm
+from rlf.algorithms.optimization import masked_loss_mean
+from rlf.data_structures import LossInfo
+from rlf.utils import summary
+from rlf.utils.tensorboard_reader import read_scalar_tags
+
+SGD = functools.partial(torch.optim.SGD, lr=1.0)
+
+
+class TwoParts(Algorithm):
+    """``a`` stepped every update, ``b`` every second one, ``b`` with a linear schedule."""
+
+    def __init__(self, every_b=2, **kw):
+        super().__init__(name="Two", **kw)
+        self.a = nn.Parameter(torch.zeros(()))
+        self.b = nn.Parameter(torch.zeros(()))
+        self.add_optimizer(SGD, self.a, name="a")
+        self.add_optimizer(SGD, self.b, name="b", every=every_b, lr_scheduler=functools.partial(
+            torch.optim.lr_scheduler.LinearLR, start_factor=1.0, end_factor=0.5,
+            total_iters=4))
+
+
+def _terms(alg):
+    # d a_term/da = 1 and d b_term/db = 1 + a: b's term also depends on a.
+    return LossInfo(loss={"a": alg.a * 1.0, "b": alg.b * (1.0 + alg.a)})
+
+
+def test_each_term_trains_only_its_optimizer_and_a_delayed_one_steps_every_second_update():
+    alg = TwoParts()
+    expected_b, lr_b = 0.0, 1.0
+    for update in range(1, 5):
+        assert alg.is_due("b") == (update % 2 == 0)
+        a_before = alg.a.item()
+        alg.update_with_gradient(_terms(alg))
+        # a: its own term's gradient (1) only, never b's (which would add b).
+        assert alg.a.item() == pytest.approx(a_before - 1.0)
+        if update % 2 == 0:  # b steps with the rate of its own step count
+            expected_b -= lr_b * (1.0 + a_before)
+            lr_b -= 0.125  # LinearLR: 1.0 -> 0.5 over 4 of b's steps
+        assert alg.b.item() == pytest.approx(expected_b)
+    assert alg.num_updates == 4
+    assert alg.optimizer_steps == {"a": 4, "b": 2}
+    # The schedule of b advanced on b's two steps only, not on the a-only updates.
+    assert alg._lr_schedulers[1].last_epoch == 2
+    assert alg.optimizers[1].param_groups[0]["lr"] == pytest.approx(0.75)
+
+
+def test_a_missing_term_leaves_its_optimizer_unstepped_and_an_unknown_one_is_refused():
+    alg = TwoParts(every_b=1)
+    alg.update_with_gradient(LossInfo(loss={"a": alg.a * 2.0}))
+    assert alg.optimizer_steps == {"a": 1, "b": 0}
+    assert alg._lr_schedulers[1].last_epoch == 0
+    with pytest.raises(ValueError, match=r"loss terms \['c'\] name no optimizer.*\['a', 'b'\]"):
+        alg.update_with_gradient(LossInfo(loss={"c": alg.a * 1.0}))
+    with pytest.raises(KeyError, match="no optimizer named 'c'"):
+        alg.is_due("c")
+
+
+def test_a_single_loss_steps_every_due_optimizer_and_names_must_differ():
+    alg = TwoParts()
+    alg.update_with_gradient(LossInfo(loss=alg.a + alg.b))
+    assert alg.optimizer_steps == {"a": 1, "b": 0}
+    assert alg.b.item() == 0.0  # not due: its gradient was computed but not applied
+    alg.update_with_gradient(LossInfo(loss=alg.a + alg.b))
+    assert alg.optimizer_steps == {"a": 2, "b": 1}
+    fresh = TwoParts()
+    with pytest.raises(ValueError, match="name 'a' is taken"):
+        fresh.add_optimizer(SGD, fresh.b, name="a")
+    with pytest.raises(ValueError, match="every must be an int >= 1"):
+        Algorithm().add_optimizer(SGD, nn.Linear(1, 1), every=0)
+
+
+def test_step_counts_are_checkpointed():
+    alg = TwoParts()
+    for _ in range(3):
+        alg.update_with_gradient(_terms(alg))
+    other = TwoParts()
+    other.load_state_dict(alg.state_dict())
+    assert other.num_updates == 3 and other.optimizer_steps == {"a": 3, "b": 1}
+    assert other.is_due("b")
+
+
+def test_an_alternating_term_reaches_the_summaries(tmp_path):
+    # Summaries every 2 updates; b's term exists only on odd updates (every_b=1, and the
+    # loss leaves b out on even ones), so a summary step never sees it. It is summarised
+    # from the last update that produced it.
+    alg = TwoParts(every_b=1)
+    writer = summary.create_summary_writer(str(tmp_path))
+    summary.set_default_writer(writer)
+    summary.set_summary_interval(2)
+    try:
+        for update in range(1, 7):
+            summary.set_global_counter(update)
+            loss = {"a": alg.a * 1.0}
+            if update % 2:
+                loss["b"] = alg.b * 3.0
+            alg.update_with_gradient(LossInfo(loss=loss, extra={"term": alg.a * 0 + update}))
+        writer.flush()
+    finally:
+        summary.set_default_writer(None)
+        summary.set_summary_interval(1)
+        writer.close()
+    tags = ["loss/Two/b", "global_grad_norm/Two/b", "learning_rate/Two/b", "loss/Two/a",
+            "loss/Two/term"]
+    series = read_scalar_tags(tmp_path, tags)
+    assert series["loss/Two/b"][0] == [2, 4, 6]
+    # b = 0, then -3 (rate 1), then -3 - 3 * 0.875 (b's schedule after one step)
+    assert series["loss/Two/b"][1] == pytest.approx([3 * b for b in (0.0, -3.0, -5.625)])
+    assert series["global_grad_norm/Two/b"][1] == pytest.approx([3.0, 3.0, 3.0])
+    assert series["learning_rate/Two/b"][0] == [2, 4, 6]
+    assert series["loss/Two/term"][1] == pytest.approx([2.0, 4.0, 6.0])
+
+
+def test_a_t_minus_3_loss_with_a_mask_gives_the_hand_computed_gradient():
+    alg = TwoParts(every_b=1)
+    # T = 6, B = 2: a loss over the last T-3 = 3 steps (after a burn-in of 3), [3, 2].
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    mask = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    step_mask = torch.ones(6, 2)  # the loop's mask is replaced by the loss's own
+    alg.update_with_gradient(LossInfo(loss={"a": alg.a * x}, mask={"a": mask}), step_mask)
+    # "all": d/da sum(mask * a x) / 6 = (1 + 3 + 4 + 6) / 6
+    assert alg.a.item() == pytest.approx(-14 / 6)
+    valid = TwoParts(every_b=1, loss_average="valid")
+    valid.update_with_gradient(LossInfo(loss={"a": valid.a * x}, mask={"a": mask}), step_mask)
+    assert valid.a.item() == pytest.approx(-14 / 4)  # over the 4 kept entries
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 2\) does not fit a loss of "
+                                         r"shape \(3, 2\)"):
+        alg.update_with_gradient(LossInfo(loss={"a": alg.a * x}, mask={"a": mask[:2]}))
+
+
+def test_unmasked_shapes_take_the_loop_mask_rows_or_none():
+    step_mask = torch.tensor([[1., 1.], [0., 1.], [1., 1.], [0., 0.]])  # [T=4, B=2]
+    for loss_shape, expected in (((2, 2), 3 / 4),  # [T-2, B]: rows 0-1, 3 kept of 4
+                                 ((2,), 1.0),  # [B]: one loss per sequence, unmasked
+                                 ((), 1.0)):  # a scalar
+        alg = TwoParts(every_b=1)
+        alg.update_with_gradient(LossInfo(loss=alg.a * torch.ones(loss_shape)), step_mask)
+        assert alg.a.item() == pytest.approx(-expected), loss_shape
+
+
+def test_masked_loss_mean_against_a_float64_transcription():
+    torch.manual_seed(0)
+    loss = torch.randn(5, 3, 2, dtype=torch.float64)
+    mask = (torch.rand(5, 3) > 0.4).double()
+    m = mask[:, :, None].expand(5, 3, 2)
+    assert float(masked_loss_mean(loss, mask)) == pytest.approx(float((loss * m).sum() / 30))
+    assert float(masked_loss_mean(loss, mask, "valid")) == pytest.approx(
+        float((loss * m).sum() / m.sum()))
+    assert float(masked_loss_mean(loss, torch.zeros(5, 3), "valid")) == 0.0
+    with pytest.raises(ValueError, match="loss_average must be one of"):
+        masked_loss_mean(loss, mask, "mean")
