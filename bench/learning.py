@@ -66,3 +66,37 @@ def value_at(steps: Sequence[int], values: Sequence[float], step: int) -> float:
     """The last value written at or before ``step`` (NaN if none)."""
     before = [v for s, v in zip(steps, values) if s <= step]
     return before[-1] if before else float("nan")
+
+
+def control_targets_main(pendulum_conf: str, mujoco_conf: str) -> None:
+    """The command line of the continuous-control benchmarks (SAC's, TD3's): trains
+    ``pendulum_conf`` for seeds 0, 1, 2 (``AverageReturn >= -200`` within 15k environment
+    steps), or with ``--mujoco`` ``mujoco_conf`` for seed 0 (``>= 3,000`` at 100k), and prints
+    per seed the first step at the target, the value at the budget, the greedy evaluations
+    and the wall time, then how many seeds met the target."""
+    import argparse
+    p = argparse.ArgumentParser()
+    p.add_argument("--mujoco", action="store_true", help="HalfCheetah instead of Pendulum")
+    p.add_argument("--seeds", type=int, nargs="+", default=None)
+    p.add_argument("--root_dir", default=None, help="keep the (single) run here")
+    p.add_argument("--conf_param", action="append", default=[])
+    args = p.parse_args()
+    if args.mujoco:
+        conf, target, within = mujoco_conf, 3000.0, 100_000
+        seeds = args.seeds or [0]
+    else:
+        conf, target, within = pendulum_conf, -200.0, 15_000
+        seeds = args.seeds or [0, 1, 2]
+    met = 0
+    for seed in seeds:
+        run = train(conf, seed, args.conf_param, root_dir=args.root_dir)
+        first = first_at_least(run.steps, run.train, target)
+        at = value_at(run.steps, run.train, within)
+        ok = first is not None and first <= within
+        met += ok
+        print(f"seed {seed}: AverageReturn first >= {target:g} at "
+              f"{first if first is not None else 'never'} env steps, {at:.1f} at {within}; "
+              f"evaluations {[round(v) for v in run.evals]} at {run.eval_steps}; "
+              f"{run.seconds / 60:.1f} min ({'met' if ok else 'NOT met'})", flush=True)
+    print(f"{met} of {len(seeds)} seeds meet the target (AverageReturn >= {target:g} within "
+          f"{within} env steps)")

@@ -1,5 +1,5 @@
 """Algorithms: the Algorithm/RLAlgorithm templates, TrainerConfig, and the built-in algorithms
-(IMPALA, PPO, SAC, DQN)."""
+(IMPALA, PPO, SAC, TD3, DQN)."""
 
 from rlf.algorithms import optimizers  # noqa: F401  (registers torch.optim classes with gin)
 from rlf.algorithms.algorithm import Algorithm, NonFiniteLossError
@@ -10,7 +10,8 @@ from rlf.algorithms.dqn import DQNAlgorithm
 from rlf.algorithms.impala import ImpalaAlgorithm
 from rlf.algorithms.ppo import PPOAlgorithm
 from rlf.algorithms.sac import SACAlgorithm
+from rlf.algorithms.td3 import TD3Algorithm
 
 __all__ = ["Algorithm", "DQNAlgorithm", "ImpalaAlgorithm", "NonFiniteLossError", "PPOAlgorithm",
-           "RLAlgorithm", "SACAlgorithm", "TrainerConfig", "adjust_replay_buffer_length",
+           "RLAlgorithm", "SACAlgorithm", "TD3Algorithm", "TrainerConfig", "adjust_replay_buffer_length",
            "check_unit_interval"]

@@ -1,10 +1,10 @@
 """Networks: encoders (MLP, NatureCNN, ShallowCNN, ImpalaCNN; FrameConv2d, their first layer
-for uint8 frames), policy heads, the actor-critic network, SAC's actor, and action-value
+for uint8 frames), policy heads, the actor-critic network, SAC's and TD3's actors, and action-value
 networks (DQN's ``QNetwork``, SAC's ``CriticNetwork``)."""
 
 from rlf.networks import activations  # noqa: F401  (registers torch.nn activations with gin)
 from rlf.networks.actor_critic import ActorCriticNetwork
-from rlf.networks.actor_network import ActorNetwork
+from rlf.networks.actor_network import ActorNetwork, DeterministicActorNetwork
 from rlf.networks.encoders import FrameConv2d, ImpalaCNN, MLPEncoder, NatureCNN, ShallowCNN
 from rlf.networks.layouts import use_inference_layout
 from rlf.networks.heads import (CategoricalHead, ClipToBounds, MultiCategoricalHead,
@@ -12,7 +12,7 @@ from rlf.networks.heads import (CategoricalHead, ClipToBounds, MultiCategoricalH
 from rlf.networks.value_networks import CriticNetwork, QNetwork
 
 __all__ = ["ActorCriticNetwork", "ActorNetwork", "CategoricalHead", "ClipToBounds",
-           "CriticNetwork", "FrameConv2d",
+           "CriticNetwork", "DeterministicActorNetwork", "FrameConv2d",
            "ImpalaCNN", "MLPEncoder", "MultiCategoricalHead", "NatureCNN", "NormalHead",
            "QNetwork", "ShallowCNN", "TanhNormalHead", "make_policy_head",
            "use_inference_layout"]

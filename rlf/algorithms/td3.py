@@ -1,0 +1,276 @@
+"""TD3Algorithm: twin delayed deep deterministic policy gradient (Fujimoto et al. 2018,
+"Addressing Function Approximation Error in Actor-Critic Methods", algorithm 1).
+
+Twin critics with the clipped double-Q target, target policy smoothing, and an actor and
+target networks updated every ``policy_delay`` critic updates. The delay is the actor
+optimizer's ``every`` (``add_optimizer``): ``calc_loss`` computes the actor's term only when
+that optimizer is due, and each term trains its own optimizer's parameters only. Trains from
+the replay buffer on single transitions (``mini_batch_length = 2``); experience layout: see
+``value_ops``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import gin
+import torch
+from torch import nn
+
+from rlf import nest
+from rlf.algorithms.optimization import check_optimizer_args
+from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
+from rlf.algorithms.target_network import TargetUpdater, make_target_network
+from rlf.data_structures import AlgStep, LossInfo
+from rlf.networks import CriticNetwork, DeterministicActorNetwork
+from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+
+__all__ = ["TD3Algorithm", "TD3Info", "smoothed_target_action", "clipped_double_q_target"]
+
+
+class TD3Info(NamedTuple):
+    """Per step: the action (all ``rollout_step`` records); in training, ``[T, B]``:
+
+    Attributes:
+        action: the replayed action ``a_t``, ``[T, B, ...]``.
+        reward, discount: ``[T, B]``, of the step.
+        observation: ``x_t``, ``[T, B, ...]``.
+    """
+
+    action: Any = ()
+    reward: Any = ()
+    discount: Any = ()
+    observation: Any = ()
+
+
+def smoothed_target_action(target_action: torch.Tensor, noise: torch.Tensor,
+                           noise_clip: torch.Tensor, low: torch.Tensor,
+                           high: torch.Tensor) -> torch.Tensor:
+    r"""Target policy smoothing (Fujimoto et al. 2018, eq. 15):
+
+    $$
+    a' = \mathrm{clip}\big(\mu'(x') + \mathrm{clip}(\epsilon, -c, c), a_{low}, a_{high}\big)
+    $$
+
+    Args:
+        target_action: ``[..., d]`` ``mu'(x')`` of the target actor.
+        noise: ``[..., d]`` ``epsilon ~ N(0, sigma^2)``.
+        noise_clip: ``c``, broadcastable to ``[..., d]`` (>= 0).
+        low, high: the action bounds, broadcastable to ``[..., d]``.
+
+    Returns:
+        ``[..., d]`` smoothed target actions.
+    """
+    noise = torch.maximum(torch.minimum(noise, noise_clip), -noise_clip)
+    return torch.maximum(torch.minimum(target_action + noise, high), low)
+
+
+def clipped_double_q_target(reward: torch.Tensor, discount: torch.Tensor,
+                            next_q1: torch.Tensor, next_q2: torch.Tensor) -> torch.Tensor:
+    r"""The clipped double-Q target (Fujimoto et al. 2018, eq. 10):
+    $y = r + \gamma_{t+1} \min(Q'_1(x', a'), Q'_2(x', a'))$.
+
+    Args:
+        reward: ``[...]`` ``r`` of the transition.
+        discount: ``[...]`` ``gamma * d`` (0 after a termination).
+        next_q1, next_q2: ``[...]`` the target critics at the smoothed target action.
+
+    Returns:
+        ``[...]`` targets.
+    """
+    return reward + discount * torch.minimum(next_q1, next_q2)
+
+
+@gin.configurable
+class TD3Algorithm(RLAlgorithm):
+    """TD3 with a deterministic actor, twin critics and Polyak-averaged targets of both,
+    each trained by its own optimizer (``add_optimizer`` named ``"actor"`` and
+    ``"critic"``; the actor's with ``every = policy_delay``).
+
+    Exploration adds ``N(0, (exploration_noise * s)^2)`` to ``mu(x)`` and clips to the
+    bounds, with ``s`` half the action range; the target smoothing noise and its clip are in
+    the same units (the paper's 0.1, 0.2 and 0.5 for actions in ``[-1, 1]``). Until the
+    first gradient update (``TrainerConfig.initial_collect_steps``) actions are uniform
+    within the bounds (the paper's start steps).
+
+    Args:
+        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``; the
+            action is a Box with finite bounds.
+        actor_network_ctor: ``ctor(observation_spec, action_spec)`` -> ``mu(x)`` module
+            returning actions inside the bounds.
+        critic_network_ctor: ``ctor(observation_spec, action_spec)`` -> ``Q(x, a)`` module,
+            built twice.
+        gamma: discount ``gamma``.
+        exploration_noise: the behaviour noise's standard deviation ``sigma``.
+        target_policy_noise: the smoothing noise's standard deviation ``sigma~``.
+        target_noise_clip: the smoothing noise's clip ``c``.
+        policy_delay: critic updates per actor and target update (``d``).
+        target_update_tau: Polyak rate of the target networks (``tau``).
+        actor_optimizer, critic_optimizer: optimizer classes or factories for the actor
+            and the two critics (gin: ``@actor/torch.optim.Adam``); both are needed.
+        name, gradient_clipping, ...: see ``Algorithm``.
+
+    Raises:
+        ValueError: if an optimizer is missing or cannot be called, the action spec is not
+            bounded and continuous, ``gamma`` is outside ``[0, 1]``, a noise setting is
+            negative, or ``policy_delay < 1``.
+    """
+
+    def __init__(self,
+                 observation_spec,
+                 action_spec,
+                 reward_spec: TensorSpec = TensorSpec(()),
+                 env=None,
+                 config=None,
+                 actor_network_ctor=DeterministicActorNetwork,
+                 critic_network_ctor=CriticNetwork,
+                 gamma: float = 0.99,
+                 exploration_noise: float = 0.1,
+                 target_policy_noise: float = 0.2,
+                 target_noise_clip: float = 0.5,
+                 policy_delay: int = 2,
+                 target_update_tau: float = 0.005,
+                 actor_optimizer: Any = None,
+                 critic_optimizer: Any = None,
+                 name: str = "TD3Algorithm",
+                 **kwargs):
+        check_unit_interval(name, gamma=gamma)
+        for key, value in (("actor_optimizer", actor_optimizer),
+                           ("critic_optimizer", critic_optimizer)):
+            check_optimizer_args(f"{name}.{key}", value, None)
+            if value is None:
+                raise ValueError(f"{name}: {key} is not set; TD3 trains its actor and critics "
+                                 f"with an optimizer each (gin: TD3Algorithm.{key} = "
+                                 f"@torch.optim.Adam)")
+        for key, value in (("exploration_noise", exploration_noise),
+                           ("target_policy_noise", target_policy_noise),
+                           ("target_noise_clip", target_noise_clip)):
+            if not value >= 0:
+                raise ValueError(f"{name}: {key} must be >= 0, got {value}")
+        if not (isinstance(policy_delay, int) and policy_delay >= 1):
+            raise ValueError(f"{name}: policy_delay must be an int >= 1, got {policy_delay!r}")
+        if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_continuous):
+            raise ValueError(f"{name} needs a continuous action space (a Box) with finite "
+                             f"bounds, got {action_spec}")
+        super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
+                         config=config, is_on_policy=False, name=name, metric_discount=gamma,
+                         **kwargs)
+        self._actor = actor_network_ctor(observation_spec, action_spec)
+        self._critics = nn.ModuleList(critic_network_ctor(observation_spec, action_spec)
+                                      for _ in range(2))
+        self._target_actor = make_target_network(self._actor)
+        self._target_critics = make_target_network(self._critics)
+        self._target_updater = TargetUpdater([self._actor, self._critics],
+                                             [self._target_actor, self._target_critics],
+                                             target_update_tau, policy_delay)
+        self._gamma = gamma
+        self._policy_delay = policy_delay
+        self.register_buffer("_num_updates", torch.zeros((), dtype=torch.int64))
+        low, high = action_spec.bounds(torch.float32)
+        self.register_buffer("_action_low", low, persistent=False)
+        self.register_buffer("_action_high", high, persistent=False)
+        scale = (high - low) / 2
+        self.register_buffer("_exploration_std", exploration_noise * scale, persistent=False)
+        self.register_buffer("_target_noise_std", target_policy_noise * scale,
+                             persistent=False)
+        self.register_buffer("_target_noise_clip", target_noise_clip * scale,
+                             persistent=False)
+        self.add_optimizer(actor_optimizer, self._actor, name="actor", every=policy_delay)
+        self.add_optimizer(critic_optimizer, self._critics, name="critic")
+
+    @property
+    def actor(self) -> nn.Module:
+        """The actor ``mu``."""
+        return self._actor
+
+    @property
+    def critics(self) -> nn.ModuleList:
+        """The two critics."""
+        return self._critics
+
+    @property
+    def target_actor(self) -> nn.Module:
+        """The target actor ``mu'``."""
+        return self._target_actor
+
+    @property
+    def target_critics(self) -> nn.ModuleList:
+        """The target critics."""
+        return self._target_critics
+
+    def predict_step(self, time_step, state) -> AlgStep:
+        """``mu(x)``, without noise."""
+        return AlgStep(output=self._actor(time_step.observation), state=state)
+
+    def rollout_step(self, time_step, state) -> AlgStep:
+        """``clip(mu(x) + N(0, sigma^2))``, or uniform within the bounds before the first
+        update."""
+        mu = self._actor(time_step.observation)
+        action = torch.maximum(torch.minimum(
+            mu + torch.randn_like(mu) * self._exploration_std, self._action_high),
+            self._action_low)
+        uniform = self._action_low + torch.rand_like(action) * (
+            self._action_high - self._action_low)
+        action = torch.where(self._num_updates == 0, uniform, action)
+        return AlgStep(output=action, state=state, info=TD3Info(action=action))
+
+    def offline_experience_spec(self):
+        """Offline data for TD3 carries the recorded action (``rollout_info|action``, or
+        ALF's ``rollout_info|rl|action``), which ``train_step`` replays."""
+        return super().offline_experience_spec()._replace(
+            rollout_info=TD3Info(action=self._action_spec))
+
+    def offline_replay_aliases(self):
+        """ALF's name of the recorded action."""
+        return {"rollout_info|action": "rollout_info|rl|action"}
+
+    def train_step(self, time_step, state, rollout_info: TD3Info) -> AlgStep:
+        """The step's observation, reward, discount and replayed action, for
+        ``calc_loss``."""
+        return AlgStep(output=rollout_info.action, state=state, info=TD3Info(
+            action=rollout_info.action, reward=self.weighted_reward(time_step.reward),
+            discount=time_step.discount, observation=time_step.observation))
+
+    @staticmethod
+    def _q(critic, observation, action) -> torch.Tensor:
+        """``[T', B, ...]`` inputs -> ``[T', B]`` values of ``critic``."""
+        outer = action.shape[:2]
+        observation, action = nest.map_structure(lambda x: x.flatten(0, 1),
+                                                 (observation, action))
+        return critic(observation, action).unflatten(0, outer)
+
+    def _policy(self, actor, observation) -> torch.Tensor:
+        outer = nest.flatten(observation)[0].shape[:2]
+        flat = nest.map_structure(lambda x: x.flatten(0, 1), observation)
+        return actor(flat).unflatten(0, outer)
+
+    def calc_loss(self, info: TD3Info) -> LossInfo:
+        """Over the ``[T-1, B]`` transitions ``t -> t+1``: the critics' term
+        ``sum_i (Q_i(x_t, a_t) - y_t)^2`` with ``y_t`` the clipped double-Q target at the
+        smoothed target action; when the actor's optimizer is due, the actor's term
+        ``-Q_1(x_t, mu(x_t))`` (eq. 6's deterministic policy gradient)."""
+        head = nest.map_structure(lambda x: x[:-1], info.observation)
+        tail = nest.map_structure(lambda x: x[1:], info.observation)
+        with torch.no_grad():
+            target_mu = self._policy(self._target_actor, tail)
+            next_action = smoothed_target_action(
+                target_mu, torch.randn_like(target_mu) * self._target_noise_std,
+                self._target_noise_clip, self._action_low, self._action_high)
+            target = clipped_double_q_target(
+                info.reward[1:].float(), self._gamma * info.discount[1:].float(),
+                self._q(self._target_critics[0], tail, next_action),
+                self._q(self._target_critics[1], tail, next_action))
+        q = [self._q(c, head, info.action[:-1]) for c in self._critics]
+        critic_loss = sum((qi - target) ** 2 for qi in q)
+        loss, extra = {"critic": critic_loss}, {"critic_loss": critic_loss,
+                                                "q": q[0].detach()}
+        if self.is_due("actor"):
+            actor_loss = -self._q(self._critics[0], head, self._policy(self._actor, head))
+            loss["actor"] = extra["actor_loss"] = actor_loss
+        return LossInfo(loss=loss, extra=extra)
+
+    def after_update(self, root_inputs, info) -> None:
+        """Counts the update; every ``policy_delay`` updates (with the actor's step) moves
+        the target actor and critics towards theirs."""
+        self._num_updates += 1
+        self._target_updater()
