@@ -102,3 +102,32 @@ def test_a_whole_float_for_an_int_parameter_is_bound_as_the_int(tmp_path, monkey
         assert q(name) == value and type(q(name)) is int, name
     assert type(q("torch.optim.Adam.lr")) is float  # a float parameter keeps its float
     assert "load.num_envs = 2\n" in gin.config_str()  # what actor processes re-parse
+
+
+def test_the_gpu_conf_trains_with_the_learner_on_cpu(tmp_path):
+    # The GPU recipe as shipped but for the device and the actor count (this machine has
+    # neither a GPU nor 16 cores): two iterations, then a checkpoint.
+    import subprocess
+    import sys
+    root = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "rlf.bin.train", "--conf", str(CONFS / "impala_atari_gpu.gin"),
+         "--root_dir", str(root), "--noprogress",
+         "--conf_param", "TrainerConfig.device='cpu'",
+         "--conf_param", "TrainerConfig.num_actors=2",
+         "--conf_param", "TrainerConfig.num_iterations=2"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (root / "ckpt" / "ckpt-2.pt").exists()
+    parse_config(str(CONFS / "impala_atari_gpu.gin"))
+    q = gin.query_parameter
+    assert q("TrainerConfig.device") == "cuda" and q("TrainerConfig.num_actors") == 14
+    assert q("ImpalaAlgorithm.td_lambda") == 0.95  # the main recipe, included
+    # The rate halves at 60 % and 80 % of the run's updates.
+    per_iteration = q("load.num_envs") * q("TrainerConfig.num_actors")
+    updates = (q("TrainerConfig.num_env_steps") / (q("TrainerConfig.unroll_length")
+                                                   * per_iteration)
+               * per_iteration / q("TrainerConfig.mini_batch_size")
+               * q("TrainerConfig.num_updates_per_train_iter"))
+    milestones = q("torch.optim.lr_scheduler.MultiStepLR.milestones")
+    assert [m / updates for m in milestones] == pytest.approx([0.6, 0.8])

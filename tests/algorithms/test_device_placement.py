@@ -2,16 +2,18 @@
 ``meta`` device (tensors with shapes and devices but no data) from experience collected on
 CPU. Any tensor the learner makes on CPU and combines with its own raises there (as it would
 on CUDA), and afterwards every parameter, buffer and optimizer state is on the learner's
-device."""
+device. With ``RLF_TEST_DEVICE`` set (``cuda``; ``bench/device_checks.py`` sets it) or a
+CUDA device present, the same tests also train on that device."""
 
 import functools
+import os
 
 import pytest
 import torch
 
 from rlf import nest
 from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm, SACAlgorithm,
-                            TrainerConfig)
+                            TD3Algorithm, TrainerConfig)
 from rlf.environments import load
 from rlf.unrollers import SyncUnroller
 
@@ -26,6 +28,8 @@ CASES = {
                  mini_batch_length=1)),
     "sac": ("Pendulum-v1", SACAlgorithm, dict(actor_optimizer=ADAM, critic_optimizer=ADAM,
                                               alpha_optimizer=ADAM),
+            dict(unroll_length=8, mini_batch_size=8, mini_batch_length=2)),
+    "td3": ("Pendulum-v1", TD3Algorithm, dict(actor_optimizer=ADAM, critic_optimizer=ADAM),
             dict(unroll_length=8, mini_batch_size=8, mini_batch_length=2)),
     "dqn": ("CartPole-v1", DQNAlgorithm, dict(optimizer=ADAM, n_step=3, gradient_clipping=1.0),
             # (prioritised replay copies the priorities to the CPU buffer: no data on meta)
@@ -45,10 +49,17 @@ def _build(name, device):
     return alg, env
 
 
+#: The learner's devices: meta always, and a real one when there is one.
+DEVICES = ["meta"] + [d for d in [os.environ.get("RLF_TEST_DEVICE") or (
+    "cuda" if torch.cuda.is_available() else None)] if d]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_the_learner_keeps_every_tensor_on_its_device(name):
+def test_the_learner_keeps_every_tensor_on_its_device(name, device):
+    kind = torch.device(device).type
     actor, env = _build(name, "cpu")  # acts on CPU, as actors do
-    learner, learner_env = _build(name, "meta")  # moved before set_unroller, as the Trainer
+    learner, learner_env = _build(name, device)  # moved before set_unroller, as the Trainer
     # does: its metrics stay on CPU, where the time steps are
     with torch.no_grad():  # two unrolls: whole-buffer training starts at the second
         experience = nest.utils.cat_nests([actor.unroll(8), actor.unroll(8)])
@@ -61,11 +72,11 @@ def test_the_learner_keeps_every_tensor_on_its_device(name):
         steps = learner.train_from_replay_buffer()
     assert steps > 0
     stray = [n for n, t in learner.state_dict(keep_vars=True).items()
-             if isinstance(t, torch.Tensor) and t.device.type != "meta"
+             if isinstance(t, torch.Tensor) and t.device.type != kind
              and not n.startswith("_metrics.")]
     for i, opt in enumerate(learner.optimizers):
         stray += [f"optimizer {i}: {k}" for s in opt.state.values() for k, v in s.items()
-                  if isinstance(v, torch.Tensor) and v.device.type != "meta" and v.ndim > 0]
+                  if isinstance(v, torch.Tensor) and v.device.type != kind and v.ndim > 0]
     assert not stray
     assert all(t.device.type == "cpu" for m in learner.get_metrics()
                for t in m.state_dict().values())
