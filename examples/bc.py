@@ -39,17 +39,11 @@ class BehaviourCloning(RLAlgorithm):
         self._encoder = MLPEncoder(observation_spec, hidden, nn.ReLU)
         self._head = make_policy_head(self._encoder.output_size, action_spec)
 
-    def offline_experience_spec(self):
-        # train_step needs the recorded action: read it from the file's top-level 'action'
-        spec = super().offline_experience_spec()
-        return spec._replace(rollout_info={"action": self._action_spec})
-
-    def offline_replay_aliases(self):
-        return {"rollout_info|action": "action"}
-
     def rollout_step(self, time_step, state):
+        # The info records the action: offline, train_step gets the file's recorded one there.
         params = self._head(self._encoder(time_step.observation))
-        return AlgStep(output=self._head.sample(params))
+        action = self._head.sample(params)
+        return AlgStep(output=action, info={"action": action})
 
     def predict_step(self, time_step, state):
         params = self._head(self._encoder(time_step.observation))

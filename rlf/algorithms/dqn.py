@@ -220,17 +220,6 @@ class DQNAlgorithm(RLAlgorithm):
             action = torch.where(explore, random, action)
         return action + self._min_action
 
-    def offline_experience_spec(self):
-        """Offline data for DQN carries the recorded action (``rollout_info|action``, or the
-        file's top-level ``action``), which ``train_step`` replays."""
-        return super().offline_experience_spec()._replace(
-            rollout_info=DQNInfo(action=self._action_spec))
-
-    def offline_replay_aliases(self):
-        """A file without ``rollout_info|action`` (another algorithm's, ALF's) gives its
-        top-level ``action``."""
-        return {"rollout_info|action": "action"}
-
     def predict_step(self, time_step, state) -> AlgStep:
         """``eval_epsilon``-greedy action."""
         return AlgStep(output=self._epsilon_greedy(time_step.observation, self._eval_epsilon),

@@ -232,7 +232,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         """ALF's names for a Normal behaviour policy (``rollout_info|rl|...``). ALF's SAC
         records a tanh-squashed Normal; its importance weights against rlf's unsquashed
         ``NormalHead`` are then only approximate."""
-        return {"rollout_info|action": "rollout_info|rl|action",
+        return {**super().offline_replay_aliases(),
                 "rollout_info|behaviour_params|0": "rollout_info|rl|action_distribution|loc",
                 "rollout_info|behaviour_params|1":
                     "rollout_info|rl|action_distribution|scale"}

@@ -36,7 +36,7 @@ from torch import nn
 
 from rlf import nest
 from rlf.algorithms.algorithm import Algorithm
-from rlf.data_structures import Experience, time_step_spec
+from rlf.data_structures import Experience, StepType, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import make_offline_replay_buffer
@@ -452,18 +452,53 @@ class RLAlgorithm(Algorithm):
         """Spec of one step of offline data: what ``load_offline_replay_buffer`` reads from a
         replay checkpoint (by key) and what ``train_step`` then receives.
 
-        The default is the time step (without ``env_info``) and the action, with no
-        ``rollout_info`` and no state. Override it to ask for more (IMPALA asks for the
-        behaviour policy's parameters).
+        The default is the time step (without ``env_info``), the action, and the
+        ``rollout_info`` that ``rollout_step`` records (``rollout_info_spec_probe``), with no
+        state: ``train_step`` gets offline steps in the layout of online ones, the recorded
+        action included (``rollout_info|action``; ``offline_replay_aliases`` finds it in
+        ALF's and other algorithms' files). Override it to read less or more.
         """
         ts = time_step_spec(self._observation_spec, self._action_spec, self._reward_spec)
-        return Experience(time_step=ts._replace(env_info={}), action=self._action_spec,
-                          rollout_info=(), state=())
+        action = self._action_spec
 
-    def offline_replay_aliases(self) -> Dict[str, str]:
-        """``{key of offline_experience_spec: key in the file}`` for data stored under other
-        names (e.g. ALF's ``rollout_info|rl|action``); empty by default."""
-        return {}
+        def _bounded(path, spec):  # the recorded action keeps its bounds (checked, rescaled)
+            fits = (isinstance(action, TensorSpec) and path.split(".")[-1] == "action"
+                    and spec.shape == action.shape and spec.dtype == action.dtype)
+            return action if fits else spec
+
+        info = nest.map_structure_with_path(_bounded, self.rollout_info_spec_probe())
+        return Experience(time_step=ts._replace(env_info={}), action=action,
+                          rollout_info=info, state=())
+
+    def rollout_info_spec_probe(self) -> Any:
+        """The spec of ``rollout_step``'s info, found by one ``rollout_step`` on a zero
+        ``FIRST`` step of one environment (without gradients, torch's random state restored
+        afterwards), so that it is known before any unroll.
+
+        Returns:
+            Nest of ``TensorSpec`` of one step (no batch dim); ``()`` if it records none.
+        """
+        ts_spec = time_step_spec(self._observation_spec, self._action_spec, self._reward_spec)
+        time_step = nest.map_structure(lambda spec: spec.zeros((1,)).to(self._device),
+                                       ts_spec._replace(env_info={}))
+        time_step = time_step._replace(step_type=torch.full_like(time_step.step_type,
+                                                                 int(StepType.FIRST)))
+        was_training = self.training
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            self.train(False)
+            try:
+                info = self.rollout_step(time_step, self.get_initial_rollout_state(1)).info
+            finally:
+                self.train(was_training)
+        return spec_from_tensors(nest.map_structure(lambda x: x.cpu(), info))
+
+    def offline_replay_aliases(self) -> Dict[str, Any]:
+        """``{key of offline_experience_spec: key in the file, or a list of keys tried in
+        order}`` for data stored under other names. The default finds a recorded action that
+        ``rollout_info`` asks for (``rollout_info|action``) under ALF's name
+        (``rollout_info|rl|action``) or as the file's top-level ``action`` (every rlf and ALF
+        file has it)."""
+        return {"rollout_info|action": ["rollout_info|rl|action", "action"]}
 
     def load_offline_replay_buffer(self) -> None:
         """Builds the offline buffer from ``config.offline_buffer_dir`` (a replay checkpoint

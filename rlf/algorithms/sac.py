@@ -266,16 +266,6 @@ class SACAlgorithm(RLAlgorithm):
                                                  (observation, action))
         return torch.stack([c(observation, action) for c in critics], -1).unflatten(0, outer)
 
-    def offline_experience_spec(self):
-        """Offline data for SAC carries the recorded action (``rollout_info|action``, or
-        ALF's ``rollout_info|rl|action``), which ``train_step`` replays."""
-        return super().offline_experience_spec()._replace(
-            rollout_info=SACInfo(action=self._action_spec))
-
-    def offline_replay_aliases(self):
-        """ALF's name of the recorded action (its SAC's ``rollout_info.rl``)."""
-        return {"rollout_info|action": "rollout_info|rl|action"}
-
     def train_step(self, time_step, state, rollout_info: SACInfo) -> AlgStep:
         """A reparameterised action ``a' ~ pi(.|x_t)`` with its ``log pi``; the step's
         observation and replayed action pass through for ``calc_loss``."""

@@ -214,16 +214,6 @@ class TD3Algorithm(RLAlgorithm):
         action = torch.where(self._num_updates == 0, uniform, action)
         return AlgStep(output=action, state=state, info=TD3Info(action=action))
 
-    def offline_experience_spec(self):
-        """Offline data for TD3 carries the recorded action (``rollout_info|action``, or
-        ALF's ``rollout_info|rl|action``), which ``train_step`` replays."""
-        return super().offline_experience_spec()._replace(
-            rollout_info=TD3Info(action=self._action_spec))
-
-    def offline_replay_aliases(self):
-        """ALF's name of the recorded action."""
-        return {"rollout_info|action": "rollout_info|rl|action"}
-
     def train_step(self, time_step, state, rollout_info: TD3Info) -> AlgStep:
         """The step's observation, reward, discount and replayed action, for
         ``calc_loss``."""

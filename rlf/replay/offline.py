@@ -262,7 +262,7 @@ def _check_actions(f: Path, key: str, t: torch.Tensor, spec: BoundedTensorSpec,
 def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
                                data_spec: Any,
                                length: Optional[int] = None,
-                               aliases: Optional[Mapping[str, str]] = None,
+                               aliases: Optional[Mapping[str, Union[str, Sequence[str]]]] = None,
                                name: str = "offline_replay_buffer",
                                action_spec: Any = None,
                                normalized_actions: Optional[bool] = False,
@@ -287,7 +287,8 @@ def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
             leaf is read from the key of its path (``time_step.reward`` -> ``time_step|reward``).
         length: steps per environment taken from each file (the oldest); all if None.
         aliases: ``{our key: key in the file}`` for data stored under other names (e.g. ALF's
-            ``rollout_info|rl|action_distribution|loc``).
+            ``rollout_info|rl|action_distribution|loc``), or ``{our key: [key, ...]}``: the
+            first of them the file has.
         name: the buffer's name.
         action_spec: the algorithm's action spec; the data spec's leaves equal to one of its
             bounded leaves (actions, previous actions) are checked against its bounds. None
@@ -325,10 +326,13 @@ def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
         pos, size = ckpt["_current_pos"], ckpt["_current_size"]
         for i, (path, spec) in enumerate(zip(paths, specs)):
             key = _key(path)
-            found_key = key if key in ckpt else aliases.get(key)
-            if found_key not in ckpt:
+            candidates = aliases.get(key, ())
+            candidates = [candidates] if isinstance(candidates, str) else list(candidates)
+            found_key = next((k for k in [key] + candidates if k in ckpt), None)
+            if found_key is None:
                 raise OfflineDataError(
-                    f"replay checkpoint {f} has no '{key}' (needed for {path} "
+                    f"replay checkpoint {f} has no "
+                    f"{' or '.join(repr(k) for k in [key] + candidates)} (needed for {path} "
                     f"{tuple(spec.shape)} {spec.dtype}); it has "
                     f"{sorted(k for k in ckpt if not k.startswith('_'))}")
             t = ckpt[found_key]

@@ -134,13 +134,24 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
     return result
 
 
-def write_eval_summaries(result: Dict[str, Any], env_steps: int) -> None:
+def write_eval_summaries(result: Dict[str, Any], env_steps: int,
+                         num_updates: Optional[int] = None) -> None:
     """Writes ``Eval/AverageReturn``, ``Eval/AverageEpisodeLength`` and (where there is one)
-    ``Eval/AverageEpisodeScore`` against the global counter and against ``env_steps``
-    (``Eval_vs_EnvironmentSteps/...``), always."""
+    ``Eval/AverageEpisodeScore`` against the global counter (iterations) and, always, against
+    ``env_steps`` (``Eval_vs_EnvironmentSteps/...``) or, for a purely offline run, which
+    takes no environment step, against ``num_updates`` (``Eval_vs_Updates/...``).
+
+    Args:
+        result: from ``evaluate_episodes``.
+        env_steps: the run's environment steps.
+        num_updates: the run's gradient updates, given for a purely offline run; None
+            otherwise.
+    """
+    tag, step = (("Eval_vs_EnvironmentSteps", env_steps) if num_updates is None
+                 else ("Eval_vs_Updates", num_updates))
     with summary.record_if(lambda: True):
         for key in ("AverageReturn", "AverageEpisodeLength", "AverageEpisodeScore"):
             if key not in result:
                 continue
             summary.scalar(f"Eval/{key}", result[key])
-            summary.scalar(f"Eval_vs_EnvironmentSteps/{key}", result[key], step=env_steps)
+            summary.scalar(f"{tag}/{key}", result[key], step=step)

@@ -493,7 +493,9 @@ class Trainer:
             tqdm.write(f"iteration {self._state.iter_num}: evaluation stopped by the signal "
                        f"(nothing written)")
             return {}
-        write_eval_summaries(result, self._algorithm.get_env_steps())
+        offline_only = not config.unroll_length
+        write_eval_summaries(result, self._algorithm.get_env_steps(),
+                             self._algorithm.num_updates if offline_only else None)
         n = len(result["returns"])
         score = (f", AverageEpisodeScore {result['AverageEpisodeScore']:.1f}"
                  if "AverageEpisodeScore" in result else "")
