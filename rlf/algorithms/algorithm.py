@@ -221,7 +221,20 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
         return experience, batch_info
 
     def after_update(self, root_inputs: Any, info: Any) -> None:
-        """Called after every gradient update (e.g. to update target networks)."""
+        """Called after every gradient update (e.g. to update target networks).
+
+        Args:
+            root_inputs: the ``[T, B]`` ``TimeStep`` the update trained on (the mini-batch,
+                time-major, on the algorithm's device).
+            info: the ``[T, B]`` infos ``calc_loss`` got.
+        """
 
     def after_train_iter(self, root_inputs: Any, rollout_info: Any = None) -> None:
-        """Called once per training iteration, after training."""
+        """Called once per training iteration, after training.
+
+        Args:
+            root_inputs: the ``[T, B]`` ``TimeStep`` of the iteration's unroll (time-major, on
+                CPU), or None for an iteration without one (purely offline training).
+            rollout_info: the unroll's ``[T, B]`` ``rollout_info`` (with the graph of
+                ``rollout_step`` when training used it), or None.
+        """

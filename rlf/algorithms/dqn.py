@@ -10,7 +10,7 @@ the full n steps. Experience layout: see ``value_ops``.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Tuple
 
 import gin
 import torch
@@ -25,7 +25,7 @@ from rlf.networks import QNetwork
 from rlf.tensor_specs import TensorSpec
 from rlf.utils import summary
 
-__all__ = ["DQNAlgorithm", "DQNInfo", "double_q_bootstrap", "dqn_loss"]
+__all__ = ["apex_epsilon", "DQNAlgorithm", "DQNInfo", "double_q_bootstrap", "dqn_loss"]
 
 
 class DQNInfo(NamedTuple):
@@ -113,6 +113,26 @@ def dqn_loss(q_values: torch.Tensor, action: torch.Tensor, next_target_q_values:
     return loss, td_error
 
 
+def apex_epsilon(index: int, num_actors: int, epsilon: float = 0.4,
+                 alpha: float = 7.0) -> float:
+    r"""Ape-X's exploration rate of actor ``index`` of ``num_actors`` (Horgan et al. 2018,
+    "Distributed Prioritized Experience Replay", section 4.1):
+    $\epsilon_i = \epsilon^{1 + \alpha i / (N - 1)}$, from ``epsilon`` (actor 0) down to
+    ``epsilon ** (1 + alpha)`` (the last); ``epsilon`` for a single actor.
+
+    Args:
+        index: ``i``, in ``[0, num_actors)``.
+        num_actors: ``N >= 1``.
+        epsilon, alpha: the paper's 0.4 and 7.
+
+    Returns:
+        The actor's epsilon, a float in ``[0, 1]``.
+    """
+    if num_actors <= 1:
+        return float(epsilon)
+    return float(epsilon ** (1.0 + alpha * index / (num_actors - 1)))
+
+
 @gin.configurable
 class DQNAlgorithm(RLAlgorithm):
     """DQN with a target network, double Q-learning, n-step returns, a Huber loss, an
@@ -132,6 +152,11 @@ class DQNAlgorithm(RLAlgorithm):
             ``(environment_steps, epsilon)`` pairs, e.g. ``[(0, 1.0), (50000, 0.05)]``.
         eval_epsilon: epsilon of ``predict_step`` (evaluation; 0.05 in Mnih et al., 0 for a
             greedy policy).
+        actor_epsilons: ``(epsilon, alpha)`` for Ape-X's fixed per-actor rates
+            (``apex_epsilon``; the paper's ``(0.4, 7.0)``): with actor processes or Ray
+            actors, actor ``i`` of ``N`` explores with ``epsilon ** (1 + alpha i / (N - 1))``
+            instead of ``epsilon_greedy``'s schedule, which a synchronous unroll keeps
+            following. None: every actor follows the schedule.
         huber_delta: the Huber loss's ``delta`` (the error where it turns linear); None for
             the squared error ``0.5 delta^2``.
         target_update_tau: Polyak rate of the target network (1: copy).
@@ -140,7 +165,8 @@ class DQNAlgorithm(RLAlgorithm):
 
     Raises:
         ValueError: for ``n_step < 1``, ``TrainerConfig.mini_batch_length < n_step + 1``,
-            ``gamma``, ``eval_epsilon`` or an epsilon of the schedule outside ``[0, 1]``,
+            ``gamma``, ``eval_epsilon``, an epsilon of the schedule or of
+            ``actor_epsilons`` outside ``[0, 1]``, a negative ``alpha``,
             ``huber_delta <= 0``, or a bad schedule, target update or action spec.
     """
 
@@ -156,6 +182,7 @@ class DQNAlgorithm(RLAlgorithm):
                  double_q: bool = True,
                  epsilon_greedy: Schedule = 0.1,
                  eval_epsilon: float = 0.0,
+                 actor_epsilons: Optional[Tuple[float, float]] = None,
                  huber_delta: Optional[float] = 1.0,
                  target_update_tau: float = 1.0,
                  target_update_period: int = 1000,
@@ -164,6 +191,12 @@ class DQNAlgorithm(RLAlgorithm):
         if n_step < 1:
             raise ValueError(f"{name}: n_step must be >= 1, got {n_step}")
         check_unit_interval(name, gamma=gamma, eval_epsilon=eval_epsilon)
+        if actor_epsilons is not None:
+            if len(actor_epsilons) != 2 or not 0.0 <= actor_epsilons[0] <= 1.0 or (
+                    actor_epsilons[1] < 0):
+                raise ValueError(f"{name}: actor_epsilons is (epsilon in [0, 1], alpha >= 0), "
+                                 f"e.g. Ape-X's (0.4, 7.0); got {actor_epsilons!r}")
+            actor_epsilons = (float(actor_epsilons[0]), float(actor_epsilons[1]))
         if huber_delta is not None and not huber_delta > 0:
             raise ValueError(f"{name}: huber_delta must be > 0 (or None for the squared "
                              f"error), got {huber_delta}")
@@ -189,6 +222,7 @@ class DQNAlgorithm(RLAlgorithm):
         self._double_q = double_q
         self._epsilon = epsilon
         self._eval_epsilon = eval_epsilon
+        self._actor_epsilons = actor_epsilons
         self._huber_delta = huber_delta
         self._min_action = int(action_spec.minimum)
         self.register_buffer("_behaviour_epsilon",
@@ -206,9 +240,12 @@ class DQNAlgorithm(RLAlgorithm):
 
     @property
     def epsilon(self) -> float:
-        """The behaviour policy's exploration rate at the current ``EnvironmentSteps``.
-        Actors, which count no steps, act with the learner's latest value, a buffer sent
-        with the parameters."""
+        """The behaviour policy's exploration rate: on an actor copy with
+        ``actor_epsilons``, its fixed Ape-X rate; else the schedule's at the current
+        ``EnvironmentSteps`` (actors, which count no steps, act with the learner's latest
+        value, a buffer sent with the parameters)."""
+        if self.actor_index is not None and self._actor_epsilons is not None:
+            return apex_epsilon(self.actor_index, self.num_actors, *self._actor_epsilons)
         return self._epsilon(self.get_env_steps())
 
     def _epsilon_greedy(self, observation, epsilon) -> torch.Tensor:
@@ -226,8 +263,9 @@ class DQNAlgorithm(RLAlgorithm):
                        state=state)
 
     def rollout_step(self, time_step, state) -> AlgStep:
-        """``epsilon``-greedy action (``epsilon_greedy``'s schedule)."""
-        if self._metrics is not None:  # the learner (or a sync unroll): follow the schedule
+        """``epsilon``-greedy action (``epsilon``)."""
+        if self.actor_index is None or self._actor_epsilons is not None:
+            # the learner's own (synchronous) unroll, or an Ape-X actor's fixed rate
             self._behaviour_epsilon.fill_(self.epsilon)
         action = self._epsilon_greedy(time_step.observation, self._behaviour_epsilon)
         return AlgStep(output=action, state=state, info=DQNInfo(action=action))
@@ -267,7 +305,7 @@ class DQNAlgorithm(RLAlgorithm):
     def after_train_iter(self, root_inputs, rollout_info=None) -> None:
         """Sets the behaviour epsilon that actors receive with the parameters (an actor
         unroller never calls the learner's ``rollout_step``)."""
-        self._behaviour_epsilon.fill_(self.epsilon)
+        self._behaviour_epsilon.fill_(self._epsilon(self.get_env_steps()))
 
     def after_update(self, root_inputs, info) -> None:
         """Moves the target network towards the online one (every ``target_update_period``

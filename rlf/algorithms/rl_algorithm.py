@@ -36,7 +36,7 @@ from torch import nn
 
 from rlf import nest
 from rlf.algorithms.algorithm import Algorithm
-from rlf.data_structures import Experience, StepType, time_step_spec
+from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import make_offline_replay_buffer
@@ -94,13 +94,25 @@ def adjust_replay_buffer_length(config, num_earliest_frames_ignored: int = 0) ->
 class RLAlgorithm(Algorithm):
     """Base class of reinforcement-learning algorithms.
 
+    The data path of training follows from the settings (``data_path``); settings that the
+    chosen path would ignore are refused with one line (``check_training_settings``):
+
+    | ``is_on_policy`` | ``TrainerConfig`` settings | ``data_path``: what trains |
+    |---|---|---|
+    | True | ``num_updates_per_train_iter = 1``, no ``mini_batch_size``/``_length`` | ``"rollout_graph"``: one update on ``calc_loss`` of the rollout's own ``[T, B]`` infos, with their graph (A2C) |
+    | True | otherwise | ``"unroll_epochs"``: the unroll (after the previous one's last step), without graph, in epochs of shuffled mini-batches through ``train_step`` (PPO) |
+    | False | ``whole_replay_buffer_training`` | ``"replay_epochs"``: epochs over all the buffer holds (IMPALA's conf, with ``clear_replay_buffer``) |
+    | False | otherwise | ``"replay_samples"``: sampled mini-batches of ``mini_batch_size`` sequences of ``mini_batch_length`` steps (SAC, TD3, DQN) |
+    | False | ``unroll_length = 0``, ``offline_buffer_dir`` | ``"offline"``: sampled mini-batches of the offline data only |
+
+    Off-policy only: ``unroll_with_grad`` keeps ``rollout_step``'s graph (for
+    ``after_train_iter``); ``use_rollout_state`` and ``temporally_independent_train_step``
+    choose how ``train_step`` runs over a sequence. On-policy paths refuse ``unroll_with_grad``
+    (they decide it themselves), and ``"rollout_graph"`` refuses the two ``train_step``
+    settings (it calls no ``train_step``).
+
     Training (the module docstring has the details):
 
-    - ``is_on_policy=True`` trains on each unroll: with ``TrainerConfig``'s
-      ``num_updates_per_train_iter = 1`` and no ``mini_batch_size``/``mini_batch_length``, one
-      update on the rollout's own forward pass; otherwise epochs over shuffled mini-batches
-      of the unroll (``mini_batch_length = 1``: single transitions), recomputed by
-      ``train_step``.
     - ``preprocess_experience(root_inputs, rollout_info, batch_info)`` is called once on the
       whole batch-major ``[B, T]`` experience before it is split (compute GAE or returns
       there, ALF's semantics).
@@ -110,6 +122,11 @@ class RLAlgorithm(Algorithm):
     - ``add_optimizer(optimizer, modules, name=..., every=..., lr_scheduler=...)`` gives
       sub-modules optimizers of their own (SAC's actor, critics and temperature; TD3's
       delayed actor), each trained by its named term of a dict loss.
+    - Hooks: ``after_update(root_inputs, info)`` after each update and
+      ``after_train_iter(root_inputs, rollout_info)`` after each iteration both get a
+      ``[T, B]`` ``TimeStep`` and ``[T, B]`` infos.
+    - Actors get ``actor_state_dict()`` (the modules ``rollout_step`` calls) and know their
+      ``actor_index`` (None on the learner).
     - The episode metrics write nothing before the first episode ends.
 
     Args:
@@ -325,13 +342,104 @@ class RLAlgorithm(Algorithm):
                 f"less the oldest frames that frame stacking ignores), so no sequence could "
                 f"ever be sampled; raise TrainerConfig.replay_buffer_length")
 
+    @property
+    def data_path(self) -> str:
+        """How this algorithm trains with its ``TrainerConfig``: ``"rollout_graph"``,
+        ``"unroll_epochs"``, ``"replay_epochs"``, ``"replay_samples"`` or ``"offline"`` (the
+        table in the class docstring)."""
+        config = self._config
+        if self.on_policy:
+            return "rollout_graph" if self.trains_on_rollout_graph else "unroll_epochs"
+        if config is not None and not config.unroll_length and config.offline_buffer_dir:
+            return "offline"
+        if config is not None and config.whole_replay_buffer_training:
+            return "replay_epochs"
+        return "replay_samples"
+
+    def check_training_settings(self) -> None:
+        """Refuses ``TrainerConfig`` settings that this algorithm's ``data_path`` would
+        ignore or that contradict each other (the trainer calls it before anything is
+        written).
+
+        Raises:
+            UserError: one line naming the settings, the data path and the fix.
+        """
+        config, path = self._config, self.data_path
+        if config is None:
+            return
+        ignored = []
+        if self.on_policy and config.unroll_with_grad:
+            ignored.append(("unroll_with_grad", "an on-policy algorithm keeps the rollout's "
+                            "graph exactly when it trains on it"))
+        if path == "rollout_graph":
+            ignored += [(name, "training on the rollout's own graph calls no train_step")
+                        for name in ("use_rollout_state", "temporally_independent_train_step")
+                        if getattr(config, name)]
+        if ignored:
+            name, why = ignored[0]
+            raise UserError(f"TrainerConfig.{name} changes nothing for {self._name}'s data "
+                            f"path '{path}' ({why}); remove it")
+        if config.use_rollout_state and config.temporally_independent_train_step:
+            raise UserError("TrainerConfig.use_rollout_state carries a recurrent state through "
+                            "train_step's steps, which temporally_independent_train_step = "
+                            "True computes all at once; set one of them")
+        if config.temporally_independent_train_step and nest.flatten(self._train_state_spec):
+            raise UserError(f"TrainerConfig.temporally_independent_train_step = True, but "
+                            f"{self._name} has a recurrent train_state_spec, which needs "
+                            f"train_step step by step; remove it")
+
+    def actor_modules(self) -> List[str]:
+        """The names (``named_modules``) of the sub-modules an actor needs to act: by default
+        those whose ``forward`` runs in ``rollout_step`` (found once, by a probe step on a
+        zero ``FIRST`` step), not the critics, target networks or metrics. Override it for a
+        ``rollout_step`` that uses a module without calling it (its parameters directly)."""
+        names = self.__dict__.get("_actor_module_names")
+        if names is None:
+            called = []
+            hooks = [m.register_forward_pre_hook(lambda mod, args, n=n: called.append(n))
+                     for n, m in self.named_modules() if n and not n.startswith("_metrics")]
+            try:
+                self._probe_rollout_step()
+            finally:
+                for h in hooks:
+                    h.remove()
+            names = self.__dict__["_actor_module_names"] = sorted(set(called))
+        return list(names)
+
     def actor_state_dict(self) -> Dict[str, torch.Tensor]:
-        """The tensors an actor's copy of this algorithm needs to act as it does: every
-        parameter and buffer (by ``nn.Module`` name) except the episode metrics', which are
-        the learner's own. Actor unrollers copy these from the learner to the actors; override
-        to send less (e.g. only the policy's network)."""
+        """The tensors an actor's copy of this algorithm needs to act as it does: the
+        parameters and buffers of ``actor_modules()`` and the algorithm's own (those of no
+        sub-module: counters, bounds, a temperature), by ``nn.Module`` name. Actor unrollers
+        copy these from the learner to the actors at every parameter update."""
+        prefixes = tuple(f"{n}." for n in self.actor_modules())
+        own = {n for n, _ in self.named_parameters(recurse=False)} | {
+            n for n, _ in self.named_buffers(recurse=False)}
         return {k: v for k, v in nn.Module.state_dict(self, keep_vars=True).items()
-                if isinstance(v, torch.Tensor) and not k.startswith("_metrics.")}
+                if isinstance(v, torch.Tensor) and (k.startswith(prefixes) or k in own)}
+
+    def set_actor_index(self, index: int, num_actors: int) -> None:
+        """Marks this copy as actor ``index`` of ``num_actors`` (``build_actor`` calls it in
+        each actor process and Ray actor), for per-actor behaviour such as Ape-X's
+        exploration (``DQNAlgorithm.actor_epsilons``).
+
+        Raises:
+            ValueError: unless ``0 <= index < num_actors``.
+        """
+        if not 0 <= index < num_actors:
+            raise ValueError(f"{self._name}: actor index {index} is not in [0, {num_actors})")
+        self.__dict__["_actor_index"] = (int(index), int(num_actors))
+
+    @property
+    def actor_index(self) -> Optional[int]:
+        """This copy's actor index, or None for the learner (and a synchronous unroll)."""
+        pair = self.__dict__.get("_actor_index")
+        return None if pair is None else pair[0]
+
+    @property
+    def num_actors(self) -> Optional[int]:
+        """The number of actors this copy is one of, or None for the learner."""
+        pair = self.__dict__.get("_actor_index")
+        return None if pair is None else pair[1]
 
     @property
     def rollout_info_spec(self) -> Any:
@@ -472,12 +580,19 @@ class RLAlgorithm(Algorithm):
 
     def rollout_info_spec_probe(self) -> Any:
         """The spec of ``rollout_step``'s info, found by one ``rollout_step`` on a zero
-        ``FIRST`` step of one environment (without gradients, torch's random state restored
-        afterwards), so that it is known before any unroll.
+        ``FIRST`` step of one environment (``_probe_rollout_step``), so that it is known
+        before any unroll.
 
         Returns:
             Nest of ``TensorSpec`` of one step (no batch dim); ``()`` if it records none.
         """
+        info = self._probe_rollout_step().info
+        return spec_from_tensors(nest.map_structure(lambda x: x.cpu(), info))
+
+    def _probe_rollout_step(self) -> AlgStep:
+        """``rollout_step`` on a zero ``FIRST`` step of one environment, in eval mode,
+        without gradients, with torch's random state restored afterwards (so that a run's
+        random numbers do not depend on it)."""
         ts_spec = time_step_spec(self._observation_spec, self._action_spec, self._reward_spec)
         time_step = nest.map_structure(lambda spec: spec.zeros((1,)).to(self._device),
                                        ts_spec._replace(env_info={}))
@@ -487,10 +602,9 @@ class RLAlgorithm(Algorithm):
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             self.train(False)
             try:
-                info = self.rollout_step(time_step, self.get_initial_rollout_state(1)).info
+                return self.rollout_step(time_step, self.get_initial_rollout_state(1))
             finally:
                 self.train(was_training)
-        return spec_from_tensors(nest.map_structure(lambda x: x.cpu(), info))
 
     def offline_replay_aliases(self) -> Dict[str, Any]:
         """``{key of offline_experience_spec: key in the file, or a list of keys tried in
@@ -612,7 +726,7 @@ class RLAlgorithm(Algorithm):
             experience = experience._replace(rollout_info=())
             steps = self.train_from_unroll(experience, train_info)
         with summary.record_time("time/after_train_iter"):
-            self.after_train_iter(experience, train_info)
+            self.after_train_iter(experience.time_step, train_info)
         return steps
 
     def _train_iter_off_policy(self) -> int:
@@ -636,10 +750,11 @@ class RLAlgorithm(Algorithm):
         self.train()
         with summary.record_time("time/train"):
             steps = self.train_from_replay_buffer(update_global_counter=True)
-        if experience is not None:
-            with summary.record_time("time/after_train_iter"):
-                train_info = experience.rollout_info
-                self.after_train_iter(experience._replace(rollout_info=()), train_info)
+        with summary.record_time("time/after_train_iter"):
+            if experience is None:
+                self.after_train_iter(None, None)
+            else:
+                self.after_train_iter(experience.time_step, experience.rollout_info)
         return steps
 
     # ------------------------------------------------------------------ summaries

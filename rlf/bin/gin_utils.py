@@ -371,12 +371,17 @@ def validate_bindings() -> None:
                 annotation = inspect.Parameter.empty
             if annotation is inspect.Parameter.empty:
                 default = by_name[param].default
-                if isinstance(default, bool):
-                    annotation = bool
-                elif isinstance(default, (int, float)):
-                    annotation = float
-                else:
+                if not isinstance(default, (bool, int, float)):
                     continue
+                # Judged by the default alone: only a string is surely wrong (a number
+                # parameter may also take a schedule, a list, ...).
+                if isinstance(value, str) and not _is_reference(value):
+                    raise ConfigError(
+                        f"{where}.{param} = {value!r}: expected "
+                        f"{'a bool' if isinstance(default, bool) else 'a number'} (judged by "
+                        f"its default, {default!r}; the parameter has no annotation: annotate "
+                        f"it to allow other types), got a string")
+                continue
             if not _fits(value, annotation):
                 raise ConfigError(f"{where}.{param} = {value!r}: expected "
                                   f"{_type_name(annotation)}, got {_misfit(value, annotation)}")

@@ -229,6 +229,7 @@ class Trainer:
                                 "algorithm")
             self._algorithm.load_offline_replay_buffer()
         algorithm = self._algorithm
+        algorithm.check_training_settings()
         replay_settings = config.changed_settings(config.REPLAY_SETTINGS)
         if algorithm.on_policy and replay_settings:
             raise UserError(config.without_effect(

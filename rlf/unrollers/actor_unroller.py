@@ -30,8 +30,11 @@ __all__ = ["ActorUnroller", "build_actor", "copy_parameters", "combine_unrolls"]
 
 
 def build_actor(algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any], num_envs: int,
-                seed: Optional[int], setup: Optional[Callable[[], None]] = None):
-    """Builds an actor's environment and algorithm copy, in the actor's process.
+                seed: Optional[int], setup: Optional[Callable[[], None]] = None,
+                index: int = 0, num_actors: int = 1):
+    """Builds an actor's environment and algorithm copy, in the actor's process, and tells
+    the copy which actor it is (its ``set_actor_index(index, num_actors)``, if it has one:
+    per-actor exploration).
 
     Args:
         algorithm_ctor: ``fn() -> algorithm`` (the learner's structure, no environment).
@@ -39,6 +42,8 @@ def build_actor(algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
         num_envs: ``B``.
         seed: the first environment's seed (None: unseeded).
         setup: called first (process settings, configuration): the trainer's ``ActorSetup``.
+        index: this actor's index, ``0 .. num_actors - 1``.
+        num_actors: the number of actors.
 
     Returns:
         ``(env, algorithm, params)``: the copy's weights are laid out for inference
@@ -49,6 +54,8 @@ def build_actor(algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
         setup()
     env = env_ctor(num_envs=num_envs, seed=seed)
     algorithm = use_inference_layout(algorithm_ctor())
+    if hasattr(algorithm, "set_actor_index"):
+        algorithm.set_actor_index(index, num_actors)
     return env, algorithm, algorithm.actor_state_dict()
 
 

@@ -109,7 +109,7 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor,
                 setup: Optional[Callable[[], None]], num_envs: int, seed: Optional[int],
                 unroll_length: int, shared: Dict[str, torch.Tensor], sequence, out_queue,
                 free_queue, num_slots: int, stop, parent_pid: int,
-                log_file: Optional[str] = None):
+                log_file: Optional[str] = None, num_actors: int = 1):
     """Body of an actor process (module-level so that *spawn* can import it).
 
     Messages on ``out_queue``, each tagged with ``(index, incarnation)``: once
@@ -123,7 +123,8 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor,
     env = None
     try:
         _redirect_output(log_file, index, incarnation)
-        env, algorithm, params = build_actor(algorithm_ctor, env_ctor, num_envs, seed, setup)
+        env, algorithm, params = build_actor(algorithm_ctor, env_ctor, num_envs, seed, setup,
+                                             index, num_actors)
         missing = sorted(set(params) - set(shared))
         if missing:
             raise ValueError(f"actor {index}: the learner shares no tensors for {missing}")
@@ -249,7 +250,7 @@ class AsyncUnroller(ActorUnroller):
             args=(index, self._incarnation[index], self._algorithm_ctor, self._env_ctor,
                   self._setup, self._num_envs, seed, self._unroll_length, self._shared,
                   self._sequence, self._queues[index], free, self._num_slots, self._stop,
-                  os.getpid(), None if log is None else str(log)))
+                  os.getpid(), None if log is None else str(log), self._num_actors))
         p.start()
         self._procs[index] = p
 

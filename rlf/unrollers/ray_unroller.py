@@ -51,9 +51,10 @@ def _check_cluster_address(address: Optional[str], timeout: float = 10.0) -> Non
 class _RayActor:
     """The body of one Ray actor (wrapped with ``ray.remote`` by ``RayUnroller``)."""
 
-    def __init__(self, algorithm_ctor, env_ctor, setup, num_envs, seed, unroll_length):
+    def __init__(self, algorithm_ctor, env_ctor, setup, num_envs, seed, unroll_length,
+                 index=0, num_actors=1):
         self._env, self._algorithm, self._params = build_actor(
-            algorithm_ctor, env_ctor, num_envs, seed, setup)
+            algorithm_ctor, env_ctor, num_envs, seed, setup, index, num_actors)
         self._unroller = SyncUnroller(self._env, self._algorithm)
         self._unroll_length = unroll_length
         self._version = -1
@@ -154,7 +155,7 @@ class RayUnroller(ActorUnroller):
         algorithm_ctor, env_ctor, setup, n, seed = self._actor_args
         actor_seed = None if seed is None else seed + index * n
         return self._remote_cls.remote(algorithm_ctor, env_ctor, setup, n, actor_seed,
-                                       self._unroll_length)
+                                       self._unroll_length, index, self._num_actors)
 
     def _fill(self, index: int) -> None:
         while len(self._calls[index]) < self._in_flight:

@@ -42,6 +42,17 @@ class Deterministic(RLAlgorithm):
             action.shape[0]).clone()})
 
 
+class IndexRecorder(Deterministic):
+    """Records which actor acted (``actor_index``; -1 for the learner's own unroll)."""
+
+    def rollout_step(self, time_step, state):
+        step = super().rollout_step(time_step, state)
+        index = -1 if self.actor_index is None else self.actor_index
+        return step._replace(info=dict(step.info, actor=torch.full_like(step.output, index),
+                                       num_actors=torch.full_like(step.output,
+                                                                  self.num_actors or 0)))
+
+
 def _unroller(alg, **kw):
     args = dict(algorithm_ctor=functools.partial(Deterministic, **kw.pop("actor_kw", {})),
                 env_ctor=functools.partial(load, "CartPole-v1"), num_actors=2,
@@ -52,6 +63,18 @@ def _unroller(alg, **kw):
 
 def _alive(procs):
     return [p for p in procs if p.is_alive()]
+
+
+def test_each_actor_knows_its_index_and_the_number_of_actors():
+    alg = IndexRecorder()
+    unroller = _unroller(alg, algorithm_ctor=IndexRecorder)
+    try:
+        info = unroller.unroll(6).rollout_info  # [T, 2 actors x 2 environments]
+    finally:
+        unroller.close()
+    assert info["actor"].tolist() == [[0, 0, 1, 1]] * 6
+    assert info["num_actors"].eq(2).all()
+    assert alg.actor_index is None and alg.num_actors is None  # the learner
 
 
 def test_async_experience_equals_sync_up_to_batch_order():
@@ -154,6 +177,9 @@ class WithConv(Deterministic):
         super().__init__(**kw)
         self.conv = nn.Conv2d(4, 8, 3).to(memory_format=torch.channels_last)
         self.fc = nn.Linear(12, 5)
+
+    def actor_modules(self):
+        return ["conv", "fc"]  # declared: rollout_step does not call them
 
 
 def test_actor_copy_acts_in_the_contiguous_layout():

@@ -15,7 +15,7 @@ ray = pytest.importorskip("ray")
 from rlf.environments import load  # noqa: E402
 from rlf.unrollers import ActorError, SyncUnroller  # noqa: E402
 from rlf.unrollers.ray_unroller import RayUnroller  # noqa: E402
-from tests.unrollers.test_async_unroller import Deterministic  # noqa: E402
+from tests.unrollers.test_async_unroller import Deterministic, IndexRecorder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,6 +31,18 @@ def _ray_unroller(alg, **kw):
     return RayUnroller(alg, algorithm_ctor=functools.partial(Deterministic, **kw),
                        env_ctor=functools.partial(load, "CartPole-v1"), num_actors=2,
                        num_envs_per_actor=2, unroll_length=6, seed=5, timeout=60)
+
+
+def test_each_ray_actor_knows_its_index(local_ray):
+    unroller = RayUnroller(IndexRecorder(), algorithm_ctor=IndexRecorder,
+                           env_ctor=functools.partial(load, "CartPole-v1"), num_actors=2,
+                           num_envs_per_actor=2, unroll_length=6, seed=5, timeout=60)
+    try:
+        info = unroller.unroll(6).rollout_info
+    finally:
+        unroller.close()
+    assert info["actor"].tolist() == [[0, 0, 1, 1]] * 6
+    assert info["num_actors"].eq(2).all()
 
 
 def test_ray_experience_equals_sync_and_parameters_broadcast(local_ray):
