@@ -30,10 +30,11 @@ class Run(NamedTuple):
 
 
 def train(conf: str, seed: int, params: Sequence[str] = (), root_dir: Optional[str] = None,
-          train_tag: str = TRAIN_TAG) -> Run:
+          train_tag: str = TRAIN_TAG, eval_tag: str = EVAL_TAG) -> Run:
     """Runs ``python -m rlf.bin.train --conf conf`` with ``TrainerConfig.random_seed = seed``
     and ``params`` (``--conf_param`` values) in ``root_dir`` (a temporary directory if None)
-    and returns its curves.
+    and returns its curves (``eval_tag``: ``Eval_vs_Updates/AverageReturn`` for a purely
+    offline run).
 
     Raises:
         subprocess.CalledProcessError: if the run fails (its output is printed).
@@ -50,9 +51,9 @@ def train(conf: str, seed: int, params: Sequence[str] = (), root_dir: Optional[s
         if done.returncode:
             print(done.stdout, done.stderr, sep="\n")
             done.check_returncode()
-        series = read_scalar_tags(root / "train", [train_tag, EVAL_TAG])
+        series = read_scalar_tags(root / "train", [train_tag, eval_tag])
         steps, values, _ = series[train_tag]
-        eval_steps, evals, _ = series[EVAL_TAG]
+        eval_steps, evals, _ = series[eval_tag]
     return Run(steps, values, eval_steps, evals, seconds)
 
 

@@ -1,5 +1,5 @@
 """Algorithms: the Algorithm/RLAlgorithm templates, TrainerConfig, and the built-in algorithms
-(IMPALA, PPO, SAC, TD3, DQN)."""
+(IMPALA, PPO, SAC, TD3, DQN, IQL)."""
 
 from rlf.algorithms import optimizers  # noqa: F401  (registers torch.optim classes with gin)
 from rlf.algorithms.algorithm import Algorithm, NonFiniteLossError
@@ -8,10 +8,11 @@ from rlf.algorithms.rl_algorithm import (RLAlgorithm, adjust_replay_buffer_lengt
                                          check_unit_interval)
 from rlf.algorithms.dqn import DQNAlgorithm
 from rlf.algorithms.impala import ImpalaAlgorithm
+from rlf.algorithms.iql import IQLAlgorithm
 from rlf.algorithms.ppo import PPOAlgorithm
 from rlf.algorithms.sac import SACAlgorithm
 from rlf.algorithms.td3 import TD3Algorithm
 
-__all__ = ["Algorithm", "DQNAlgorithm", "ImpalaAlgorithm", "NonFiniteLossError", "PPOAlgorithm",
+__all__ = ["Algorithm", "DQNAlgorithm", "IQLAlgorithm", "ImpalaAlgorithm", "NonFiniteLossError", "PPOAlgorithm",
            "RLAlgorithm", "SACAlgorithm", "TD3Algorithm", "TrainerConfig", "adjust_replay_buffer_length",
            "check_unit_interval"]

@@ -1,6 +1,6 @@
 """Networks: encoders (MLP, NatureCNN, ShallowCNN, ImpalaCNN; FrameConv2d, their first layer
-for uint8 frames), policy heads, the actor-critic network, SAC's and TD3's actors, and action-value
-networks (DQN's ``QNetwork``, SAC's ``CriticNetwork``)."""
+for uint8 frames), policy heads, the actor-critic network, SAC's and TD3's actors, and value
+networks (DQN's ``QNetwork``, ``CriticNetwork``, IQL's ``ValueNetwork``)."""
 
 from rlf.networks import activations  # noqa: F401  (registers torch.nn activations with gin)
 from rlf.networks.actor_critic import ActorCriticNetwork
@@ -9,10 +9,10 @@ from rlf.networks.encoders import FrameConv2d, ImpalaCNN, MLPEncoder, NatureCNN,
 from rlf.networks.layouts import use_inference_layout
 from rlf.networks.heads import (CategoricalHead, ClipToBounds, MultiCategoricalHead,
                                 NormalHead, TanhNormalHead, make_policy_head)
-from rlf.networks.value_networks import CriticNetwork, QNetwork
+from rlf.networks.value_networks import CriticNetwork, QNetwork, ValueNetwork
 
 __all__ = ["ActorCriticNetwork", "ActorNetwork", "CategoricalHead", "ClipToBounds",
            "CriticNetwork", "DeterministicActorNetwork", "FrameConv2d",
            "ImpalaCNN", "MLPEncoder", "MultiCategoricalHead", "NatureCNN", "NormalHead",
-           "QNetwork", "ShallowCNN", "TanhNormalHead", "make_policy_head",
+           "QNetwork", "ShallowCNN", "TanhNormalHead", "ValueNetwork", "make_policy_head",
            "use_inference_layout"]

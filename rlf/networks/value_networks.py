@@ -1,5 +1,5 @@
-"""Action-value networks: ``QNetwork`` (one value per discrete action, DQN) and
-``CriticNetwork`` (``Q(x, a)`` of a continuous action, SAC)."""
+"""Value networks: ``QNetwork`` (one value per discrete action, DQN), ``CriticNetwork``
+(``Q(x, a)`` of a continuous action, SAC, TD3, IQL) and ``ValueNetwork`` (``V(x)``, IQL)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from torch import nn
 from rlf.networks.encoders import default_encoder_ctor, require_tensor_spec
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
-__all__ = ["QNetwork", "CriticNetwork"]
+__all__ = ["QNetwork", "CriticNetwork", "ValueNetwork"]
 
 
 @gin.configurable
@@ -79,3 +79,32 @@ class CriticNetwork(nn.Module):
         b = observation.shape[0]
         x = torch.cat([observation.reshape(b, -1).float(), action.reshape(b, -1).float()], -1)
         return self.net(x).squeeze(-1).float()
+
+
+@gin.configurable
+class ValueNetwork(nn.Module):
+    """``V(x)``: an MLP over the flattened observation (Kostrikov et al. 2021's value
+    network).
+
+    Args:
+        observation_spec: ``TensorSpec`` of one (flat) observation.
+        hidden: hidden layer sizes.
+        activation: activation class.
+
+    Raises:
+        ValueError: for a nested observation (``require_tensor_spec``).
+    """
+
+    def __init__(self, observation_spec: TensorSpec, hidden: Sequence[int] = (256, 256),
+                 activation=nn.ReLU):
+        super().__init__()
+        observation_spec = require_tensor_spec("ValueNetwork", observation_spec)
+        layers, n = [], int(observation_spec.numel)
+        for h in hidden:
+            layers += [nn.Linear(n, h), activation()]
+            n = h
+        self.net = nn.Sequential(*layers, nn.Linear(n, 1))
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        """``[B, ...]`` observations -> ``[B]`` float32 values."""
+        return self.net(observation.reshape(observation.shape[0], -1).float()).squeeze(-1).float()
