@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from rlf import nest
-from rlf.algorithms.optimization import check_optimizer_args
+from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo
@@ -126,14 +126,10 @@ class IQLAlgorithm(RLAlgorithm):
                  name: str = "IQLAlgorithm",
                  **kwargs):
         check_unit_interval(name, gamma=gamma)
-        for key, value in (("actor_optimizer", actor_optimizer),
-                           ("critic_optimizer", critic_optimizer),
-                           ("value_optimizer", value_optimizer)):
-            check_optimizer_args(f"{name}.{key}", value, None)
-            if value is None:
-                raise ValueError(f"{name}: {key} is not set; IQL trains its policy, critics "
-                                 f"and value with an optimizer each (gin: "
-                                 f"IQLAlgorithm.{key} = @torch.optim.Adam)")
+        check_required_optimizers(name, "IQLAlgorithm",
+                                  actor_optimizer=actor_optimizer,
+                                  critic_optimizer=critic_optimizer,
+                                  value_optimizer=value_optimizer)
         if not 0.0 < expectile < 1.0:
             raise ValueError(f"{name}: expectile must be in (0, 1), got {expectile}")
         if not (temperature >= 0 and max_weight >= 0):

@@ -17,7 +17,8 @@ from rlf.utils import summary
 from rlf.utils.common import is_empty
 from rlf.utils.errors import UserError
 
-__all__ = ["OptimizationMixin", "NonFiniteLossError", "masked_loss_mean", "LOSS_AVERAGES"]
+__all__ = ["OptimizationMixin", "NonFiniteLossError", "masked_loss_mean", "LOSS_AVERAGES",
+           "check_required_optimizers"]
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -143,6 +144,27 @@ def check_optimizer_args(name: str, optimizer: Any, lr_scheduler: Any,
         raise ValueError(f"{name}: lr_scheduler must be a torch.optim.lr_scheduler class or "
                          f"factory (gin: @torch.optim.lr_scheduler.LinearLR) or None, got "
                          f"{lr_scheduler!r}")
+
+
+def check_required_optimizers(name: str, configurable: str, **optimizers: Any) -> None:
+    """Checks the optimizers of an algorithm that trains each part with its own (SAC's,
+    TD3's, IQL's ``actor_optimizer``, ...): each is set and callable.
+
+    Args:
+        name: the algorithm's name, for the message.
+        configurable: its class name, for the gin fix in the message.
+        **optimizers: argument name -> the optimizer class or factory given.
+
+    Raises:
+        ValueError: naming the first one that is None or cannot be called.
+    """
+    for key, value in optimizers.items():
+        check_optimizer_args(f"{name}.{key}", value, None)
+        if value is None:
+            raise ValueError(f"{name}: {key} is not set; it trains its "
+                             f"{', '.join(k.replace('_optimizer', '') for k in optimizers)} "
+                             f"with an optimizer each (gin: {configurable}.{key} = "
+                             f"@torch.optim.Adam)")
 
 
 class OptimizationMixin:

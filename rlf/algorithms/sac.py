@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from rlf import nest
-from rlf.algorithms.optimization import check_optimizer_args
+from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo
@@ -183,14 +183,10 @@ class SACAlgorithm(RLAlgorithm):
                  name: str = "SACAlgorithm",
                  **kwargs):
         check_unit_interval(name, gamma=gamma)
-        for key, value in (("actor_optimizer", actor_optimizer),
-                           ("critic_optimizer", critic_optimizer),
-                           ("alpha_optimizer", alpha_optimizer)):
-            check_optimizer_args(f"{name}.{key}", value, None)
-            if value is None:
-                raise ValueError(f"{name}: {key} is not set; SAC trains its actor, critics "
-                                 f"and temperature with an optimizer each (gin: "
-                                 f"SACAlgorithm.{key} = @torch.optim.Adam)")
+        check_required_optimizers(name, "SACAlgorithm",
+                                  actor_optimizer=actor_optimizer,
+                                  critic_optimizer=critic_optimizer,
+                                  alpha_optimizer=alpha_optimizer)
         if not initial_alpha > 0:
             raise ValueError(f"{name}: initial_alpha (the temperature, learned as its log) "
                              f"must be > 0, got {initial_alpha}")

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from rlf import nest
-from rlf.algorithms.optimization import check_optimizer_args
+from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo
@@ -135,13 +135,9 @@ class TD3Algorithm(RLAlgorithm):
                  name: str = "TD3Algorithm",
                  **kwargs):
         check_unit_interval(name, gamma=gamma)
-        for key, value in (("actor_optimizer", actor_optimizer),
-                           ("critic_optimizer", critic_optimizer)):
-            check_optimizer_args(f"{name}.{key}", value, None)
-            if value is None:
-                raise ValueError(f"{name}: {key} is not set; TD3 trains its actor and critics "
-                                 f"with an optimizer each (gin: TD3Algorithm.{key} = "
-                                 f"@torch.optim.Adam)")
+        check_required_optimizers(name, "TD3Algorithm",
+                                  actor_optimizer=actor_optimizer,
+                                  critic_optimizer=critic_optimizer)
         for key, value in (("exploration_noise", exploration_noise),
                            ("target_policy_noise", target_policy_noise),
                            ("target_noise_clip", target_noise_clip)):
