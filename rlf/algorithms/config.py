@@ -60,8 +60,14 @@ class TrainerConfig:
             only on ``offline_buffer_dir``'s data, for ``num_iterations``.
         unroll_with_grad: keep the autograd graph of ``rollout_step`` (on-policy algorithms
             always do; off-policy ones may, e.g. to train on the rollout's own forward pass).
-        use_rollout_state: in ``train_from_replay_buffer``, start ``train_step``'s recurrent
-            state from the stored rollout state of the first step instead of the initial one.
+        use_rollout_state: in training from stored sequences (replay, or on-policy epochs),
+            start ``train_step``'s recurrent state from the rollout state stored with the
+            sequence's first step (the state the actor had there) instead of zeros.
+        burn_in_steps: the first ``k`` steps of each trained sequence only warm up
+            ``train_step``'s recurrent state: they run without gradient, their infos are
+            left out of ``calc_loss`` (which sees the ``[T-k, B]`` rest) and of the loss mask
+            (Kapturowski et al. 2019, R2D2's burn-in). Needs a recurrent ``train_state_spec``
+            and ``mini_batch_length > burn_in_steps``.
         temporally_independent_train_step: call ``train_step`` once on ``[T*B]`` instead of
             ``T`` times on ``[B]``; only valid without recurrent train state.
         mini_batch_size: sequences per gradient update in off-policy training.
@@ -209,6 +215,7 @@ class TrainerConfig:
                  unroll_length: float = 8,
                  unroll_with_grad: bool = False,
                  use_rollout_state: bool = False,
+                 burn_in_steps: int = 0,
                  temporally_independent_train_step: Optional[bool] = None,
                  mini_batch_size: Optional[int] = None,
                  mini_batch_length: Optional[int] = None,
@@ -266,7 +273,8 @@ class TrainerConfig:
             raise ValueError("TrainerConfig: set num_iterations or num_env_steps (both are 0, "
                              "so training would never stop)")
         for name, value in (("unroll_length", unroll_length),
-                            ("initial_collect_steps", initial_collect_steps)):
+                            ("initial_collect_steps", initial_collect_steps),
+                            ("burn_in_steps", burn_in_steps)):
             if value < 0:
                 raise ValueError(f"TrainerConfig.{name} must be >= 0, got {value}")
         if unroll_length == 0 and not offline_buffer_dir:
@@ -315,6 +323,7 @@ class TrainerConfig:
         self.unroll_length = unroll_length
         self.unroll_with_grad = unroll_with_grad
         self.use_rollout_state = use_rollout_state
+        self.burn_in_steps = int(burn_in_steps)
         self.temporally_independent_train_step = temporally_independent_train_step
         self.mini_batch_size = mini_batch_size
         self.mini_batch_length = mini_batch_length

@@ -383,6 +383,17 @@ class RLAlgorithm(Algorithm):
             raise UserError("TrainerConfig.use_rollout_state carries a recurrent state through "
                             "train_step's steps, which temporally_independent_train_step = "
                             "True computes all at once; set one of them")
+        k = config.burn_in_steps
+        if k and (path == "rollout_graph" or not nest.flatten(self._train_state_spec)
+                  or config.temporally_independent_train_step):
+            raise UserError(f"TrainerConfig.burn_in_steps = {k} warms up a recurrent "
+                            f"train_step state, which {self._name} has not on its data path "
+                            f"'{path}' (a recurrent train_state_spec, trained through "
+                            f"train_step step by step); remove it")
+        if k and config.mini_batch_length is not None and config.mini_batch_length <= k:
+            raise UserError(f"TrainerConfig.burn_in_steps = {k} leaves no step to train in "
+                            f"sequences of mini_batch_length = {config.mini_batch_length}; set "
+                            f"mini_batch_length > burn_in_steps")
         if config.temporally_independent_train_step and nest.flatten(self._train_state_spec):
             raise UserError(f"TrainerConfig.temporally_independent_train_step = True, but "
                             f"{self._name} has a recurrent train_state_spec, which needs "

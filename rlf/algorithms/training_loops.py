@@ -286,6 +286,10 @@ class TrainingLoopsMixin:
         with self._autocast():
             train_info = self._collect_train_info(experience)
             loss_info = self.calc_loss(train_info)
+        k = self._config.burn_in_steps
+        if k:  # calc_loss saw the [T-k, B] steps after the burn-in: so does the mask
+            valid = valid[k:]
+            experience = nest.map_structure(lambda x: x[k:], experience)
         if batch_info is not None and self._config.priority_replay:
             weights = batch_info.importance_weights.to(self._device)
             loss_info = loss_info._replace(loss=nest.map_structure(
@@ -300,7 +304,13 @@ class TrainingLoopsMixin:
         return int(valid.numel())
 
     def _collect_train_info(self, experience: Experience) -> Any:
-        """``train_step`` over ``[T, B]`` experience; returns the ``[T, B]`` infos."""
+        """``train_step`` over ``[T, B]`` experience; returns the ``[T, B]`` infos, or the
+        ``[T-k, B]`` infos after a burn-in of ``k = config.burn_in_steps`` steps.
+
+        With a recurrent ``train_state_spec`` the steps run one by one from the stored
+        rollout state of the first step (``config.use_rollout_state``) or zeros, the state
+        reset wherever a step is FIRST. The burn-in steps run without gradient and their
+        infos are dropped; the state they leave is carried on, detached."""
         time_step, rollout_info = experience.time_step, experience.rollout_info
         t_len, batch = time_step.step_type.shape[:2]
         independent = self._config.temporally_independent_train_step
@@ -321,12 +331,17 @@ class TrainingLoopsMixin:
         else:
             state = self.get_initial_train_state(batch)
         initial_state = self.get_initial_train_state(batch)
+        burn_in = self._config.burn_in_steps
         infos = []
         for t in range(t_len):
             inputs = nest.map_structure(lambda x: x[t], time_step)
             state = reset_state_if_necessary(state, initial_state, inputs.is_first())
-            step = self.train_step(inputs, state, nest.map_structure(lambda x: x[t],
-                                                                     rollout_info))
+            info_t = nest.map_structure(lambda x: x[t], rollout_info)
+            if t < burn_in:
+                with torch.no_grad():
+                    state = detach(self.train_step(inputs, state, info_t).state)
+                continue
+            step = self.train_step(inputs, state, info_t)
             infos.append(step.info)
             state = step.state
         return nest.utils.stack_nests(infos)

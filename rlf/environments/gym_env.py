@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import logging
 from typing import Callable, Iterator, Optional, Sequence
@@ -43,6 +44,32 @@ def _flat_observations(env: gym.Env) -> gym.Env:
     float32 vector (``Discrete`` and ``MultiDiscrete`` parts one-hot, ``Dict`` and ``Tuple``
     parts concatenated)."""
     return _box_as_float32(gym.wrappers.FlattenObservation(env))
+
+
+def _masked_observations(env: gym.Env, indices: Sequence[int]) -> gym.Env:
+    """``env`` with the entries ``indices`` of its flat ``Box`` observations removed
+    (gymnasium's ``TransformObservation``): a partially observed task, e.g. CartPole without
+    its velocities (indices 1 and 3).
+
+    Raises:
+        UserError: for an observation space that is not a rank-1 ``Box``, or indices that
+            repeat, leave no entry, or lie outside it.
+    """
+    space = env.observation_space
+    name = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
+        raise UserError(f"load_gym.masked_observation_indices: {name}'s observations are "
+                        f"{space}, not a flat Box (a vector) whose entries could be masked")
+    n = space.shape[0]
+    wrong = [i for i in indices if not -n <= i < n]
+    normalised = sorted({i % n for i in indices if -n <= i < n})
+    if wrong or len(normalised) != len(indices) or len(normalised) == n:
+        raise UserError(f"load_gym.masked_observation_indices = {list(indices)}: {name}'s "
+                        f"observation has {n} entries; give distinct indices in [0, {n}) that "
+                        f"leave at least one")
+    keep = np.array([i for i in range(n) if i not in normalised])
+    kept = gym.spaces.Box(space.low[keep], space.high[keep], dtype=space.dtype)
+    return gym.wrappers.TransformObservation(env, lambda obs: obs[keep], kept)
 
 
 def _to_channels_first(observation: np.ndarray) -> np.ndarray:
@@ -174,6 +201,7 @@ def load_gym(env_name: str,
              float32_observations: bool = True,
              flatten_observations: Optional[bool] = None,
              channels_first: Optional[bool] = None,
+             masked_observation_indices: Optional[Sequence[int]] = None,
              **env_kwargs) -> VectorEnvironment:
     """Creates ``num_envs`` copies of a gymnasium environment as one batched environment.
 
@@ -199,6 +227,10 @@ def load_gym(env_name: str,
             ``(C, H, W)``, the layout of rlf's image encoders. None: only uint8 images with
             1, 3 or 4 channels last and not first (gymnasium's pixels, e.g. ``(96, 96, 3)``);
             True: any rank-3 ``Box``; False keeps them (sync/async only).
+        masked_observation_indices: entries of a flat ``Box`` observation to remove, for a
+            partially observed task (``[1, 3]``: CartPole's velocities, as sb3-contrib's
+            ``CartPoleNoVel``); in training and in evaluation, which load the same way
+            (sync/async only).
         **env_kwargs: passed to ``gymnasium.make`` for each copy.
 
     Raises:
@@ -217,7 +249,14 @@ def load_gym(env_name: str,
             raise UserError(f"load_gym: {name} = True wraps each copy, which "
                             f"vectorization_mode = {vectorization_mode!r} does not make; use "
                             f"'sync' or 'async'")
+    if masked_observation_indices and vectorization_mode not in ("sync", "async"):
+        raise UserError(f"load_gym: masked_observation_indices wraps each copy, which "
+                        f"vectorization_mode = {vectorization_mode!r} does not make; use "
+                        f"'sync' or 'async'")
     if vectorization_mode in ("sync", "async"):
+        if masked_observation_indices:
+            wrappers = [*wrappers, functools.partial(_masked_observations,
+                                                     indices=list(masked_observation_indices))]
         if channels_first is None:
             wrappers = [*wrappers, _channels_first_if_needed]
         elif channels_first:

@@ -325,3 +325,21 @@ def test_a_float64_box_takes_float32_actions_and_hands_the_environment_float64()
     env.step(torch.full((2, 3), 0.25))
     assert [a.dtype for a in _Float64Actions.received[-2:]] == [np.float64, np.float64]
     assert _Float64Actions.received[-1].tolist() == [0.25, 0.25, 0.25]
+
+
+def test_masked_observation_indices_remove_cartpoles_velocities():
+    full = load("CartPole-v1", 2, seed=3)
+    masked = load("CartPole-v1", 2, seed=3, masked_observation_indices=[1, 3])
+    assert masked.observation_spec().shape == (2,)
+    a, b = full.reset(), masked.reset()
+    assert torch.equal(b.observation, a.observation[:, [0, 2]])
+    action = torch.tensor([1, 0])
+    for _ in range(5):
+        a, b = full.step(action), masked.step(action)
+        assert torch.equal(b.observation, a.observation[:, [0, 2]])
+    full.close()
+    masked.close()
+    for bad in ([1, 1], [4], [0, 1, 2, 3]):
+        with pytest.raises(UserError, match=r"masked_observation_indices = .*CartPole-v1's "
+                                            r"observation has 4 entries"):
+            load("CartPole-v1", 1, masked_observation_indices=bad)
