@@ -81,7 +81,11 @@ class PPOAlgorithm(RLAlgorithm):
     Args:
         observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``.
         network_ctor: ``network_ctor(observation_spec, action_spec)`` ->
-            ``ActorCriticNetwork``-like (returns ``(params, value, state)``; feed-forward).
+            ``ActorCriticNetwork``-like (returns ``(params, value, state)``). A recurrent
+            one (``ActorCriticNetwork.lstm_size``) trains on whole sequences of
+            ``mini_batch_length`` steps, each from the state stored with its first step
+            (``TrainerConfig.use_rollout_state = True``, which it needs; recurrent PPO as
+            sb3-contrib's ``RecurrentPPO``).
         gamma: discount ``gamma``.
         td_lambda: GAE's ``lambda``.
         importance_ratio_clipping: ``epsilon`` of the clipped surrogate (the paper's 0.2;
@@ -96,7 +100,8 @@ class PPOAlgorithm(RLAlgorithm):
         name, optimizer, gradient_clipping, lr_scheduler, ...: see ``Algorithm``.
 
     Raises:
-        ValueError: if the network has a recurrent state, ``importance_ratio_clipping`` or
+        ValueError: if the network has a recurrent state without
+            ``TrainerConfig.use_rollout_state``, ``importance_ratio_clipping`` or
             ``value_clipping`` is not positive, ``td_loss_weight`` is negative, or ``gamma``
             or ``td_lambda`` is outside ``[0, 1]``.
     """
@@ -128,12 +133,14 @@ class PPOAlgorithm(RLAlgorithm):
             raise ValueError(f"{name}: value_clipping must be > 0 or None (no clipping), got "
                              f"{value_clipping}")
         network = network_ctor(observation_spec, action_spec)
-        if network.state_spec:
-            raise ValueError(f"{name}: recurrent networks are not supported (a mini-batch of "
-                             f"shuffled transitions has no state to start from)")
+        if network.state_spec and config is not None and not config.use_rollout_state:
+            raise ValueError(f"{name}: a recurrent network trains each sequence from the state "
+                             f"the actor had at its first step: set "
+                             f"TrainerConfig.use_rollout_state = True")
         kwargs.setdefault("is_on_policy", True)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
-                         config=config, name=name, metric_discount=gamma, **kwargs)
+                         config=config, name=name, metric_discount=gamma,
+                         train_state_spec=network.state_spec, **kwargs)
         self._network = network
         self._gamma = gamma
         self._td_lambda = td_lambda
@@ -158,13 +165,13 @@ class PPOAlgorithm(RLAlgorithm):
 
     def predict_step(self, time_step, state) -> AlgStep:
         """The policy's mode (clipped to the bounds for a Box)."""
-        params, _, _ = self._network(time_step.observation)
+        params, _, state = self._network(time_step.observation, state)
         action = self._network.policy_head.sample(params, greedy=True)
         return AlgStep(output=self._to_env(action), state=state)
 
     def rollout_step(self, time_step, state) -> AlgStep:
         """Samples ``a ~ pi(.|x)`` and records it with ``log pi(a|x)`` and ``V(x)``."""
-        params, value, _ = self._network(time_step.observation)
+        params, value, state = self._network(time_step.observation, state)
         head = self._network.policy_head
         action = head.sample(params)
         info = PPOInfo(action=action, log_prob=head.log_prob(params, action).detach(),
@@ -189,7 +196,7 @@ class PPOAlgorithm(RLAlgorithm):
 
     def train_step(self, time_step, state, rollout_info: PPOInfo) -> AlgStep:
         """Recomputes the policy's parameters and ``V`` for a stored step."""
-        params, value, _ = self._network(time_step.observation)
+        params, value, state = self._network(time_step.observation, state)
         return AlgStep(output=rollout_info.action, state=state,
                        info=rollout_info._replace(params=params, new_value=value.float()))
 

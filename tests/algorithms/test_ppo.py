@@ -231,3 +231,53 @@ def test_without_mini_batch_settings_ppo_trains_one_epoch_over_the_whole_unroll(
     assert alg.train_iter() == (unroll_length + 1) * 2
     assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))
     env.close()
+
+
+def _recurrent_cartpole(use_rollout_state=True):
+    env = load("CartPole-v1", 4, seed=0, masked_observation_indices=[1, 3])
+    config = TrainerConfig(unroll_length=8, num_updates_per_train_iter=2, mini_batch_size=2,
+                           mini_batch_length=8, use_rollout_state=use_rollout_state,
+                           num_iterations=10)
+    alg = PPOAlgorithm(
+        env.observation_spec(), env.action_spec(), env=env, config=config,
+        network_ctor=functools.partial(ActorCriticNetwork, lstm_size=8),
+        optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
+    alg.set_unroller(SyncUnroller(env, alg))
+    return alg, env
+
+
+def test_recurrent_ppo_trains_sequences_from_the_stored_state():
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match="use_rollout_state = True"):
+        _recurrent_cartpole(use_rollout_state=False)
+    alg, env = _recurrent_cartpole()
+    seen = []
+    train_step = alg.train_step
+    alg.train_step = lambda ts, state, info: (seen.append(state), train_step(ts, state,
+                                                                              info))[1]
+    for _ in range(2):  # the second unroll starts where the first left its LSTM state
+        with torch.no_grad():
+            unroll = alg.unroll(8)
+        seen.clear()
+        alg.train_from_unroll(unroll._replace(rollout_info=()), unroll.rollout_info)
+    stored_h = unroll.state[0][0]  # h before the unroll's first step, [B, 8]
+    assert bool(stored_h.abs().sum() > 0)
+    # Each sequence (the unroll's 8 steps, after the carried step is cut off) starts from the
+    # state the actor had at its first step: 2 epochs x 2 mini-batches of 2 sequences.
+    starts = torch.cat([h for h, _ in seen[::8]])
+    assert starts.shape == (8, 8)
+    assert all(any(torch.allclose(row, stored) for stored in stored_h) for row in starts)
+    assert alg.num_updates == 2 * 2 * 2
+    env.close()
+
+
+def test_recurrent_ppo_resumes_exactly():
+    def experience(alg):
+        with torch.no_grad():
+            unroll = alg.unroll(8)
+        bm = nest.map_structure(lambda x: x.transpose(0, 1), unroll)
+        ts, info = alg.preprocess_experience(bm.time_step, bm.rollout_info, None)
+        valid = valid_step_mask(unroll.time_step.step_type).transpose(0, 1)
+        return bm._replace(rollout_info=info), valid
+
+    assert_resumes_exactly(_recurrent_cartpole, 3, experience)
