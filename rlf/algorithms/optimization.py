@@ -421,8 +421,9 @@ class OptimizationMixin:
         of the optimizer of that name only (``add_optimizer(name=...)``), and terms whose
         optimizer is not due (``is_due``) are left out. Gradients are clipped per optimizer
         (its ``gradient_clipping``) before its step; its schedule advances only if it
-        stepped. Loss terms, gradient norms and learning rates are summarised from the last
-        update that produced each (``_summarize_update``).
+        stepped. Loss terms, gradient norms and learning rates are kept from the last update
+        that produced each and written at the next update that records summaries, so a term
+        that alternates with the summary interval still reaches TensorBoard.
 
         Args:
             loss_info: from ``calc_loss``: ``loss`` a tensor (``[T-k, B, ...]`` for

@@ -105,11 +105,11 @@ class RLAlgorithm(Algorithm):
     | False | otherwise | ``"replay_samples"``: sampled mini-batches of ``mini_batch_size`` sequences of ``mini_batch_length`` steps (SAC, TD3, DQN) |
     | False | ``unroll_length = 0``, ``offline_buffer_dir`` | ``"offline"``: sampled mini-batches of the offline data only |
 
-    Off-policy only: ``unroll_with_grad`` keeps ``rollout_step``'s graph (for
-    ``after_train_iter``); ``use_rollout_state`` and ``temporally_independent_train_step``
-    choose how ``train_step`` runs over a sequence. On-policy paths refuse ``unroll_with_grad``
-    (they decide it themselves), and ``"rollout_graph"`` refuses the two ``train_step``
-    settings (it calls no ``train_step``).
+    ``unroll_with_grad`` (off-policy only; on-policy paths decide it themselves) keeps
+    ``rollout_step``'s graph for ``after_train_iter``. ``use_rollout_state``,
+    ``burn_in_steps`` and ``temporally_independent_train_step`` choose how ``train_step`` runs
+    over a sequence (every path but ``"rollout_graph"``, which calls no ``train_step`` and
+    refuses them).
 
     Training (the module docstring has the details):
 

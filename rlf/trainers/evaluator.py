@@ -137,9 +137,10 @@ def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.dev
 def write_eval_summaries(result: Dict[str, Any], env_steps: int,
                          num_updates: Optional[int] = None) -> None:
     """Writes ``Eval/AverageReturn``, ``Eval/AverageEpisodeLength`` and (where there is one)
-    ``Eval/AverageEpisodeScore`` against the global counter (iterations) and, always, against
-    ``env_steps`` (``Eval_vs_EnvironmentSteps/...``) or, for a purely offline run, which
-    takes no environment step, against ``num_updates`` (``Eval_vs_Updates/...``).
+    ``Eval/AverageEpisodeScore`` whatever the summary interval, against the global counter
+    (iterations) and against ``env_steps`` (``Eval_vs_EnvironmentSteps/...``) or, for a
+    purely offline run, which takes no environment step, against ``num_updates``
+    (``Eval_vs_Updates/...``).
 
     Args:
         result: from ``evaluate_episodes``.
