@@ -17,6 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rlf.unrollers import ActorError
 from rlf.unrollers.actor_failures import RestartPolicy
 from rlf.utils.errors import UserError
+from rlf.utils.tensorboard_reader import read_scalar_tags
 from tests.faults._cli import CARTPOLE, REPO, lines, run_cli
 from tests.unrollers.test_async_unroller import Deterministic, _unroller
 
@@ -25,6 +26,9 @@ ASYNC = [*CARTPOLE, "--conf_param", "TrainerConfig.async_unroll=True",
          "--conf_param", "TrainerConfig.num_iterations=1000000",
          "--conf_param", "TrainerConfig.checkpoint_interval=1000000",
          "--conf_param", "TrainerConfig.summary_interval=1"]
+
+
+STEPS = "Metrics/EnvironmentSteps"
 
 
 def _actors(parent: int):
@@ -72,8 +76,9 @@ def _kill_actor_mid_run(proc, root, find_actor, timeout):
     """
     try:
         actor = _wait_for(find_actor, 180, proc)
-        _wait_for(lambda: list((root / "train").glob("events*")))
-        time.sleep(3)  # some iterations
+        # Some iterations done (their summaries written), however slow the machine is.
+        _wait_for(lambda: read_scalar_tags(root / "train", [STEPS])[STEPS][0], 180, proc)
+        time.sleep(1)
         os.kill(actor, signal.SIGKILL)
         t0 = time.time()
         _, err = proc.communicate(timeout=timeout)
@@ -98,7 +103,7 @@ def test_a_killed_actor_stops_the_run_with_a_checkpoint_and_one_line(tmp_path):
     assert line.startswith(f"error: actor 0 failed: its process (pid {actor}) was killed by "
                            f"signal SIGKILL (its output and traceback: {log})"), line
     ckpts = list((tmp_path / "ckpt").glob("ckpt-*.pt"))
-    assert len(ckpts) == 1 and f"checkpoint written: {ckpts[0]}" in line
+    assert len(ckpts) == 1 and f"checkpoint written: {ckpts[0]}" in line, err
     state = torch.load(ckpts[0], weights_only=True)
     assert state["trainer"]["iter_num"] == int(ckpts[0].stem.split("-")[1]) > 0
     assert state["algorithm"]["_extra_state"]["train_iter_num"] == state["trainer"]["iter_num"]
