@@ -132,16 +132,19 @@ def test_ppo_learns_cartpole(one_torch_thread):
     env.close()
 
 
-def test_ppo_resumes_exactly():
-    def experience(alg):
-        with torch.no_grad():
-            unroll = alg.unroll(4)
-        bm = nest.map_structure(lambda x: x.transpose(0, 1), unroll)
-        ts, info = alg.preprocess_experience(bm.time_step, bm.rollout_info, None)
-        valid = valid_step_mask(unroll.time_step.step_type).transpose(0, 1)
-        return bm._replace(rollout_info=info), valid
+def _unrolled_experience(alg, steps):
+    """``experience_for_update`` of PPO: one batch-major unroll, preprocessed, and its
+    mask."""
+    with torch.no_grad():
+        unroll = alg.unroll(steps)
+    bm = nest.map_structure(lambda x: x.transpose(0, 1), unroll)
+    ts, info = alg.preprocess_experience(bm.time_step, bm.rollout_info, None)
+    valid = valid_step_mask(unroll.time_step.step_type).transpose(0, 1)
+    return bm._replace(rollout_info=info), valid
 
-    assert_resumes_exactly(_cartpole, 3, experience)
+
+def test_ppo_resumes_exactly():
+    assert_resumes_exactly(_cartpole, 3, functools.partial(_unrolled_experience, steps=4))
 
 
 @pytest.mark.parametrize("action_spec,tanh_squash", [
@@ -272,12 +275,5 @@ def test_recurrent_ppo_trains_sequences_from_the_stored_state():
 
 
 def test_recurrent_ppo_resumes_exactly():
-    def experience(alg):
-        with torch.no_grad():
-            unroll = alg.unroll(8)
-        bm = nest.map_structure(lambda x: x.transpose(0, 1), unroll)
-        ts, info = alg.preprocess_experience(bm.time_step, bm.rollout_info, None)
-        valid = valid_step_mask(unroll.time_step.step_type).transpose(0, 1)
-        return bm._replace(rollout_info=info), valid
-
-    assert_resumes_exactly(_recurrent_cartpole, 3, experience)
+    assert_resumes_exactly(_recurrent_cartpole, 3,
+                           functools.partial(_unrolled_experience, steps=8))
