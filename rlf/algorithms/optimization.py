@@ -5,6 +5,7 @@ precision."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -100,6 +101,16 @@ def _term_mask(valid_masks: Optional[torch.Tensor], x: torch.Tensor,
     if x.ndim == 1 and x.shape[0] == valid_masks.shape[1]:
         return None  # [B]: one loss per sequence
     return _fit_mask(valid_masks, x).flatten(1)[:, :x.shape[1]]
+
+
+def _extra_mean(value: torch.Tensor, valid_masks: Optional[torch.Tensor]) -> torch.Tensor:
+    """The summary of an ``extra`` loss term: its mean over the loop's step mask where it
+    fits the mask (``[T-k, B, ...]``), else its plain mean."""
+    value = value.float()
+    if valid_masks is not None and _fits_mask(valid_masks, value):
+        m = _fit_mask(valid_masks, value).expand_as(value)
+        value = (value * m).sum() / m.sum().clamp(min=1)
+    return value.mean()
 
 
 #: Lengths of torch's schedules, in updates, that torch accepts below 1: ``LinearLR``,
@@ -511,7 +522,7 @@ class OptimizationMixin:
             self._summarize_loss(total, terms, loss_info, valid_masks, pending)
             if summary.should_record_summaries():
                 for tag, value in pending.items():
-                    summary.scalar(tag, value)
+                    summary.scalar(tag, value() if callable(value) else value)
                 pending.clear()
         return loss_info._replace(loss=total), params
 
@@ -586,21 +597,18 @@ class OptimizationMixin:
     def _summarize_loss(self, total: torch.Tensor, terms: Dict[Optional[str], torch.Tensor],
                         loss_info: LossInfo, valid_masks: Optional[torch.Tensor],
                         pending: Dict[str, Any]) -> None:
-        """Puts the update's total loss, its named terms and ``extra`` terms (means over the
-        loop's step mask where they fit it) in ``pending``, to be written at the next update
-        that records summaries."""
+        """Puts the update's total loss, its named terms and ``extra`` terms in ``pending``, to
+        be written at the next update that records summaries; an ``extra`` term is kept
+        unreduced and reduced (``_extra_mean``) only when written, so updates whose values
+        are overwritten before then pay nothing for it."""
         pending[f"loss/{self._name}"] = total
         for key, term in terms.items():
             if key is not None:
                 pending[f"loss/{self._name}/{key}"] = term.detach()
         for path, value in nest.flatten_with_path(loss_info.extra):
-            if not isinstance(value, torch.Tensor):
-                continue
-            value = value.detach().float()
-            if valid_masks is not None and _fits_mask(valid_masks, value):
-                m = _fit_mask(valid_masks, value).expand_as(value)
-                value = (value * m).sum() / m.sum().clamp(min=1)
-            pending[f"loss/{self._name}/{path}"] = value.mean()
+            if isinstance(value, torch.Tensor):  # reduced only if it is the one written
+                pending[f"loss/{self._name}/{path}"] = functools.partial(
+                    _extra_mean, value.detach(), valid_masks)
 
     def _raise_non_finite(self, loss_info: LossInfo, loss: torch.Tensor) -> None:
         bad = [p for p, v in nest.flatten_with_path(
