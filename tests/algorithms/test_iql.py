@@ -16,6 +16,7 @@ from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
+from tests.algorithms._loss_terms import assert_each_term_trains_only_its_own
 from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
 
 M, L = StepType.MID, StepType.LAST
@@ -71,17 +72,9 @@ def test_losses_against_a_float64_transcription_and_each_term_trains_its_own_par
         actor = -torch.exp(2.0 * u).clamp(max=100.0) * log_pi
     for term, expected in (("value", value), ("critic", critic), ("actor", actor)):
         assert torch.allclose(loss.loss[term][0].double(), expected, rtol=1e-5, atol=1e-6), term
-    owners = {"value": "_value.", "critic": "_critics.", "actor": ("_actor.", "_log_std")}
-    expected_grads = {}
-    for term, prefix in owners.items():
-        own = [(n, p) for n, p in alg.named_parameters() if n.startswith(prefix)]
-        grads = torch.autograd.grad(loss.loss[term].mean(), [p for _, p in own],
-                                    retain_graph=True)
-        expected_grads.update({n: g for (n, _), g in zip(own, grads)})
-    alg.update_with_gradient(loss)
-    for name, p in alg.named_parameters():
-        if p.requires_grad:
-            assert torch.allclose(p.grad, expected_grads[name], atol=1e-6), name
+    assert_each_term_trains_only_its_own(
+        alg, loss, {"value": "_value.", "critic": "_critics.", "actor": ("_actor.", "_log_std")},
+        1e-6)
     assert alg.optimizer_steps == {"actor": 1, "critic": 1, "value": 1}
 
 

@@ -17,6 +17,7 @@ from rlf.networks import TanhNormalHead
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
 
+from tests.algorithms._loss_terms import assert_each_term_trains_only_its_own
 from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
@@ -114,19 +115,10 @@ def test_each_loss_reaches_only_its_own_parameters():
     info = alg.train_step(ts, (), SACInfo(action=torch.rand(8, 2) * 4 - 2)).info
     info = SACInfo(*[x.view(2, 4, *x.shape[1:]) for x in info])  # [T=2, B=4]
     loss = alg.calc_loss(info)
-    owners = {"critic": "_critics.", "actor": "_actor.", "alpha": "_log_alpha"}
-    expected = {}
-    for term, prefix in owners.items():
-        own = [(n, p) for n, p in alg.named_parameters() if n.startswith(prefix)]
-        grads = torch.autograd.grad(loss.loss[term].mean(), [p for _, p in own],
-                                    retain_graph=True)
-        expected.update({n: g for (n, _), g in zip(own, grads)})
     # The actor's term passes through the critics, yet the critics' gradients are their
     # own term's alone: no requires_grad toggling.
-    alg.update_with_gradient(loss)
-    for name, p in alg.named_parameters():
-        if p.requires_grad:
-            assert torch.allclose(p.grad, expected[name], atol=1e-7), name
+    assert_each_term_trains_only_its_own(
+        alg, loss, {"critic": "_critics.", "actor": "_actor.", "alpha": "_log_alpha"}, 1e-7)
     assert alg.optimizer_steps == {"actor": 1, "critic": 1, "alpha": 1}
     assert len(alg.optimizers) == 3
     assert all(not p.requires_grad for p in alg.target_critics.parameters())
