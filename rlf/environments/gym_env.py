@@ -6,6 +6,7 @@ import contextlib
 import functools
 import importlib
 import logging
+import operator
 from typing import Callable, Iterator, Optional, Sequence
 
 import gin
@@ -69,7 +70,8 @@ def _masked_observations(env: gym.Env, indices: Sequence[int]) -> gym.Env:
                         f"leave at least one")
     keep = np.array([i for i in range(n) if i not in normalised])
     kept = gym.spaces.Box(space.low[keep], space.high[keep], dtype=space.dtype)
-    return gym.wrappers.TransformObservation(env, lambda obs: obs[keep], kept)
+    # itemgetter, not a lambda: it pickles, so get_state captures the wrapped copies.
+    return gym.wrappers.TransformObservation(env, operator.itemgetter(keep), kept)
 
 
 def _to_channels_first(observation: np.ndarray) -> np.ndarray:

@@ -337,6 +337,12 @@ def test_masked_observation_indices_remove_cartpoles_velocities():
     for _ in range(5):
         a, b = full.step(action), masked.step(action)
         assert torch.equal(b.observation, a.observation[:, [0, 2]])
+    # The masked copies can be captured (an exact resume steps on the same episodes).
+    state = masked.get_state()
+    assert state is not None
+    after = masked.step(action).observation
+    masked.set_state(state)
+    assert torch.equal(masked.step(action).observation, after)
     full.close()
     masked.close()
     for bad in ([1, 1], [4], [0, 1, 2, 3]):
