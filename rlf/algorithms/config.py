@@ -98,7 +98,8 @@ class TrainerConfig:
         save_replay_buffer: checkpoints carry the replay buffer (in a separate file
             ``ckpt/replay_buffer-<step>.pt``, ALF's layout) and resuming restores it.
         evaluate: evaluate with ``predict_step`` on a separate environment.
-        eval_interval: evaluate every this many iterations.
+        eval_interval: evaluate every this many iterations, and once more after the last
+            iteration of a run that reaches its budget between two evaluations.
         num_eval_episodes: episodes per evaluation.
         num_eval_environments: parallel environments of the evaluation environment; each
             plays an equal share of ``num_eval_episodes`` (so short episodes are not favoured).

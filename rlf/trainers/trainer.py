@@ -369,6 +369,7 @@ class Trainer:
         bar = self._progress_bar(algorithm)
         last_eval: Dict[str, Any] = {}
         saved_at = self._state.iter_num if restored is not None else None
+        start_iter = self._state.iter_num
         failed = True  # until the loop ends normally: closing then raises nothing new
         try:
             while self._stop_signal is None:
@@ -415,6 +416,18 @@ class Trainer:
                                         f"training stopped, checkpoint written: {path}") from e
             if saved_at != self._state.iter_num:
                 self._save()
+            it = self._state.iter_num
+            if (config.evaluate and self._stop_signal is None and it > start_iter
+                    and it % config.eval_interval):
+                # The run reached its budget between two evaluations: its final policy is
+                # what a reader of the curve wants evaluated (the checkpoint is already
+                # written; evaluation leaves the random state as it found it).
+                try:
+                    last_eval = self._evaluate() or last_eval
+                except UserError as e:
+                    raise UserError(f"final evaluation at iteration {it}: {one_line(e)}; "
+                                    f"training finished, checkpoint written: "
+                                    f"{self._checkpointer.path(it)}") from e
             summary.flush()
             failed = False
         except summary.SummaryWriteError as e:

@@ -175,6 +175,14 @@ def test_building_a_trainer_leaves_the_process_settings_alone(tmp_path):
     assert float(denormal * 1.0) != 0.0 and torch.get_num_threads() == threads
 
 
+def test_a_run_that_ends_between_evaluations_evaluates_its_final_policy(tmp_path):
+    config = dict(evaluate=True, eval_interval=3, num_eval_episodes=1)
+    Trainer(_config(7, **config), tmp_path, progress=False).train()
+    assert sorted(_scalars(tmp_path, "Eval/AverageReturn")) == [3, 6, 7]
+    Trainer(_config(9, **config), tmp_path, progress=False).train()  # resumed: ends on one
+    assert sorted(_scalars(tmp_path, "Eval/AverageReturn")) == [3, 6, 7, 9]
+
+
 def test_tensorboard_events_hold_metric_tags(tmp_path):
     Trainer(_config(30, evaluate=True, eval_interval=15, num_eval_episodes=2), tmp_path,
             progress=False).train()
