@@ -1,5 +1,5 @@
 """Algorithms: the Algorithm/RLAlgorithm templates, TrainerConfig, and the built-in algorithms
-(IMPALA, PPO, SAC, TD3, DQN, IQL)."""
+(IMPALA, PPO, SAC, TD3, DQN, R2D2, IQL)."""
 
 from rlf.algorithms import optimizers  # noqa: F401  (registers torch.optim classes with gin)
 from rlf.algorithms.algorithm import Algorithm, NonFiniteLossError
@@ -10,9 +10,10 @@ from rlf.algorithms.dqn import DQNAlgorithm
 from rlf.algorithms.impala import ImpalaAlgorithm
 from rlf.algorithms.iql import IQLAlgorithm
 from rlf.algorithms.ppo import PPOAlgorithm
+from rlf.algorithms.r2d2 import R2D2Algorithm
 from rlf.algorithms.sac import SACAlgorithm
 from rlf.algorithms.td3 import TD3Algorithm
 
-__all__ = ["Algorithm", "DQNAlgorithm", "IQLAlgorithm", "ImpalaAlgorithm", "NonFiniteLossError", "PPOAlgorithm",
-           "RLAlgorithm", "SACAlgorithm", "TD3Algorithm", "TrainerConfig", "adjust_replay_buffer_length",
-           "check_unit_interval"]
+__all__ = ["Algorithm", "DQNAlgorithm", "IQLAlgorithm", "ImpalaAlgorithm", "NonFiniteLossError",
+           "PPOAlgorithm", "R2D2Algorithm", "RLAlgorithm", "SACAlgorithm", "TD3Algorithm",
+           "TrainerConfig", "adjust_replay_buffer_length", "check_unit_interval"]

@@ -154,6 +154,20 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
         """Zeros of ``train_state_spec`` with outer dim ``[batch_size]``."""
         return zeros_from_spec(self._train_state_spec, batch_size, self._device)
 
+    def train_state_from_rollout_state(self, state: Any) -> Any:
+        """The ``train_step`` state a stored sequence starts from, given the rollout state
+        stored with its first step (``TrainerConfig.use_rollout_state``): that state itself
+        by default. Override it where the two specs differ (R2D2: the online and the target
+        network both start from the actor's state).
+
+        Args:
+            state: ``[B, ...]`` nest matching ``rollout_state_spec``.
+
+        Returns:
+            ``[B, ...]`` nest matching ``train_state_spec``.
+        """
+        return state
+
     # ------------------------------------------------------------------ steps (subclasses)
     def predict_step(self, inputs: Any, state: Any) -> AlgStep:
         """One step of acting for evaluation: ``rollout_step`` without its info.

@@ -36,6 +36,8 @@ class DQNInfo(NamedTuple):
         reward, step_type, discount: ``[T, B]``, of the step.
         observation: ``x_t``, ``[T, B, ...]``.
         q_values: ``[T, B, N]`` the online network's ``Q(x_t, .)`` (with gradient).
+        target_q_values: ``[T, B, N]`` the target network's ``Q'(x_t, .)`` where
+            ``train_step`` computes it (R2D2's recurrent target); else ``()``.
     """
 
     action: Any = ()
@@ -44,6 +46,7 @@ class DQNInfo(NamedTuple):
     discount: Any = ()
     observation: Any = ()
     q_values: Any = ()
+    target_q_values: Any = ()
 
 
 def double_q_bootstrap(q_values: torch.Tensor, target_q_values: torch.Tensor) -> torch.Tensor:
@@ -65,11 +68,17 @@ def double_q_bootstrap(q_values: torch.Tensor, target_q_values: torch.Tensor) ->
 
 def dqn_loss(q_values: torch.Tensor, action: torch.Tensor, next_target_q_values: torch.Tensor,
              reward: torch.Tensor, step_type: torch.Tensor, discount: torch.Tensor,
-             n_step: int, double_q: bool = True, huber_delta: Optional[float] = 1.0):
+             n_step: int, double_q: bool = True, huber_delta: Optional[float] = 1.0,
+             value_rescaling_epsilon: Optional[float] = None):
     r"""DQN's loss over the ``[T-1, B]`` transitions ``t -> t+1`` of ``[T, B]`` sequences:
     the Huber loss (Mnih et al. 2015) of ``Q(x_t, a_t)`` against the n-step return
     (``value_ops.n_step_return``) that bootstraps from ``max_a Q_target(x_{t+m}, a)`` or,
     with ``double_q``, from ``double_q_bootstrap`` (van Hasselt et al. 2016, eq. 4).
+
+    With ``value_rescaling_epsilon`` the network learns rescaled values (Pohlen et al. 2018;
+    R2D2, Kapturowski et al. 2019, section 2.3): the target is
+    ``h(sum_k gamma^k r_{t+k+1} + gamma^m h^{-1}(Q_target(x_{t+m}, a*)))`` with
+    ``h = value_ops.value_rescaling``.
 
     Args:
         q_values: ``[T, B, N]`` float online ``Q(x_t, .)`` (gradient flows into step ``t``'s
@@ -84,6 +93,7 @@ def dqn_loss(q_values: torch.Tensor, action: torch.Tensor, next_target_q_values:
         double_q: double Q-learning's bootstrap instead of ``max_a Q_target``.
         huber_delta: the Huber loss's ``delta``; None for the squared error
             ``0.5 delta^2``.
+        value_rescaling_epsilon: ``epsilon`` of ``h`` (R2D2's 1e-3); None for no rescaling.
 
     Returns:
         ``(loss, td_error)``: ``[T-1, B]`` float each; ``td_error = G_t - Q(x_t, a_t)``. At
@@ -98,10 +108,14 @@ def dqn_loss(q_values: torch.Tensor, action: torch.Tensor, next_target_q_values:
         next_values = double_q_bootstrap(q_values[1:].detach(), next_target_q_values)
     else:
         next_values = next_target_q_values.max(-1).values
+    if value_rescaling_epsilon is not None:
+        next_values = value_ops.inverse_value_rescaling(next_values, value_rescaling_epsilon)
     # n_step_return reads row 0 only where step 0 starts no transition: any value will do.
     bootstrap = torch.cat([q_taken[:1].detach(), next_values], 0)
     returns = value_ops.n_step_return(reward.float(), bootstrap, step_type, discount.float(),
                                       n_step)
+    if value_rescaling_epsilon is not None:
+        returns = value_ops.value_rescaling(returns, value_rescaling_epsilon)
     q_taken = q_taken[:-1]
     returns = torch.where(starts_transition(step_type), returns, q_taken.detach())
     td_error = returns - q_taken
@@ -159,6 +173,9 @@ class DQNAlgorithm(RLAlgorithm):
             following. None: every actor follows the schedule.
         huber_delta: the Huber loss's ``delta`` (the error where it turns linear); None for
             the squared error ``0.5 delta^2``.
+        value_rescaling_epsilon: learn values rescaled by ``value_ops.value_rescaling``
+            with this ``epsilon`` (Pohlen et al. 2018; R2D2's 1e-3), for unclipped rewards;
+            None for none.
         target_update_tau: Polyak rate of the target network (1: copy).
         target_update_period: gradient updates between target updates.
         name, optimizer, gradient_clipping, lr_scheduler, ...: see ``Algorithm``.
@@ -167,7 +184,8 @@ class DQNAlgorithm(RLAlgorithm):
         ValueError: for ``n_step < 1``, ``TrainerConfig.mini_batch_length < n_step + 1``,
             ``gamma``, ``eval_epsilon``, an epsilon of the schedule or of
             ``actor_epsilons`` outside ``[0, 1]``, a negative ``alpha``,
-            ``huber_delta <= 0``, or a bad schedule, target update or action spec.
+            ``huber_delta <= 0``, ``value_rescaling_epsilon <= 0``, or a bad schedule,
+            target update or action spec.
     """
 
     def __init__(self,
@@ -184,6 +202,7 @@ class DQNAlgorithm(RLAlgorithm):
                  eval_epsilon: float = 0.0,
                  actor_epsilons: Optional[Tuple[float, float]] = None,
                  huber_delta: Optional[float] = 1.0,
+                 value_rescaling_epsilon: Optional[float] = None,
                  target_update_tau: float = 1.0,
                  target_update_period: int = 1000,
                  name: str = "DQNAlgorithm",
@@ -200,19 +219,23 @@ class DQNAlgorithm(RLAlgorithm):
         if huber_delta is not None and not huber_delta > 0:
             raise ValueError(f"{name}: huber_delta must be > 0 (or None for the squared "
                              f"error), got {huber_delta}")
+        if value_rescaling_epsilon is not None and not value_rescaling_epsilon > 0:
+            raise ValueError(f"{name}: value_rescaling_epsilon must be > 0 (or None for no "
+                             f"rescaling), got {value_rescaling_epsilon}")
         epsilon = StepSchedule(epsilon_greedy, f"{name}.epsilon_greedy")
         if not all(0.0 <= v <= 1.0 for v in epsilon.values):
             raise ValueError(f"{name}: epsilon_greedy's values must be in [0, 1], got "
                              f"{epsilon_greedy!r}")
         length = getattr(config, "mini_batch_length", None)
-        if length is not None and length < n_step + 1:
-            raise ValueError(f"{name}: n_step = {n_step} needs sequences of n_step + 1 steps; "
-                             f"set TrainerConfig.mini_batch_length = {n_step + 1} (it is "
-                             f"{length})")
+        need = n_step + 1 + getattr(config, "burn_in_steps", 0)
+        if length is not None and length < need:
+            raise ValueError(f"{name}: n_step = {n_step} needs sequences of burn_in_steps + "
+                             f"n_step + 1 steps; set TrainerConfig.mini_batch_length = {need} "
+                             f"(it is {length})")
         network = q_network_ctor(observation_spec, action_spec)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,
-                         **kwargs)
+                         **self._state_specs(network), **kwargs)
         self._q_network = network
         self._target_q_network = make_target_network(network)
         self._target_updater = TargetUpdater([network], [self._target_q_network],
@@ -224,6 +247,7 @@ class DQNAlgorithm(RLAlgorithm):
         self._eval_epsilon = eval_epsilon
         self._actor_epsilons = actor_epsilons
         self._huber_delta = huber_delta
+        self._value_rescaling_epsilon = value_rescaling_epsilon
         self._min_action = int(action_spec.minimum)
         self.register_buffer("_behaviour_epsilon",
                              torch.tensor(self._epsilon(0), dtype=torch.float32))
@@ -248,8 +272,16 @@ class DQNAlgorithm(RLAlgorithm):
             return apex_epsilon(self.actor_index, self.num_actors, *self._actor_epsilons)
         return self._epsilon(self.get_env_steps())
 
-    def _epsilon_greedy(self, observation, epsilon) -> torch.Tensor:
-        q = self._q_network(observation)
+    def _state_specs(self, network) -> dict:
+        """The state specs ``Algorithm`` takes, for ``network``: none (feed-forward)."""
+        return {}
+
+    def _q_values(self, observation, state):
+        """``Q(x, .)`` ``[B, N]`` of the online network and the next state (``state`` itself
+        for a feed-forward network)."""
+        return self._q_network(observation), state
+
+    def _epsilon_greedy(self, q: torch.Tensor, epsilon) -> torch.Tensor:
         action = q.argmax(-1)
         if not isinstance(epsilon, float) or epsilon > 0:
             explore = torch.rand(action.shape, device=action.device) < epsilon
@@ -259,15 +291,16 @@ class DQNAlgorithm(RLAlgorithm):
 
     def predict_step(self, time_step, state) -> AlgStep:
         """``eval_epsilon``-greedy action."""
-        return AlgStep(output=self._epsilon_greedy(time_step.observation, self._eval_epsilon),
-                       state=state)
+        q, state = self._q_values(time_step.observation, state)
+        return AlgStep(output=self._epsilon_greedy(q, self._eval_epsilon), state=state)
 
     def rollout_step(self, time_step, state) -> AlgStep:
         """``epsilon``-greedy action (``epsilon``)."""
         if self.actor_index is None or self._actor_epsilons is not None:
             # the learner's own (synchronous) unroll, or an Ape-X actor's fixed rate
             self._behaviour_epsilon.fill_(self.epsilon)
-        action = self._epsilon_greedy(time_step.observation, self._behaviour_epsilon)
+        q, state = self._q_values(time_step.observation, state)
+        action = self._epsilon_greedy(q, self._behaviour_epsilon)
         return AlgStep(output=action, state=state, info=DQNInfo(action=action))
 
     def train_step(self, time_step, state, rollout_info) -> AlgStep:
@@ -279,25 +312,45 @@ class DQNAlgorithm(RLAlgorithm):
             observation=time_step.observation,
             q_values=self._q_network(time_step.observation)))
 
-    def calc_loss(self, info: DQNInfo) -> LossInfo:
-        """``dqn_loss`` over the ``[T-1, B]`` transitions of the sequence, with the target
-        network evaluated at ``x_1 .. x_{T-1}`` only (no bootstrap reads ``x_0``)."""
+    def _next_target_q_values(self, info: DQNInfo) -> torch.Tensor:
+        """``Q_target(x_t, .)`` ``[T-1, B, N]`` for ``t >= 1``: the target network evaluated at
+        ``x_1 .. x_{T-1}`` only (no bootstrap reads ``x_0``)."""
         tail = nest.map_structure(lambda x: x[1:].flatten(0, 1), info.observation)
         with torch.no_grad():
-            next_target_q = self._target_q_network(tail).unflatten(
-                0, info.q_values[1:].shape[:2])
+            return self._target_q_network(tail).unflatten(0, info.q_values[1:].shape[:2])
+
+    def sequence_priority(self, td_error: torch.Tensor, step_type: torch.Tensor
+                          ) -> torch.Tensor:
+        """A sampled sequence's replay priority: ``|delta|`` of its first transition (0, the
+        floor 1e-6, where its first step starts none).
+
+        Args:
+            td_error: ``[T-1, B]`` TD errors (0 where a step starts no transition).
+            step_type: ``[T, B]`` int ``StepType``.
+
+        Returns:
+            ``[B]`` float priorities ``>= 1e-6``, without gradient.
+        """
+        return td_error[0].detach().abs().clamp(min=1e-6)
+
+    def calc_loss(self, info: DQNInfo) -> LossInfo:
+        """``dqn_loss`` over the ``[T-1, B]`` transitions of the sequence, with
+        ``sequence_priority`` as the priority."""
+        next_target_q = self._next_target_q_values(info)
         action = info.action.long() - self._min_action
         loss, td_error = dqn_loss(
             info.q_values, action, next_target_q, info.reward, info.step_type,
             self._gamma * info.discount.float(), self._n_step, self._double_q,
-            self._huber_delta)
-        # td_error is 0 where the first step starts no transition: the floor priority.
-        priority = td_error[0].detach().abs().clamp(min=1e-6)
+            self._huber_delta, self._value_rescaling_epsilon)
+        priority = self.sequence_priority(td_error, info.step_type)
         if summary.should_record_summaries():
             with torch.no_grad():
                 valid = starts_transition(info.step_type)
                 if bool(valid.any()):
                     q_taken = info.q_values[:-1].gather(-1, action[:-1].unsqueeze(-1))
+                    if self._value_rescaling_epsilon is not None:  # in return units
+                        q_taken = value_ops.inverse_value_rescaling(
+                            q_taken, self._value_rescaling_epsilon)
                     summary.scalar(f"{self._name}/q_value", q_taken.squeeze(-1)[valid].mean())
                 summary.scalar(f"{self._name}/epsilon", self.epsilon)
         return LossInfo(loss=loss, extra={"td_loss": loss}, priority=priority)

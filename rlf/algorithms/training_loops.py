@@ -308,7 +308,8 @@ class TrainingLoopsMixin:
         ``[T-k, B]`` infos after a burn-in of ``k = config.burn_in_steps`` steps.
 
         With a recurrent ``train_state_spec`` the steps run one by one from the stored
-        rollout state of the first step (``config.use_rollout_state``) or zeros, the state
+        rollout state of the first step (``config.use_rollout_state``, mapped by
+        ``train_state_from_rollout_state``) or zeros, the state
         reset wherever a step is FIRST. The burn-in steps run without gradient and their
         infos are dropped; the state they leave is carried on, detached."""
         time_step, rollout_info = experience.time_step, experience.rollout_info
@@ -327,7 +328,8 @@ class TrainingLoopsMixin:
             return nest.map_structure(
                 lambda x: x.reshape(batch, t_len, *x.shape[1:]).transpose(0, 1), step.info)
         if self._config.use_rollout_state:
-            state = nest.map_structure(lambda x: x[0], experience.state)
+            state = self.train_state_from_rollout_state(
+                nest.map_structure(lambda x: x[0], experience.state))
         else:
             state = self.get_initial_train_state(batch)
         initial_state = self.get_initial_train_state(batch)

@@ -1,9 +1,10 @@
-"""Value networks: ``QNetwork`` (one value per discrete action, DQN), ``CriticNetwork``
+"""Value networks: ``QNetwork`` (one value per discrete action, DQN),
+``RecurrentQNetwork`` (the same with an LSTM core, R2D2), ``CriticNetwork``
 (``Q(x, a)`` of a continuous action, SAC, TD3, IQL) and ``ValueNetwork`` (``V(x)``, IQL)."""
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import gin
 import torch
@@ -12,7 +13,7 @@ from torch import nn
 from rlf.networks.encoders import default_encoder_ctor, require_tensor_spec
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
-__all__ = ["QNetwork", "CriticNetwork", "ValueNetwork"]
+__all__ = ["QNetwork", "RecurrentQNetwork", "CriticNetwork", "ValueNetwork"]
 
 
 @gin.configurable
@@ -34,19 +35,69 @@ class QNetwork(nn.Module):
     def __init__(self, observation_spec: TensorSpec, action_spec: BoundedTensorSpec,
                  encoder_ctor: Optional[Callable[[TensorSpec], nn.Module]] = None):
         super().__init__()
-        if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_discrete
-                and action_spec.ndim == 0):
-            raise ValueError(f"QNetwork needs a scalar discrete action spec (Discrete), got "
-                             f"{action_spec}")
+        self.num_actions = _discrete_actions("QNetwork", action_spec)
         if encoder_ctor is None:
             encoder_ctor = default_encoder_ctor("QNetwork", observation_spec)
         self.encoder = encoder_ctor(observation_spec)
-        self.num_actions = int(action_spec.maximum) - int(action_spec.minimum) + 1
         self.head = nn.Linear(self.encoder.output_size, self.num_actions)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         """``[B, ...]`` observations -> ``[B, num_actions]`` float32 action values."""
         return self.head(self.encoder(observation)).float()
+
+
+def _discrete_actions(name: str, action_spec) -> int:
+    if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_discrete
+            and action_spec.ndim == 0):
+        raise ValueError(f"{name} needs a scalar discrete action spec (Discrete), got "
+                         f"{action_spec}")
+    return int(action_spec.maximum) - int(action_spec.minimum) + 1
+
+
+@gin.configurable
+class RecurrentQNetwork(nn.Module):
+    """``Q(x_t, . | h_{t-1})``: an encoder, an LSTM core and a linear (or dueling) head with one
+    output per action (R2D2's network, Kapturowski et al. 2019, section 2.3).
+
+    Args:
+        observation_spec: ``TensorSpec`` of one observation: ``(C, H, W)`` frames or flat.
+        action_spec: a scalar discrete ``BoundedTensorSpec``.
+        encoder_ctor: ``encoder_ctor(observation_spec)`` with an ``output_size``; None picks
+            ``NatureCNN`` for rank-3 observations and ``MLPEncoder`` otherwise.
+        lstm_size: hidden units of the LSTM core.
+        dueling: a dueling head, ``Q = V + A - mean_a A`` (Wang et al. 2016), as R2D2's.
+
+    Attributes:
+        state_spec: ``(h, c)``, ``[lstm_size]`` float32 each. The caller resets the state at
+            FIRST steps (``reset_state_if_necessary``).
+
+    Raises:
+        ValueError: for an action spec that is not one bounded discrete scalar, or a nested
+            observation without an ``encoder_ctor`` (``require_tensor_spec``).
+    """
+
+    def __init__(self, observation_spec: TensorSpec, action_spec: BoundedTensorSpec,
+                 encoder_ctor: Optional[Callable[[TensorSpec], nn.Module]] = None,
+                 lstm_size: int = 512, dueling: bool = False):
+        super().__init__()
+        self.num_actions = _discrete_actions("RecurrentQNetwork", action_spec)
+        if encoder_ctor is None:
+            encoder_ctor = default_encoder_ctor("RecurrentQNetwork", observation_spec)
+        self.encoder = encoder_ctor(observation_spec)
+        self.lstm = nn.LSTMCell(self.encoder.output_size, lstm_size)
+        self.head = nn.Linear(lstm_size, self.num_actions)
+        self.value_head = nn.Linear(lstm_size, 1) if dueling else None
+        self.state_spec = (TensorSpec((lstm_size,)), TensorSpec((lstm_size,)))
+
+    def forward(self, observation: torch.Tensor, state: Any
+                ) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+        """``[B, ...]`` observations and ``(h, c)`` ``[B, lstm_size]`` -> ``([B, num_actions]``
+        float32 action values, the next ``(h, c)``)."""
+        h, c = self.lstm(self.encoder(observation), tuple(state))
+        q = self.head(h)
+        if self.value_head is not None:
+            q = self.value_head(h) + q - q.mean(-1, keepdim=True)
+        return q.float(), (h, c)
 
 
 @gin.configurable

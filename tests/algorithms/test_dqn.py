@@ -86,7 +86,8 @@ def test_calc_loss_evaluates_the_target_network_at_the_next_steps():
                   observation=torch.randn(6, 2))
     action = torch.tensor([0, 2, 1, 1, 2, 0])
     info = alg.train_step(ts, (), DQNInfo(action=action)).info
-    info = DQNInfo(*[x.view(3, 2, *x.shape[1:]) for x in info])  # [T=3, B=2]
+    info = DQNInfo(*[x.view(3, 2, *x.shape[1:]) if isinstance(x, torch.Tensor) else x
+                     for x in info])  # [T=3, B=2]
     loss = alg.calc_loss(info)
 
     with torch.no_grad():
@@ -117,8 +118,8 @@ def test_epsilon_schedule_and_greedy_evaluation():
     assert alg._epsilon(1000) == 0.0
     obs = torch.randn(64, 2)
     greedy = alg.q_network(obs).argmax(-1)
-    assert torch.equal(alg._epsilon_greedy(obs, 0.0), greedy)
-    assert not torch.equal(alg._epsilon_greedy(obs, 1.0), greedy)
+    assert torch.equal(alg._epsilon_greedy(alg.q_network(obs), 0.0), greedy)
+    assert not torch.equal(alg._epsilon_greedy(alg.q_network(obs), 1.0), greedy)
 
 
 def test_target_network_is_copied_every_period_or_averaged():
