@@ -138,6 +138,9 @@ class RLAlgorithm(Algorithm):
             ``lr_scheduler``): see ``Algorithm``.
         reward_spec: ``TensorSpec(())`` or ``TensorSpec((k,))`` for vector rewards.
         reward_weights: ``k`` weights for vector rewards (``weighted_reward``); ones if None.
+        reward_scale: a constant factor on the training reward (``weighted_reward``; ALF's
+            ``RewardScaling``), to bring value targets near unit scale; the metrics keep the
+            environment's reward.
         env: the batched training environment; only the root algorithm gets one.
         config: the ``TrainerConfig``; only the root algorithm gets one.
         metric_discount: ``gamma`` of the discounted-return metrics.
@@ -146,9 +149,10 @@ class RLAlgorithm(Algorithm):
             ``beta``, ``name`` (gin: ``ReplayBuffer.stacked_frames = {...}``).
 
     Raises:
-        ValueError: for a reward spec of rank > 1, ``reward_weights`` that do not fit it, or
-            an on-policy algorithm with a fractional or zero ``unroll_length``, or with
-            ``unroll_length = 1`` where it trains on the rollout's graph.
+        ValueError: for a reward spec of rank > 1, ``reward_weights`` that do not fit it, a
+            ``reward_scale`` that is not positive, or an on-policy algorithm with a
+            fractional or zero ``unroll_length``, or with ``unroll_length = 1`` where it
+            trains on the rollout's graph.
     """
 
     def __init__(self,
@@ -160,6 +164,7 @@ class RLAlgorithm(Algorithm):
                  rollout_state_spec: Any = None,
                  is_on_policy: Optional[bool] = None,
                  reward_weights: Optional[Sequence[float]] = None,
+                 reward_scale: float = 1.0,
                  env=None,
                  config=None,
                  optimizer=None,
@@ -190,6 +195,9 @@ class RLAlgorithm(Algorithm):
                              f"{reward_spec}")
         else:
             self._reward_weights = None
+        if not reward_scale > 0:
+            raise ValueError(f"{name}: reward_scale must be > 0, got {reward_scale}")
+        self._reward_scale = float(reward_scale)
         self._env = env
         self._rollout_info_spec = None
         self._remaining_unroll_length_fraction = 0.0
@@ -470,10 +478,11 @@ class RLAlgorithm(Algorithm):
 
     def weighted_reward(self, reward: torch.Tensor) -> torch.Tensor:
         """The scalar training reward: ``reward`` ``[..., k]`` weighted by ``reward_weights``
-        and summed, or ``reward`` itself if it is a scalar reward ``[...]``."""
-        if self._reward_weights is None:
-            return reward
-        return (reward * self._reward_weights.to(reward.device)).sum(-1)
+        and summed, or ``reward`` itself if it is a scalar reward ``[...]``; times
+        ``reward_scale``."""
+        if self._reward_weights is not None:
+            reward = (reward * self._reward_weights.to(reward.device)).sum(-1)
+        return reward if self._reward_scale == 1.0 else reward * self._reward_scale
 
     # ------------------------------------------------------------------ metrics
     def get_metrics(self) -> List[StepMetric]:

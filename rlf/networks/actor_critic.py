@@ -27,15 +27,17 @@ class ActorCriticNetwork(nn.Module):
             None picks ``NatureCNN`` for rank-3 observations and ``MLPEncoder`` otherwise.
         lstm_size: hidden units of an LSTM core between the encoder and the heads (IMPALA's
             recurrent agent); None for a feed-forward network.
-        shared_encoder: one encoder for the policy and the value (IMPALA, images); False gives
-            the value its own encoder (often better for small MLPs, e.g. CartPole). Must be
-            True with an LSTM core.
+        shared_encoder: one encoder (and LSTM core) for the policy and the value (IMPALA,
+            images); False gives the value its own encoder (often better for small MLPs, e.g.
+            CartPole) and its own LSTM core (sb3-contrib's ``enable_critic_lstm``), so the
+            value loss cannot swamp the policy's memory.
         tanh_squash: for a Box action, a ``TanhNormalHead`` (samples inside the bounds)
             instead of a ``NormalHead`` (samples the algorithm or environment clips).
 
     Attributes:
-        state_spec: ``(h, c)`` specs ``[lstm_size]`` each, or ``()``. The caller resets the
-            state at FIRST steps (``reset_state_if_necessary``).
+        state_spec: ``(h, c)`` specs ``[lstm_size]`` each, ``((h, c), (h_v, c_v))`` with
+            the value's own core, or ``()``. The caller resets the state at FIRST steps
+            (``reset_state_if_necessary``).
 
     Raises:
         ValueError: for an action spec no head serves (naming it), or a nested observation
@@ -49,26 +51,33 @@ class ActorCriticNetwork(nn.Module):
         super().__init__()
         if encoder_ctor is None:
             encoder_ctor = default_encoder_ctor("ActorCriticNetwork", observation_spec)
-        if lstm_size and not shared_encoder:
-            raise ValueError("ActorCriticNetwork: an LSTM core needs shared_encoder=True")
         self.encoder = encoder_ctor(observation_spec)
         self.value_encoder = None if shared_encoder else encoder_ctor(observation_spec)
         n = self.encoder.output_size
-        self.lstm = None
+        self.lstm = self.value_lstm = None
         self.state_spec: Any = ()
+        n_v = n
         if lstm_size:
             self.lstm = nn.LSTMCell(n, lstm_size)
-            n = lstm_size
+            n = n_v = lstm_size
             self.state_spec = (TensorSpec((lstm_size,)), TensorSpec((lstm_size,)))
+            if not shared_encoder:
+                self.value_lstm = nn.LSTMCell(self.value_encoder.output_size, lstm_size)
+                self.state_spec = (self.state_spec, self.state_spec)
         self.policy_head = make_policy_head(n, action_spec, tanh_squash=tanh_squash)
-        self.value_head = nn.Linear(n, 1)
+        self.value_head = nn.Linear(n_v, 1)
 
     def forward(self, observation: torch.Tensor, state: Any = ()
                 ) -> Tuple[Any, torch.Tensor, Any]:
         """``[B, ...]`` observations -> ``(policy params, value [B], next state)``."""
         x = self.encoder(observation)
-        if self.lstm is not None:
-            h, c = self.lstm(x, tuple(state))
-            state, x = (h, c), h
         v = x if self.value_encoder is None else self.value_encoder(observation)
+        if self.value_lstm is not None:
+            (h, c), (h_v, c_v) = state
+            h, c = self.lstm(x, (h, c))
+            h_v, c_v = self.value_lstm(v, (h_v, c_v))
+            state, x, v = ((h, c), (h_v, c_v)), h, h_v
+        elif self.lstm is not None:
+            h, c = self.lstm(x, tuple(state))
+            state, x, v = (h, c), h, h
         return self.policy_head(x), self.value_head(v).squeeze(-1), state
