@@ -1,7 +1,7 @@
 r"""Plays episodes with a trained algorithm and prints their returns.
 
     python -m rlf.bin.play --root_dir runs/a2c_cartpole [--num_episodes 5] \
-        [--record episode.gif|episode.mp4] [--checkpoint_step N] [--debug]
+        [--record episode.gif|episode.mp4] [--checkpoint_step N] [--zero_state] [--debug]
 
 The configuration is ``root_dir/config.gin`` (as written by training); the parameters come
 from the newest complete checkpoint, skipping unreadable ones with a warning as training does
@@ -11,7 +11,9 @@ checkpoint, a bad binding) prints one line and exits with status 2 (the tracebac
 ``--debug`` or ``RLF_DEBUG=1``); so does a ``--record`` path that cannot be written, checked
 before any episode is played; a video that cannot be written in full (a full disk) prints
 one line and exits with status 1, leaving nothing at the path. The policy acts with
-``predict_step``. ``--record`` saves the first episode, written atomically: rendered frames
+``predict_step``; with ``--zero_state`` it gets its initial (zero) recurrent state at every
+step instead of the state it carried, which shows how much a recurrent policy relies on its
+memory. ``--record`` saves the first episode, written atomically: rendered frames
 for gymnasium environments that render ``rgb_array``, the newest observation frame for
 Atari.
 
@@ -44,6 +46,8 @@ flags.DEFINE_string("record", None, "save the first episode as an animated .gif 
 flags.DEFINE_integer("fps", 30, "frames per second of the recording", lower_bound=1)
 flags.DEFINE_integer("seed", 0, "environment seed (ALE takes up to 2**31 - 1)", lower_bound=0,
                      upper_bound=2 ** 31 - 1)
+flags.DEFINE_bool("zero_state", False, "act from the initial recurrent state at every step "
+                  "(a memory ablation)")
 flags.DEFINE_multi_string("conf_param", [], "extra gin bindings")
 flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
 
@@ -138,6 +142,11 @@ def _play() -> int:
                         f"it with the configuration it was trained with (without the "
                         f"--conf_param that changes it)") from None
 
+    if FLAGS.zero_state:
+        predict_step = algorithm.predict_step
+        algorithm.predict_step = lambda time_step, state: predict_step(
+            time_step, algorithm.get_initial_predict_state(env.batch_size))
+
     frames: List[np.ndarray] = []
     done = [False]
 
@@ -171,7 +180,8 @@ def _play() -> int:
     score = (f", average score {result['AverageEpisodeScore']:.1f}"
              if "AverageEpisodeScore" in result else "")
     print(f"average return {result['AverageReturn']:.2f}{score} over "
-          f"{n} episode{'s' * (n != 1)} (checkpoint {checkpoint_path})")
+          f"{n} episode{'s' * (n != 1)} (checkpoint {checkpoint_path}"
+          f"{', state zeroed at every step' if FLAGS.zero_state else ''})")
     if record:
         try:
             save_video(frames, FLAGS.record, FLAGS.fps)

@@ -358,6 +358,23 @@ def test_sigint_writes_checkpoint_and_exits_0(tmp_path):
     assert "episode 1: return" in play.stdout and "average return" in play.stdout
 
 
+def test_play_zero_state_resets_a_recurrent_policy_at_every_step(tmp_path):
+    train = subprocess.run(
+        [sys.executable, "-m", "rlf.bin.train", "--conf", "confs/ppo_cartpole_novel.gin",
+         "--root_dir", str(tmp_path), "--noprogress", "--conf_param",
+         "TrainerConfig.num_env_steps=512", "--conf_param", "TrainerConfig.evaluate=False"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert train.returncode == 0, train.stderr
+    plays = [subprocess.run(
+        [sys.executable, "-m", "rlf.bin.play", "--root_dir", str(tmp_path), "--num_episodes",
+         "3", *flag], cwd=REPO, capture_output=True, text=True, timeout=120)
+        for flag in ([], ["--zero_state"])]
+    assert [p.returncode for p in plays] == [0, 0], plays[1].stderr
+    assert "state zeroed" not in plays[0].stdout
+    assert plays[1].stdout.strip().splitlines()[-1].endswith(
+        ", state zeroed at every step)"), plays[1].stdout
+
+
 def test_play_writes_gif_and_mp4(tmp_path):
     pytest.importorskip("PIL")
     import numpy as np
