@@ -357,6 +357,14 @@ def test_reward_weights_and_bad_specs():
         RLAlgorithm(obs, act, reward_spec=TensorSpec((2,)), reward_weights=[1, 2, 3])
     with pytest.raises(ValueError, match="rank 0 or 1"):
         RLAlgorithm(obs, act, reward_spec=TensorSpec((2, 2)))
+    scaled = RLAlgorithm(obs, act, reward_spec=TensorSpec((2,)), reward_weights=[1.0, -2.0],
+                         reward_scale=0.1)
+    assert torch.allclose(scaled.weighted_reward(torch.tensor([[1.0, 1.0]])),
+                          torch.tensor([-0.1]))
+    assert torch.equal(RLAlgorithm(obs, act, reward_scale=0.5).weighted_reward(
+        torch.tensor([2.0, -4.0])), torch.tensor([1.0, -2.0]))
+    with pytest.raises(ValueError, match="reward_scale must be > 0, got 0"):
+        RLAlgorithm(obs, act, reward_scale=0)
 
 
 @pytest.mark.parametrize("batch_major", [True, False])

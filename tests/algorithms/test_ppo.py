@@ -236,14 +236,15 @@ def test_without_mini_batch_settings_ppo_trains_one_epoch_over_the_whole_unroll(
     env.close()
 
 
-def _recurrent_cartpole(use_rollout_state=True):
+def _recurrent_cartpole(use_rollout_state=True, shared_encoder=True):
     env = load("CartPole-v1", 4, seed=0, masked_observation_indices=[1, 3])
     config = TrainerConfig(unroll_length=8, num_updates_per_train_iter=2, mini_batch_size=2,
                            mini_batch_length=8, use_rollout_state=use_rollout_state,
                            num_iterations=10)
     alg = PPOAlgorithm(
         env.observation_spec(), env.action_spec(), env=env, config=config,
-        network_ctor=functools.partial(ActorCriticNetwork, lstm_size=8),
+        network_ctor=functools.partial(ActorCriticNetwork, lstm_size=8,
+                                       shared_encoder=shared_encoder),
         optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
     alg.set_unroller(SyncUnroller(env, alg))
     return alg, env
@@ -274,6 +275,22 @@ def test_recurrent_ppo_trains_sequences_from_the_stored_state():
     env.close()
 
 
-def test_recurrent_ppo_resumes_exactly():
-    assert_resumes_exactly(_recurrent_cartpole, 3,
-                           functools.partial(_unrolled_experience, steps=8))
+@pytest.mark.parametrize("shared_encoder", [True, False], ids=["one_core", "value_core"])
+def test_recurrent_ppo_resumes_exactly(shared_encoder):
+    assert_resumes_exactly(functools.partial(_recurrent_cartpole, shared_encoder=shared_encoder),
+                           3, functools.partial(_unrolled_experience, steps=8))
+
+
+def test_a_value_core_of_its_own_keeps_the_value_loss_out_of_the_policy_memory():
+    torch.manual_seed(0)
+    net = ActorCriticNetwork(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                             lstm_size=4, shared_encoder=False)
+    assert net.state_spec == ((TensorSpec((4,)),) * 2, (TensorSpec((4,)),) * 2)
+    state = ((torch.randn(3, 4), torch.randn(3, 4)), (torch.randn(3, 4), torch.randn(3, 4)))
+    x = torch.randn(3, 2)
+    params, value, (policy_state, value_state) = net(x, state)
+    assert torch.equal(policy_state[0], net.lstm(net.encoder(x), state[0])[0])
+    assert torch.equal(value_state[0], net.value_lstm(net.value_encoder(x), state[1])[0])
+    value.sum().backward()
+    assert all(p.grad is None for p in [*net.lstm.parameters(), *net.encoder.parameters()])
+    assert all(p.grad is not None for p in net.value_lstm.parameters())
