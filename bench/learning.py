@@ -101,3 +101,52 @@ def control_targets_main(pendulum_conf: str, mujoco_conf: str) -> None:
               f"{run.seconds / 60:.1f} min ({'met' if ok else 'NOT met'})", flush=True)
     print(f"{met} of {len(seeds)} seeds meet the target (AverageReturn >= {target:g} within "
           f"{within} env steps)")
+
+
+def play_return(root: str, episodes: int = 10, zero_state: bool = False) -> float:
+    """The average greedy return of ``episodes`` episodes played by ``rlf.bin.play`` from the
+    newest checkpoint in ``root``; with ``zero_state`` the recurrent state is reset to its
+    initial value at every step (``--zero_state``)."""
+    cmd = [sys.executable, "-m", "rlf.bin.play", "--root_dir", root, "--num_episodes",
+           str(episodes)] + (["--zero_state"] if zero_state else [])
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    last = done.stdout.strip().splitlines()[-1]  # "average return X over N episodes (...)"
+    return float(last.split()[2])
+
+
+def memory_targets_main(recurrent_conf: str, feed_forward_conf: str, budget: int,
+                        target: float) -> None:
+    """The command line of the memory benchmarks (recurrent PPO's, R2D2's) on CartPole-v1
+    without its velocities. Per seed of ``recurrent_conf``: the final greedy evaluation (10
+    episodes, at ``budget`` environment steps) against ``target``, the training
+    ``AverageReturn`` beside it, and the same policy played with its state zeroed at every
+    step (``rlf.bin.play --zero_state``); then ``feed_forward_conf`` with the velocities
+    masked, which stays below 200 if the task needs memory."""
+    import argparse
+    p = argparse.ArgumentParser()
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--feed_forward_seeds", type=int, nargs="*", default=[0])
+    p.add_argument("--conf_param", action="append", default=[])
+    args = p.parse_args()
+    met = 0
+    for seed in args.seeds:
+        with tempfile.TemporaryDirectory() as root:
+            run = train(recurrent_conf, seed, args.conf_param, root_dir=root)
+            final = run.evals[-1] if run.evals else float("nan")
+            zeroed = play_return(root, 10, zero_state=True)
+        ok = final >= target and run.eval_steps[-1] >= budget
+        met += ok
+        print(f"seed {seed}: final greedy evaluation {final:.1f} at {run.eval_steps[-1]} env "
+              f"steps (training AverageReturn {run.train[-1]:.1f}); state zeroed at every "
+              f"step: {zeroed:.1f}; {run.seconds / 60:.1f} min ({'met' if ok else 'NOT met'})",
+              flush=True)
+    print(f"{met} of {len(args.seeds)} seeds meet the target (final greedy evaluation >= "
+          f"{target:g} after {budget} env steps)")
+    masked = "load_gym.masked_observation_indices=[1, 3]"
+    for seed in args.feed_forward_seeds:
+        run = train(feed_forward_conf, seed, [masked])
+        final = run.evals[-1] if run.evals else float("nan")
+        print(f"feed-forward {feed_forward_conf}, velocities masked, seed {seed}: final greedy "
+              f"evaluation {final:.1f} at {run.eval_steps[-1]} env steps, best training "
+              f"AverageReturn {max(run.train):.1f} ({'below' if final < 200 else 'NOT below'} "
+              f"200)", flush=True)
