@@ -116,6 +116,16 @@ class TrainerConfig:
         unroll_queue_size: capacity of the async experience queue, in unrolls (small: every
             queued unroll adds policy lag).
         unroll_parameter_update_period: iterations between parameter broadcasts to actors.
+        deterministic: make the run a function of ``random_seed`` on a given machine:
+            ``torch.use_deterministic_algorithms`` (and cuBLAS's
+            ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` for CUDA), a fixed ``torch_num_threads``
+            (required), and with actors a fixed policy lag: actor unroll ``k`` is acted with
+            the parameters after update ``k - policy_lag`` (cleanba's scheme, Huang et al.
+            2023), waiting for them if need be, instead of the newest ones at hand; with
+            ``unroll_parameter_update_period = 1`` (required). Each actor's torch generator
+            is seeded from ``random_seed`` and its index in every mode.
+        policy_lag: ``L`` of ``deterministic`` actors (>= 0; 0 acts with the parameters of
+            the update just finished, so actors and learner take turns).
         restart_failed_actors: restart an actor that raised or died instead of stopping.
             Each restart is logged (actor, cause, count) and counted in the summary
             ``async_unroll/actor_restarts``.
@@ -166,7 +176,10 @@ class TrainerConfig:
             ``checkpoint_interval``, ``num_checkpoints``, ``eval_interval``,
             ``num_updates_per_train_iter``, ``unroll_queue_size``, ``replay_buffer_length``,
             ``metric_min_buffer_size``, ``num_eval_episodes``, ``num_eval_environments``,
-            ``num_actors`` or ``unroll_parameter_update_period`` below 1; for
+            ``num_actors`` or ``unroll_parameter_update_period`` below 1; for a negative or
+            fractional ``policy_lag``, or one without ``deterministic``; for
+            ``deterministic`` without ``torch_num_threads``, or with actors and an
+            ``unroll_parameter_update_period`` other than 1; for
             ``mini_batch_size``, ``mini_batch_length`` or ``torch_num_threads`` below 1 (None
             is allowed); for a negative ``priority_replay_alpha`` or a
             ``priority_replay_beta`` outside ``[0, 1]``; for ``use_ray`` without
@@ -186,7 +199,7 @@ class TrainerConfig:
 
     #: Settings of the actors of ``async_unroll``, which a run without actors ignores.
     ACTOR_SETTINGS = ("num_actors", "unroll_queue_size", "unroll_parameter_update_period",
-                      "restart_failed_actors", "max_actor_restarts", "actor_restart_window",
+                      "policy_lag", "restart_failed_actors", "max_actor_restarts", "actor_restart_window",
                       "actor_niceness")
 
     @staticmethod
@@ -248,6 +261,8 @@ class TrainerConfig:
                  num_actors: int = 1,
                  unroll_queue_size: int = 1,
                  unroll_parameter_update_period: int = 1,
+                 deterministic: bool = False,
+                 policy_lag: int = 1,
                  restart_failed_actors: bool = False,
                  max_actor_restarts: int = 3,
                  actor_restart_window: float = 600.0,
@@ -373,6 +388,23 @@ class TrainerConfig:
         self.num_actors = int(num_actors)
         self.unroll_queue_size = int(unroll_queue_size)
         self.unroll_parameter_update_period = int(unroll_parameter_update_period)
+        if policy_lag != int(policy_lag) or policy_lag < 0:
+            raise ValueError(f"TrainerConfig.policy_lag must be an integer >= 0, got "
+                             f"{policy_lag}")
+        self.deterministic = deterministic
+        self.policy_lag = int(policy_lag)
+        if deterministic and torch_num_threads is None:
+            raise ValueError("TrainerConfig.deterministic needs a fixed torch_num_threads "
+                             "(results depend on the thread count); set it, e.g. to 1")
+        if deterministic and async_unroll and self.unroll_parameter_update_period != 1:
+            raise ValueError(f"TrainerConfig.deterministic actors act with the parameters of "
+                             f"update k - policy_lag, which needs a broadcast after every "
+                             f"update: set unroll_parameter_update_period = 1 (it is "
+                             f"{self.unroll_parameter_update_period})")
+        if async_unroll and not deterministic and self.policy_lag != 1:
+            raise ValueError(self.without_effect(
+                [f"policy_lag = {self.policy_lag}"], "with deterministic = True",
+                "set TrainerConfig.deterministic = True too, or remove {it}"))
         self.restart_failed_actors = restart_failed_actors
         if max_actor_restarts < 0 or actor_restart_window <= 0:
             raise ValueError(f"TrainerConfig.max_actor_restarts must be >= 0 (got "

@@ -75,7 +75,8 @@ def _train() -> int:
     # The learner's process settings; the actors apply theirs themselves (ActorSetup).
     configure_process(num_threads=config.torch_num_threads,
                       flush_denormal=config.flush_denormal,
-                      reuse_freed_memory=config.reuse_freed_memory)
+                      reuse_freed_memory=config.reuse_freed_memory,
+                      deterministic=config.deterministic)
     with configured_values_refused_as_config_errors():
         trainer.build()
     if note:  # after every check, on stdout: a mistake stays one line on stderr

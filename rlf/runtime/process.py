@@ -25,6 +25,10 @@ commands are the ``bench/`` scripts named):
   learner, which is the bottleneck where they share cores (Sample Factory lowers its rollout
   workers by 10). Pong with one actor on 2 cores: a median of 1,591 agent steps/s at 5 against
   1,493 at 0 (``bench/async_throughput.py``).
+- ``deterministic`` (``torch.use_deterministic_algorithms(True)``, and cuBLAS's
+  ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless set, which must precede CUDA's initialisation):
+  operations without a deterministic implementation raise instead of varying from run to
+  run (``TrainerConfig.deterministic``).
 """
 
 from __future__ import annotations
@@ -66,7 +70,8 @@ def lower_priority(niceness: int) -> None:
 
 
 def configure_process(num_threads: Optional[int] = None, flush_denormal: Optional[bool] = None,
-                      reuse_freed_memory: bool = False, niceness: int = 0) -> None:
+                      reuse_freed_memory: bool = False, niceness: int = 0,
+                      deterministic: bool = False) -> None:
     """Applies the process-wide settings (see the module docstring for each one's effect).
 
     Args:
@@ -75,6 +80,8 @@ def configure_process(num_threads: Optional[int] = None, flush_denormal: Optiona
         reuse_freed_memory: keep freed memory in glibc's heap (no effect elsewhere).
         niceness: lower this process's priority by this many nice levels (``lower_priority``);
             do it before starting threads that should inherit it.
+        deterministic: deterministic torch algorithms (and cuBLAS workspace); call it before
+            anything uses CUDA.
 
     Raises:
         ValueError: for ``num_threads < 1`` or a negative ``niceness``.
@@ -90,3 +97,6 @@ def configure_process(num_threads: Optional[int] = None, flush_denormal: Optiona
         torch.set_flush_denormal(flush_denormal)
     if reuse_freed_memory:
         _reuse_freed_memory()
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)

@@ -24,17 +24,20 @@ class ActorSetup:
         flush_denormal: ``torch.set_flush_denormal`` in the actor.
         niceness: nice levels below the learner (``TrainerConfig.actor_niceness``), applied
             before the environment starts its threads.
+        deterministic: deterministic torch algorithms (``TrainerConfig.deterministic``).
     """
 
     def __init__(self, gin_config: str = "", num_threads: Optional[int] = 1,
-                 flush_denormal: Optional[bool] = True, niceness: int = 0):
+                 flush_denormal: Optional[bool] = True, niceness: int = 0,
+                 deterministic: bool = False):
         self.gin_config = gin_config
         self.num_threads, self.flush_denormal = num_threads, flush_denormal
         self.niceness = niceness
+        self.deterministic = deterministic
 
     def __call__(self) -> None:
         configure_process(num_threads=self.num_threads, flush_denormal=self.flush_denormal,
-                          niceness=self.niceness)
+                          niceness=self.niceness, deterministic=self.deterministic)
         if self.gin_config:
             import gin
 

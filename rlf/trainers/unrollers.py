@@ -23,7 +23,8 @@ def make_unroller(config, env, algorithm, seed: int, root_dir: Path) -> Unroller
       ``RayUnroller``; each of ``num_actors`` actors builds an environment like ``env`` (gin's
       ``load``) and a copy of the algorithm from ``config.algorithm_ctor``, after an
       ``ActorSetup`` with the learner's gin configuration. Actor logs go to
-      ``root_dir/actors/``.
+      ``root_dir/actors/``. With ``deterministic`` the actors act with the fixed lag
+      ``policy_lag``.
 
     Args:
         config: the ``TrainerConfig``.
@@ -50,14 +51,16 @@ def make_unroller(config, env, algorithm, seed: int, root_dir: Path) -> Unroller
         action_spec=env.action_spec(), reward_spec=env.reward_spec())
     # Ray starts its workers at nice 15 by itself; processes get actor_niceness.
     setup = ActorSetup(gin.config_str(), num_threads=1, flush_denormal=config.flush_denormal,
-                       niceness=0 if config.use_ray else config.actor_niceness)
+                       niceness=0 if config.use_ray else config.actor_niceness,
+                       deterministic=config.deterministic)
     kwargs = dict(algorithm_ctor=algorithm_ctor, env_ctor=load, num_actors=config.num_actors,
                   num_envs_per_actor=env.batch_size, unroll_length=int(config.unroll_length),
                   seed=seed, queue_size=config.unroll_queue_size, setup=setup,
                   restart_failed_actors=config.restart_failed_actors,
                   max_restarts=config.max_actor_restarts,
                   restart_window=config.actor_restart_window,
-                  log_dir=str(Path(root_dir) / "actors"))
+                  log_dir=str(Path(root_dir) / "actors"),
+                  fixed_lag=config.policy_lag if config.deterministic else None)
     if config.use_ray:
         from rlf.unrollers.ray_unroller import RayUnroller
         return RayUnroller(algorithm, address=config.ray_address,

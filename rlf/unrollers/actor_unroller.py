@@ -8,6 +8,13 @@ of the algorithm (``build_actor``) and unrolls ``T`` steps at a time with ``Sync
 carries the parameter version it was acted with; ``policy_lag`` is the learner's version
 minus it, averaged over actors. Failures go through one ``RestartPolicy``.
 
+Free-running (``fixed_lag=None``), an actor acts with the newest parameters it has when it
+starts an unroll, so the lag depends on timing. With ``fixed_lag = L`` actor unroll ``k``
+(counting from 0) is acted with parameter version ``max(0, k - L)`` (version ``v``: the
+learner's after ``v`` broadcasts), waiting for it if need be (cleanba, Huang et al. 2023):
+with seeded environments and actors' generators (``actor_torch_seed``) a run is a function
+of its seed.
+
 A subclass supplies the transport: ``_take(index)`` (the next unroll of one actor),
 ``_publish()`` (the learner's parameters to the actors) and ``_stop_actors()``.
 """
@@ -26,12 +33,23 @@ from rlf.networks.layouts import use_inference_layout
 from rlf.unrollers.actor_failures import RestartPolicy
 from rlf.unrollers.unroller import Unroller
 
-__all__ = ["ActorUnroller", "build_actor", "copy_parameters", "combine_unrolls"]
+__all__ = ["ActorUnroller", "actor_torch_seed", "build_actor", "copy_parameters",
+           "combine_unrolls"]
+
+
+def actor_torch_seed(seed: Optional[int], index: int, incarnation: int = 1) -> Optional[int]:
+    """The seed of actor ``index``'s torch generator (its action sampling): a function of the
+    run's ``seed``, the index and the incarnation (a restarted actor draws anew), from numpy's
+    ``SeedSequence``; None for an unseeded run."""
+    if seed is None:
+        return None
+    import numpy as np
+    return int(np.random.SeedSequence([seed, index, incarnation]).generate_state(1)[0])
 
 
 def build_actor(algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any], num_envs: int,
                 seed: Optional[int], setup: Optional[Callable[[], None]] = None,
-                index: int = 0, num_actors: int = 1):
+                index: int = 0, num_actors: int = 1, torch_seed: Optional[int] = None):
     """Builds an actor's environment and algorithm copy, in the actor's process, and tells
     the copy which actor it is (its ``set_actor_index(index, num_actors)``, if it has one:
     per-actor exploration).
@@ -44,6 +62,8 @@ def build_actor(algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
         setup: called first (process settings, configuration): the trainer's ``ActorSetup``.
         index: this actor's index, ``0 .. num_actors - 1``.
         num_actors: the number of actors.
+        torch_seed: seeds torch's generator after ``setup`` (``actor_torch_seed``); None
+            leaves it as the process started.
 
     Returns:
         ``(env, algorithm, params)``: the copy's weights are laid out for inference
@@ -52,6 +72,8 @@ def build_actor(algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
     """
     if setup is not None:
         setup()
+    if torch_seed is not None:
+        torch.manual_seed(torch_seed)
     env = env_ctor(num_envs=num_envs, seed=seed)
     algorithm = use_inference_layout(algorithm_ctor())
     if hasattr(algorithm, "set_actor_index"):
@@ -94,17 +116,25 @@ class ActorUnroller(Unroller):
         unroll_length: ``T`` of each actor's unrolls (>= 1).
         restart_failed_actors, max_restarts, restart_window: the ``RestartPolicy``.
         log_dir: where ``actor-<index>.log`` files go (None: no log files).
+        fixed_lag: ``L``: unroll ``k`` of each actor is acted with parameter version
+            ``max(0, k - L)`` (module docstring); None: free-running.
 
     Raises:
-        ValueError: for ``num_actors < 1`` or ``unroll_length < 1``.
+        ValueError: for ``num_actors < 1``, ``unroll_length < 1`` or ``fixed_lag < 0``.
     """
 
     def __init__(self, algorithm, num_actors: int, num_envs_per_actor: int, unroll_length: int,
                  restart_failed_actors: bool = False, max_restarts: int = 3,
-                 restart_window: float = 600.0, log_dir: Optional[str] = None):
+                 restart_window: float = 600.0, log_dir: Optional[str] = None,
+                 fixed_lag: Optional[int] = None):
         if num_actors < 1 or unroll_length < 1:
             raise ValueError(f"{type(self).__name__}: num_actors ({num_actors}) and "
                              f"unroll_length ({unroll_length}) must be >= 1")
+        if fixed_lag is not None and fixed_lag < 0:
+            raise ValueError(f"{type(self).__name__}: fixed_lag must be >= 0 or None, got "
+                             f"{fixed_lag}")
+        self._fixed_lag = fixed_lag
+        self._taken = [0] * num_actors  # unrolls taken from each actor
         self._algorithm = algorithm
         self._num_actors, self._num_envs = num_actors, num_envs_per_actor
         self._unroll_length = unroll_length
@@ -162,6 +192,7 @@ class ActorUnroller(Unroller):
         # buffers can be released afterwards.
         experience, times, self._policy_lag = combine_unrolls(
             [result for result, _ in taken], self._num_envs, self._learner_version)
+        self._taken = [n + 1 for n in self._taken]
         for _, release in taken:
             if release is not None:
                 release()

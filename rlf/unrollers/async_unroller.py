@@ -11,7 +11,10 @@ stays bounded and a fast actor cannot run away from a slow one), and no unroll p
 shared memory and file-descriptor passing. Parameters travel the other way through one set of
 shared-memory tensors that the learner overwrites every ``unroll_parameter_update_period``
 iterations, guarded by a sequence counter rather than a lock (``read_parameters``), so an
-actor killed mid-copy blocks nobody.
+actor killed mid-copy blocks nobody. With a fixed lag ``L`` there are ``L + 1`` sets, version
+``v`` in set ``v % (L + 1)``: the learner writes version ``v`` only after taking every actor's
+unroll ``v - 1``, so the version an actor's unroll needs (``k - L``) stays in place until that
+unroll is taken.
 
 An actor that raises sends its traceback; an actor that dies without a word (killed,
 segfault) is noticed within ``poll_seconds``. With ``log_dir`` each actor's output and
@@ -41,7 +44,8 @@ import torch.multiprocessing as mp
 
 from rlf import nest
 from rlf.unrollers.actor_failures import ActorError, describe_exit
-from rlf.unrollers.actor_unroller import ActorUnroller, build_actor, copy_parameters
+from rlf.unrollers.actor_unroller import (ActorUnroller, actor_torch_seed, build_actor,
+                                          copy_parameters)
 from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
 from rlf.utils.errors import UserError, one_line
@@ -105,11 +109,22 @@ def _get_free_slot(free_queue, stop, parent_pid: int) -> Optional[int]:
     return None
 
 
+def _wait_for_version(published, version: int, stopped: Callable[[], bool]) -> bool:
+    """Waits until the learner has published ``version``; False if stopped meanwhile."""
+    while published.value < version:
+        if stopped():
+            return False
+        time.sleep(0.0002)
+    return True
+
+
 def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor,
                 setup: Optional[Callable[[], None]], num_envs: int, seed: Optional[int],
-                unroll_length: int, shared: Dict[str, torch.Tensor], sequence, out_queue,
-                free_queue, num_slots: int, stop, parent_pid: int,
-                log_file: Optional[str] = None, num_actors: int = 1):
+                unroll_length: int, shared: List[Dict[str, torch.Tensor]], sequences: List[Any],
+                out_queue, free_queue, num_slots: int, stop, parent_pid: int,
+                log_file: Optional[str] = None, num_actors: int = 1,
+                torch_seed: Optional[int] = None, fixed_lag: Optional[int] = None,
+                published=None, first_unroll: int = 0):
     """Body of an actor process (module-level so that *spawn* can import it).
 
     Messages on ``out_queue``, each tagged with ``(index, incarnation)``: once
@@ -117,24 +132,39 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor,
     ``("ok", index, incarnation, slot, version, times)``, or ``("error", index, incarnation,
     traceback, line)`` (``line``: a ``UserError``'s message as one line, else None).
     ``free_queue`` brings back the slots the learner has copied out; ``stop`` is a shared
-    ``RawValue`` the learner sets to 1 to stop the actors.
+    ``RawValue`` the learner sets to 1 to stop the actors. ``shared`` and ``sequences`` are the
+    parameter sets and their seqlocks (one set, or ``fixed_lag + 1`` with ``published``, the
+    newest version written); ``first_unroll`` is the index of this incarnation's first unroll.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
     env = None
     try:
         _redirect_output(log_file, index, incarnation)
         env, algorithm, params = build_actor(algorithm_ctor, env_ctor, num_envs, seed, setup,
-                                             index, num_actors)
-        missing = sorted(set(params) - set(shared))
+                                             index, num_actors, torch_seed)
+        missing = sorted(set(params) - set(shared[0]))
         if missing:
             raise ValueError(f"actor {index}: the learner shares no tensors for {missing}")
         unroller = SyncUnroller(env, algorithm)
         slots = None
         local_sequence = -1
-        while not stop.value and os.getppid() == parent_pid:
-            local_sequence = read_parameters(
-                params, shared, sequence, local_sequence,
-                lambda: stop.value or os.getppid() != parent_pid)
+        unroll_index = first_unroll
+
+        def stopped():
+            return bool(stop.value) or os.getppid() != parent_pid
+
+        while not stopped():
+            if fixed_lag is None:  # the newest parameters at hand
+                local_sequence = read_parameters(params, shared[0], sequences[0],
+                                                 local_sequence, stopped)
+                version = local_sequence // 2
+            else:  # exactly version k - L
+                version = max(0, unroll_index - fixed_lag)
+                if not _wait_for_version(published, version, stopped):
+                    return
+                at = version % (fixed_lag + 1)
+                read_parameters(params, shared[at], sequences[at], -1, stopped)
+            unroll_index += 1
             with torch.no_grad():
                 experience = detach(unroller.unroll(unroll_length))
             if slots is None:  # the first unroll gives the shapes; sent (as fds) only once
@@ -146,8 +176,7 @@ def _actor_main(index: int, incarnation: int, algorithm_ctor, env_ctor,
                 return
             with torch.no_grad():
                 nest.map_structure(lambda dst, src: dst.copy_(src), slots[slot], experience)
-            out_queue.put(("ok", index, incarnation, slot, local_sequence // 2,
-                           dict(unroller.times)))
+            out_queue.put(("ok", index, incarnation, slot, version, dict(unroller.times)))
     except BaseException as e:  # report everything, also KeyboardInterrupt/SystemExit
         try:
             text = traceback.format_exc()
@@ -194,9 +223,12 @@ class AsyncUnroller(ActorUnroller):
             terminal and puts the traceback in the ``ActorError``.
         poll_seconds: how often a waiting learner checks that the actors are alive.
         timeout: seconds without an unroll from a live actor before it counts as failed.
+        fixed_lag: act unroll ``k`` with parameter version ``k - fixed_lag``
+            (``ActorUnroller``); None: free-running.
 
     Raises:
-        ValueError: for ``num_actors < 1``, ``unroll_length < 1`` or ``queue_size < 1``.
+        ValueError: for ``num_actors < 1``, ``unroll_length < 1``, ``queue_size < 1`` or
+            ``fixed_lag < 0``.
     """
 
     def __init__(self, algorithm, algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
@@ -205,18 +237,24 @@ class AsyncUnroller(ActorUnroller):
                  setup: Optional[Callable[[], None]] = None,
                  restart_failed_actors: bool = False, max_restarts: int = 3,
                  restart_window: float = 600.0, log_dir: Optional[str] = None,
-                 poll_seconds: float = 1.0, timeout: float = 300.0):
+                 poll_seconds: float = 1.0, timeout: float = 300.0,
+                 fixed_lag: Optional[int] = None):
         if queue_size < 1:
             raise ValueError(f"AsyncUnroller: queue_size ({queue_size}) must be >= 1")
         super().__init__(algorithm, num_actors, num_envs_per_actor, unroll_length,
-                         restart_failed_actors, max_restarts, restart_window, log_dir)
+                         restart_failed_actors, max_restarts, restart_window, log_dir,
+                         fixed_lag)
         self._ctx = mp.get_context("spawn")  # fork is unsafe with OpenMP and ALE threads
         self._algorithm_ctor, self._env_ctor = algorithm_ctor, env_ctor
         self._seed, self._setup = seed, setup
         self._poll, self._timeout = poll_seconds, timeout
-        self._shared = {k: v.detach().cpu().clone().share_memory_()
-                        for k, v in algorithm.actor_state_dict().items()}
-        self._sequence = self._ctx.Value("l", 0, lock=False)  # read_parameters' seqlock
+        sets = 1 if fixed_lag is None else fixed_lag + 1
+        params = algorithm.actor_state_dict()
+        self._shared = [{k: v.detach().cpu().clone().share_memory_() for k, v in params.items()}
+                        for _ in range(sets)]
+        # read_parameters' seqlock of each set, and the newest version written.
+        self._sequences = [self._ctx.Value("l", 0, lock=False) for _ in range(sets)]
+        self._published = self._ctx.Value("l", 0, lock=False)
         self._num_slots = queue_size
         # Per incarnation: at most one "slots" and num_slots "ok" messages outstanding.
         self._queues: List[Any] = [None] * num_actors
@@ -249,8 +287,10 @@ class AsyncUnroller(ActorUnroller):
             target=_actor_main, name=f"rlf-actor-{index}", daemon=True,
             args=(index, self._incarnation[index], self._algorithm_ctor, self._env_ctor,
                   self._setup, self._num_envs, seed, self._unroll_length, self._shared,
-                  self._sequence, self._queues[index], free, self._num_slots, self._stop,
-                  os.getpid(), None if log is None else str(log), self._num_actors))
+                  self._sequences, self._queues[index], free, self._num_slots, self._stop,
+                  os.getpid(), None if log is None else str(log), self._num_actors,
+                  actor_torch_seed(self._seed, index, self._incarnation[index]),
+                  self._fixed_lag, self._published, self._taken[index]))
         p.start()
         self._procs[index] = p
 
@@ -321,13 +361,17 @@ class AsyncUnroller(ActorUnroller):
                 return (version, self._slots[index][slot], times), release
 
     def _publish(self) -> None:
-        """Overwrites the shared tensors; the sequence counter is odd while the copy is under
-        way (``read_parameters``)."""
-        self._sequence.value += 1
+        """Overwrites the shared tensors of the next version's set; its sequence counter is
+        odd while the copy is under way (``read_parameters``)."""
+        version = self._learner_version + 1
+        at = 0 if self._fixed_lag is None else version % (self._fixed_lag + 1)
+        sequence = self._sequences[at]
+        sequence.value += 1
         with torch.no_grad():
             for k, v in self._algorithm.actor_state_dict().items():
-                self._shared[k].copy_(v.detach())
-        self._sequence.value += 1
+                self._shared[at][k].copy_(v.detach())
+        sequence.value += 1
+        self._published.value = version
 
     def close(self) -> None:
         """Stops the actors and waits for them (terminating those that do not stop)."""

@@ -4,7 +4,10 @@
 ``AsyncUnroller`` process does) and answers ``unroll(params, version)`` calls with a
 ``[T, B]`` unroll. Parameters are broadcast through Ray's object store: ``update_parameters``
 puts one copy there and every actor fetches it with its next call. Up to ``queue_size`` calls
-per actor are in flight, so actors keep stepping while the learner trains.
+per actor are in flight, so actors keep stepping while the learner trains. With a fixed lag
+``L``, unroll ``k`` is submitted with version ``k - L``'s object: the first ``L + 1`` unrolls
+at once with version 0, then one more per actor as each version is published (a Ray actor
+runs one caller's calls in order).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 
 from rlf.unrollers.actor_failures import append_to_log
-from rlf.unrollers.actor_unroller import ActorUnroller, build_actor, copy_parameters
+from rlf.unrollers.actor_unroller import (ActorUnroller, actor_torch_seed, build_actor,
+                                          copy_parameters)
 from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
 from rlf.utils.errors import UserError, one_line
@@ -52,9 +56,9 @@ class _RayActor:
     """The body of one Ray actor (wrapped with ``ray.remote`` by ``RayUnroller``)."""
 
     def __init__(self, algorithm_ctor, env_ctor, setup, num_envs, seed, unroll_length,
-                 index=0, num_actors=1):
+                 index=0, num_actors=1, torch_seed=None):
         self._env, self._algorithm, self._params = build_actor(
-            algorithm_ctor, env_ctor, num_envs, seed, setup, index, num_actors)
+            algorithm_ctor, env_ctor, num_envs, seed, setup, index, num_actors, torch_seed)
         self._unroller = SyncUnroller(self._env, self._algorithm)
         self._unroll_length = unroll_length
         self._version = -1
@@ -104,6 +108,8 @@ class RayUnroller(ActorUnroller):
         resources_per_actor: custom Ray resources each actor reserves (``{"rlf_actor": 1}``),
             which places the actors on the nodes that offer them.
         timeout: seconds to wait for an unroll before the actor counts as failed.
+        fixed_lag: act unroll ``k`` with parameter version ``k - fixed_lag``
+            (``ActorUnroller``); None: free-running.
 
     Raises:
         ImportError: if Ray is not installed (``pip install -e ".[ray]"``).
@@ -120,13 +126,14 @@ class RayUnroller(ActorUnroller):
                  restart_window: float = 600.0, log_dir: Optional[str] = None,
                  address: Optional[str] = None, num_cpus_per_actor: float = 1.0,
                  resources_per_actor: Optional[Dict[str, float]] = None,
-                 timeout: float = 600.0):
+                 timeout: float = 600.0, fixed_lag: Optional[int] = None):
         try:
             import ray
         except ImportError as e:
             raise ImportError("RayUnroller needs Ray: pip install -e '.[ray]'") from e
         super().__init__(algorithm, num_actors, num_envs_per_actor, unroll_length,
-                         restart_failed_actors, max_restarts, restart_window, log_dir)
+                         restart_failed_actors, max_restarts, restart_window, log_dir,
+                         fixed_lag)
         self._ray = ray
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
@@ -142,6 +149,8 @@ class RayUnroller(ActorUnroller):
                                       resources=dict(resources_per_actor or {}))(_RayActor)
         self._actor_args = (algorithm_ctor, env_ctor, setup, num_envs_per_actor, seed)
         self._params_ref = ray.put(self._params())
+        self._refs = {0: self._params_ref}  # with a fixed lag: the versions still needed
+        self._restarts = [0] * num_actors
         self._actors: List[Any] = [self._make_actor(a) for a in range(num_actors)]
         self._calls: List[collections.deque] = [collections.deque() for _ in range(num_actors)]
         for a in range(num_actors):
@@ -154,13 +163,27 @@ class RayUnroller(ActorUnroller):
     def _make_actor(self, index: int):
         algorithm_ctor, env_ctor, setup, n, seed = self._actor_args
         actor_seed = None if seed is None else seed + index * n
+        self._restarts[index] += 1
         return self._remote_cls.remote(algorithm_ctor, env_ctor, setup, n, actor_seed,
-                                       self._unroll_length, index, self._num_actors)
+                                       self._unroll_length, index, self._num_actors,
+                                       actor_torch_seed(seed, index, self._restarts[index]))
 
-    def _fill(self, index: int) -> None:
-        while len(self._calls[index]) < self._in_flight:
-            self._calls[index].append(
-                self._actors[index].unroll.remote(self._params_ref, self._learner_version))
+    def _fill(self, index: int, newest: Optional[int] = None) -> None:
+        """Free-running: ``queue_size`` calls in flight with the newest parameters. With a
+        fixed lag: every unroll whose version is published (up to ``newest``, by default the
+        learner's), from the next one not taken or submitted."""
+        newest = self._learner_version if newest is None else newest
+        calls = self._calls[index]
+        if self._fixed_lag is None:
+            while len(calls) < self._in_flight:
+                calls.append(self._actors[index].unroll.remote(self._params_ref,
+                                                               self._learner_version))
+            return
+        k = self._taken[index] + len(calls)
+        while k - self._fixed_lag <= newest:
+            version = max(0, k - self._fixed_lag)
+            calls.append(self._actors[index].unroll.remote(self._refs[version], version))
+            k += 1
 
     def actor_pids(self) -> List[int]:
         """Process ids of the actors (on their machines)."""
@@ -195,13 +218,23 @@ class RayUnroller(ActorUnroller):
                 self._calls[index].clear()
                 self._fill(index)
                 continue
-            self._fill(index)
+            if self._fixed_lag is None:
+                self._fill(index)
             return result, None
 
     def _publish(self) -> None:
         """Puts the learner's parameters into the object store; actors fetch them with their
-        next call (the version is the learner's next one)."""
+        next call (the version is the learner's next one). With a fixed lag, submits each
+        actor's unroll that waited for this version."""
         self._params_ref = self._ray.put(self._params())
+        if self._fixed_lag is None:
+            return
+        version = self._learner_version + 1
+        self._refs[version] = self._params_ref
+        for v in [v for v in self._refs if v < version - self._fixed_lag]:
+            del self._refs[v]  # no unroll from here on is acted with it
+        for a in range(self._num_actors):
+            self._fill(a, newest=version)
 
     def close(self) -> None:
         """Kills the actors (and shuts down the Ray this unroller started)."""
