@@ -79,7 +79,8 @@ def _one_line_config_warnings(message, category, filename, lineno, line=None) ->
     return _format_warning(message, category, filename, lineno, line)
 
 
-def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = ()) -> None:
+def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = (),
+             positional: bool = False) -> None:
     """Parses the flags with absl, then exits with ``main(argv)``'s status.
 
     A list flag (named in ``list_flags``) takes comma- or space-separated values
@@ -96,6 +97,8 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = ()) -
     Args:
         main: the tool's ``main(argv) -> int`` (exit status).
         list_flags: names of the tool's list flags, without dashes.
+        positional: the tool takes positional arguments (``rlf.bin.compare``'s directories),
+            which ``main`` then checks itself.
     """
     list_flags = tuple(list_flags)
     warnings.formatwarning = _one_line_config_warnings
@@ -114,7 +117,7 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = ()) -
 
     def _checked(argv: List[str]) -> None:
         extra = argv[1:]
-        if extra:
+        if extra and not positional:
             print(f"error: unexpected argument(s) {' '.join(extra)!r}: a flag takes one value; "
                   f"give a list as comma-separated values (e.g. --seeds 0,1,2) and repeat "
                   f"--conf_param for each binding", file=sys.stderr)

@@ -12,7 +12,12 @@ in ``root_dir/<game>/seed<seed>``, bounded by ``--frames`` (agent steps = frames
 A run that finished writes ``suite_result.json`` beside its checkpoints and is skipped when the
 suite is started again; an unfinished one resumes from its checkpoint. Then the suite writes
 ``root_dir/results.csv``, ``root_dir/results.md`` and ``root_dir/<game>.png`` (return against
-frames, seeds as thin lines and their mean), each atomically.
+frames, seeds as thin lines and their mean), each atomically, and with rliable installed
+(``pip install -e ".[suite]"``) ``aggregates.md``, ``aggregates.json`` and
+``performance_profile.png``: per game the mean over seeds with its 95 % CI, over games the
+IQM, median and mean human-normalised score and the optimality gap with 95 %
+stratified-bootstrap CIs (``rlf.bin.suite_aggregates``). ``python -m rlf.bin.compare`` puts
+several suites side by side.
 
 Scores are the game's own (``AverageEpisodeScore``, unclipped), and:
 
@@ -305,6 +310,19 @@ def write_tables(rows: List[Dict], root_dir: Path) -> None:
         tmp.write_text("\n".join(lines) + "\n")
 
 
+def _write_aggregates(rows: List[Dict], root_dir: Path, label: str) -> None:
+    """``aggregates.md``, ``aggregates.json`` and ``performance_profile.png``
+    (``rlf.bin.suite_aggregates``); skipped, with a note, without rliable or where the games
+    have no common seeds or no reference scores."""
+    from rlf.bin.suite_aggregates import write_aggregates
+    try:
+        write_aggregates(rows, root_dir, label=label)
+    except ImportError as e:
+        print(f"[suite] no aggregates: {e}", flush=True)
+    except UserError as e:
+        print(f"[suite] no aggregates: {one_line(e)}", flush=True)
+
+
 def plot_game(game: str, directories: Dict[int, Path], out: Path, frameskip: int) -> None:
     """One PNG: the score against frames, each seed a thin line, their mean a thick one."""
     import matplotlib
@@ -440,6 +458,7 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
             result.pop(SETTINGS_KEY, None)
             rows.append(result)
     write_tables(rows, root_dir)
+    _write_aggregates(rows, root_dir, Path(conf).stem)
     for game in games:
         plot_game(game, {s: run_dir(root_dir, game, s) for s in seeds},
                   root_dir / f"{game}.png", frameskip)

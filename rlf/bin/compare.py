@@ -1,0 +1,97 @@
+r"""Compares finished suites (a baseline first, then variants) with confidence intervals.
+
+    python -m rlf.bin.compare runs/suite_baseline runs/suite_variant [...] \
+        [--out runs/compare] [--reps 2000] [--debug]
+
+Each argument is the ``--root_dir`` of a finished ``rlf.bin.suite`` (its ``results.csv``).
+On the games all of them ran, with each suite's own seeds (every game of a suite needs the
+same seeds), it prints and writes ``OUT/compare.md``: per suite the IQM, median and mean
+human-normalised score over the last tenth of the frames and the optimality gap, each with
+its 95 % stratified-bootstrap confidence interval, and per variant the probability of
+improvement over the first suite, ``P(variant > baseline)``, with its 95 % CI (Agarwal et
+al. 2021, through rliable: ``pip install -e ".[suite]"``); and ``OUT/performance_profile.png``.
+A mistake (fewer than two suites, a directory without ``results.csv``, no game in common,
+uneven seeds) prints one line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from absl import flags
+
+from rlf.bin.cli import debug_mode, run_main
+from rlf.utils.errors import UserError, one_line
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("out", None, "where compare.md and the plot go (default: the first "
+                                 "suite's directory)")
+flags.DEFINE_integer("reps", 2000, "bootstrap replications", lower_bound=100)
+flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
+
+
+def compare(dirs, out: Path, reps: int = 2000) -> str:
+    """Writes ``out/compare.md`` and ``out/performance_profile.png`` for the suites in
+    ``dirs`` (the first is the baseline) and returns the markdown.
+
+    Raises:
+        UserError: for fewer than two suites, a suite without results, the same directory
+            twice, no game common to all, or uneven seeds.
+        ImportError: without rliable.
+    """
+    from rlf.bin.suite_aggregates import format_estimate, read_results, score_matrix
+    from rlf.utils.aggregates import (AGGREGATES, aggregate_estimates,
+                                      plot_performance_profiles, probability_of_improvement)
+    from rlf.utils.atomic_file import atomic_write
+    if len(dirs) < 2:
+        raise UserError("give at least two suite directories: a baseline and a variant")
+    names = [str(d) for d in dirs]
+    if len(set(Path(d).resolve() for d in dirs)) != len(dirs):
+        raise UserError(f"a suite directory is given twice: {' '.join(names)}")
+    results = [read_results(Path(d)) for d in dirs]
+    common = [g for g in dict.fromkeys(r["game"] for r in results[0])
+              if all(any(r["game"] == g for r in rows) for rows in results[1:])]
+    if not common:
+        raise UserError(f"the suites have no game in common: {' '.join(names)}")
+    matrices = {}
+    for name, rows in zip(names, results):
+        _, _, matrices[name] = score_matrix([r for r in rows if r["game"] in common], common)
+    estimates = aggregate_estimates(matrices, reps=reps)
+    lines = [f"Human-normalised scores over the last 10 % of the frames on {len(common)} "
+             f"game(s) ({', '.join(common)}); 95 % confidence intervals in brackets "
+             f"(rliable, stratified bootstrap, {reps} replications).", "",
+             "| suite | runs | " + " | ".join(AGGREGATES) + f" | P(suite > {names[0]}) |",
+             "|---|---|" + "---|" * (len(AGGREGATES) + 1)]
+    for i, name in enumerate(names):
+        improvement = ("" if i == 0 else format_estimate(probability_of_improvement(
+            matrices[name], matrices[names[0]], reps=reps)))
+        lines.append(f"| {name} | {matrices[name].shape[0]} x {len(common)} | "
+                     + " | ".join(format_estimate(estimates[name][a]) for a in AGGREGATES)
+                     + f" | {improvement} |")
+    text = "\n".join(lines) + "\n"
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out / "compare.md") as tmp:
+        tmp.write_text(text)
+    plot_performance_profiles(matrices, out / "performance_profile.png", reps=reps)
+    return text
+
+
+def main(argv) -> int:
+    """Compares the suites named on the command line; returns the exit status."""
+    dirs = argv[1:]
+    try:
+        out = Path(FLAGS.out) if FLAGS.out else Path(dirs[0] if dirs else ".")
+        print(compare(dirs, out, FLAGS.reps), end="")
+        print(f"wrote {out / 'compare.md'} and {out / 'performance_profile.png'}")
+    except UserError as e:
+        if debug_mode():
+            raise
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main, positional=True)

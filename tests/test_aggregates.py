@@ -1,0 +1,83 @@
+"""Suite aggregates with confidence intervals (rliable) against hand-computed point
+estimates, and ``rlf.bin.compare`` on two tiny real suites."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rliable")
+
+from rlf.bin.suite_aggregates import score_matrix  # noqa: E402
+from rlf.utils.aggregates import (aggregate_estimates, per_game_estimates,  # noqa: E402
+                                  probability_of_improvement)
+from rlf.utils.atari_scores import human_normalized_score  # noqa: E402
+from rlf.utils.errors import UserError  # noqa: E402
+from tests.test_suite import REPO, _suite  # noqa: E402
+
+
+def test_aggregates_by_hand_and_their_intervals_contain_them():
+    # 2 runs x 4 games: the IQM trims the lowest and highest quarter of the 8 scores.
+    x = np.array([[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]])
+    est = aggregate_estimates({"x": x}, reps=500)["x"]
+    assert est["IQM"][0] == pytest.approx((2 + 3 + 4 + 5) / 4)
+    assert est["median"][0] == pytest.approx(3.5) and est["mean"][0] == pytest.approx(3.5)
+    assert est["optimality_gap"][0] == pytest.approx(1 / 8)  # only the 0 is below 1
+    for point, lo, hi in est.values():
+        assert lo <= point <= hi
+    assert est["mean"][1] < est["mean"][2]  # a real interval over the runs
+    assert aggregate_estimates({"x": x}, reps=500) == aggregate_estimates({"x": x}, reps=500)
+    games = per_game_estimates({"Pong": [10.0, 20.0, 30.0], "Breakout": [5.0]}, reps=500)
+    assert games["Pong"][0] == pytest.approx(20.0) and games["Pong"][1] < 20 < games["Pong"][2]
+    assert games["Breakout"] == (5.0, 5.0, 5.0)
+    better = probability_of_improvement(x + 10, x, reps=500)
+    assert better == (1.0, 1.0, 1.0)
+    assert probability_of_improvement(x, x, reps=500)[0] == pytest.approx(0.5)
+
+
+def test_uneven_seeds_and_unknown_games_are_refused():
+    rows = [dict(game="Pong", seed=0, score_last_10pct=1.0),
+            dict(game="Pong", seed=1, score_last_10pct=2.0),
+            dict(game="Breakout", seed=0, score_last_10pct=3.0)]
+    with pytest.raises(UserError, match="aggregates need every game with the same seeds"):
+        score_matrix(rows)
+    games, seeds, m = score_matrix(rows[:1] + rows[2:])
+    assert games == ["Pong", "Breakout"] and seeds == [0]
+    assert m.tolist() == [[human_normalized_score("Pong", 1.0),
+                           human_normalized_score("Breakout", 3.0)]]
+    with pytest.raises(UserError, match="no human-normalised score for NoSuchGame"):
+        score_matrix([dict(game="NoSuchGame", seed=0, score_last_10pct=1.0)])
+
+
+def test_tiny_suites_write_aggregates_and_compare(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root, extra in ((a, ()), (b, ("--conf_param", "ImpalaAlgorithm.gamma=0.9"))):
+        r = _suite(root, *extra)
+        assert r.returncode == 0, r.stderr
+    content = json.loads((a / "aggregates.json").read_text())
+    assert content["games"] == ["Breakout"] and content["seeds"] == [0, 1]
+    iqm = content["aggregates"]["impala_atari_sync"]["IQM"]
+    assert iqm[1] <= iqm[0] <= iqm[2]
+    md = (a / "aggregates.md").read_text()
+    assert "| Breakout |" in md and "| impala_atari_sync | 2 x 1 |" in md
+    assert (a / "performance_profile.png").read_bytes()[:4] == b"\x89PNG"
+    out = tmp_path / "cmp"
+    r = subprocess.run([sys.executable, "-m", "rlf.bin.compare", str(a), str(b), "--out",
+                        str(out), "--reps", "500"], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = (out / "compare.md").read_text().splitlines()
+    assert lines[2].endswith(f"| P(suite > {a}) |")
+    assert lines[4].startswith(f"| {a} | 2 x 1 |") and lines[4].endswith("|  |")
+    assert lines[5].startswith(f"| {b} | 2 x 1 |") and "[" in lines[5].rsplit("|", 2)[1]
+    assert (out / "performance_profile.png").is_file()
+    for args, message in (([str(a)], "give at least two suite directories"),
+                          ([str(a), str(tmp_path)], f"{tmp_path} holds no results.csv"),
+                          ([str(a), str(a)], "a suite directory is given twice")):
+        r = subprocess.run([sys.executable, "-m", "rlf.bin.compare", *args], cwd=REPO,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and message in r.stderr and len(r.stderr.splitlines()) == 1, (
+            r.stderr)
