@@ -5,6 +5,8 @@ episode return.
     python bench/iql_offline.py --medium_replay halfcheetah_medium_replay.pt \\
         --medium halfcheetah_medium.pt [--seeds 0 1 2] [--conf_param ...]
 
+Either file alone measures that file's targets (two processes can share the work).
+
 Targets, per file: IQL >= the dataset's mean episode return and >= BC's; on the
 medium-replay-style file IQL >= 1.1x BC (D4RL's HalfCheetah figures for scale, normalised:
 IQL 44.2 vs BC 36.6 on medium-replay, 47.4 vs 42.6 on medium; Kostrikov et al. 2021,
@@ -46,14 +48,18 @@ def dataset_return(path: str) -> float:
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--medium_replay", required=True)
-    p.add_argument("--medium", required=True)
+    p.add_argument("--medium_replay", default=None)
+    p.add_argument("--medium", default=None)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--conf_param", action="append", default=[])
     args = p.parse_args()
+    if args.medium_replay is None and args.medium is None:
+        p.error("give --medium_replay, --medium or both")
     torch.set_num_threads(1)
     results = {}
     for label, path in (("medium-replay", args.medium_replay), ("medium", args.medium)):
+        if path is None:
+            continue
         data = dataset_return(path)
         scores = {}
         for name, conf in (("IQL", "confs/iql_mujoco.gin"), ("BC", "examples/bc_mujoco.gin")):
