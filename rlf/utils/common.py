@@ -20,9 +20,12 @@ def reset_state_if_necessary(state: Any, initial_state: Any, reset_mask: torch.T
         reset_mask: ``[B]`` bool, usually ``time_step.is_first()``.
 
     Returns:
-        The new state nest (``state`` itself if nothing is reset).
+        The new state nest (``state`` itself if nothing is reset; a mask on an accelerator is
+        applied without asking it whether any row is set, which would wait for the device).
     """
-    if not nest.flatten(state) or not bool(reset_mask.any()):
+    if not nest.flatten(state):
+        return state
+    if reset_mask.device.type == "cpu" and not bool(reset_mask.any()):
         return state
 
     def _reset(s, s0):

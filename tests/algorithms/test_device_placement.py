@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from rlf import nest
-from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm, SACAlgorithm,
-                            TD3Algorithm, TrainerConfig)
+from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm, R2D2Algorithm,
+                            SACAlgorithm, TD3Algorithm, TrainerConfig)
 from rlf.environments import load
+from rlf.networks import ActorCriticNetwork, RecurrentQNetwork
 from rlf.unrollers import SyncUnroller
 
 ADAM = functools.partial(torch.optim.Adam, lr=1e-3)
@@ -34,6 +35,16 @@ CASES = {
     "dqn": ("CartPole-v1", DQNAlgorithm, dict(optimizer=ADAM, n_step=3, gradient_clipping=1.0),
             # (prioritised replay copies the priorities to the CPU buffer: no data on meta)
             dict(unroll_length=8, mini_batch_size=8, mini_batch_length=4)),
+    "r2d2": ("CartPole-v1", R2D2Algorithm,
+             dict(optimizer=ADAM, n_step=2, q_network_ctor=functools.partial(
+                 RecurrentQNetwork, lstm_size=8)),
+             dict(unroll_length=8, mini_batch_size=2, mini_batch_length=6, burn_in_steps=2,
+                  use_rollout_state=True)),
+    "ppo_lstm": ("CartPole-v1", PPOAlgorithm,
+                 dict(optimizer=ADAM, network_ctor=functools.partial(
+                     ActorCriticNetwork, lstm_size=8, shared_encoder=False)),
+                 dict(unroll_length=8, num_updates_per_train_iter=2, mini_batch_size=2,
+                      mini_batch_length=8, use_rollout_state=True)),
 }
 
 
