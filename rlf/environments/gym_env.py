@@ -204,6 +204,7 @@ def load_gym(env_name: str,
              flatten_observations: Optional[bool] = None,
              channels_first: Optional[bool] = None,
              masked_observation_indices: Optional[Sequence[int]] = None,
+             normalize_observations: bool = False,
              **env_kwargs) -> VectorEnvironment:
     """Creates ``num_envs`` copies of a gymnasium environment as one batched environment.
 
@@ -233,6 +234,11 @@ def load_gym(env_name: str,
             partially observed task (``[1, 3]``: CartPole's velocities, as sb3-contrib's
             ``CartPoleNoVel``); in training and in evaluation, which load the same way
             (sync/async only).
+        normalize_observations: gymnasium's ``NormalizeObservation`` on each copy (after the
+            masking): observations shifted and scaled by the running mean and variance of
+            those the copy has seen, as Stable-Baselines3's ``VecNormalize``; each copy, and
+            the evaluation environment, keeps its own statistics, which a checkpoint of a
+            capturable environment holds (sync/async only).
         **env_kwargs: passed to ``gymnasium.make`` for each copy.
 
     Raises:
@@ -251,6 +257,10 @@ def load_gym(env_name: str,
             raise UserError(f"load_gym: {name} = True wraps each copy, which "
                             f"vectorization_mode = {vectorization_mode!r} does not make; use "
                             f"'sync' or 'async'")
+    if normalize_observations and vectorization_mode not in ("sync", "async"):
+        raise UserError(f"load_gym: normalize_observations wraps each copy, which "
+                        f"vectorization_mode = {vectorization_mode!r} does not make; use "
+                        f"'sync' or 'async'")
     if masked_observation_indices and vectorization_mode not in ("sync", "async"):
         raise UserError(f"load_gym: masked_observation_indices wraps each copy, which "
                         f"vectorization_mode = {vectorization_mode!r} does not make; use "
@@ -259,6 +269,8 @@ def load_gym(env_name: str,
         if masked_observation_indices:
             wrappers = [*wrappers, functools.partial(_masked_observations,
                                                      indices=list(masked_observation_indices))]
+        if normalize_observations:
+            wrappers = [*wrappers, gym.wrappers.NormalizeObservation]
         if channels_first is None:
             wrappers = [*wrappers, _channels_first_if_needed]
         elif channels_first:

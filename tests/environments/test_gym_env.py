@@ -327,6 +327,28 @@ def test_a_float64_box_takes_float32_actions_and_hands_the_environment_float64()
     assert _Float64Actions.received[-1].tolist() == [0.25, 0.25, 0.25]
 
 
+def test_normalize_observations_is_gymnasiums_wrapper_after_the_masking():
+    env = load("CartPole-v1", 1, seed=3, masked_observation_indices=[1, 3],
+               normalize_observations=True)
+    ref = gym.wrappers.NormalizeObservation(gym.wrappers.TransformObservation(
+        gym.make("CartPole-v1"), lambda o: o[[0, 2]],
+        gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)))
+    expected, _ = ref.reset(seed=3)
+    got = env.reset().observation[0]
+    assert np.allclose(got.numpy(), expected, atol=1e-6)
+    for _ in range(20):
+        expected, _, terminated, truncated, _ = ref.step(1)
+        got = env.step(torch.tensor([1])).observation[0]
+        assert np.allclose(got.numpy(), expected, atol=1e-5)
+        if terminated or truncated:
+            break
+    assert not np.allclose(expected, ref.unwrapped.state[[0, 2]])  # it did normalise
+    env.close()
+    with pytest.raises(UserError, match="normalize_observations wraps each copy"):
+        load("CartPole-v1", 1, normalize_observations=True,
+             vectorization_mode="vector_entry_point")
+
+
 def test_masked_observation_indices_remove_cartpoles_velocities():
     full = load("CartPole-v1", 2, seed=3)
     masked = load("CartPole-v1", 2, seed=3, masked_observation_indices=[1, 3])
