@@ -77,8 +77,9 @@ class R2D2Algorithm(DQNAlgorithm):
         priority_eta: ``eta`` of ``r2d2_priority`` (the paper's 0.9).
         huber_delta: None (the paper's squared error, ``0.5 delta^2``) or a Huber ``delta``.
         target_update_period: gradient updates between target copies (the paper's 2500).
-        double_q, epsilon_greedy, eval_epsilon, actor_epsilons, target_update_tau, name,
-            optimizer, ...: see ``DQNAlgorithm``.
+        name: the algorithm's name (summaries).
+        **kwargs: ``DQNAlgorithm``'s other arguments (``double_q``, ``epsilon_greedy``,
+            ``eval_epsilon``, ``actor_epsilons``, ``target_update_tau``, ``optimizer``, ...).
 
     Raises:
         ValueError: for a network without a recurrent ``state_spec``, ``priority_eta``
