@@ -10,7 +10,7 @@ import gin
 from torch import nn
 
 from rlf.algorithms import RLAlgorithm
-from rlf.data_structures import AlgStep, LossInfo
+from rlf.data_structures import AlgStep, LossInfo, StepType
 from rlf.networks import MLPEncoder, make_policy_head
 from rlf.utils.errors import UserError
 
@@ -52,7 +52,12 @@ class BehaviourCloning(RLAlgorithm):
     def train_step(self, time_step, state, rollout_info):
         params = self._head(self._encoder(time_step.observation))
         log_prob = self._head.log_prob(params, rollout_info["action"])
-        return AlgStep(info={"log_prob": log_prob})
+        # Every step whose action reached the environment counts (not a LAST one), also the
+        # last of a sampled sequence: the loop's default mask (steps that start a transition
+        # inside the sequence) would leave nothing of sequences of one step.
+        executed = (time_step.step_type != StepType.LAST).float()
+        return AlgStep(info={"log_prob": log_prob, "executed": executed})
 
     def calc_loss(self, info):
-        return LossInfo(loss=-info["log_prob"], extra={"neg_log_likelihood": -info["log_prob"]})
+        return LossInfo(loss=-info["log_prob"], mask=info["executed"],
+                        extra={"neg_log_likelihood": -info["log_prob"]})

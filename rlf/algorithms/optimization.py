@@ -104,8 +104,9 @@ def _term_mask(valid_masks: Optional[torch.Tensor], x: torch.Tensor,
 
 
 def _extra_mean(value: torch.Tensor, valid_masks: Optional[torch.Tensor]) -> torch.Tensor:
-    """The summary of an ``extra`` loss term: its mean over the loop's step mask where it
-    fits the mask (``[T-k, B, ...]``), else its plain mean."""
+    """The summary of an ``extra`` loss term: its mean over the step mask (the loop's, or the
+    loss's own ``LossInfo.mask``) where it fits the mask (``[T-k, B, ...]``), else its plain
+    mean."""
     value = value.float()
     if valid_masks is not None and _fits_mask(valid_masks, value):
         m = _fit_mask(valid_masks, value).expand_as(value)
@@ -605,10 +606,12 @@ class OptimizationMixin:
         for key, term in terms.items():
             if key is not None:
                 pending[f"loss/{self._name}/{key}"] = term.detach()
+        # A single loss's own mask (LossInfo.mask) replaces the loop's for its extras too.
+        mask = loss_info.mask if isinstance(loss_info.mask, torch.Tensor) else valid_masks
         for path, value in nest.flatten_with_path(loss_info.extra):
             if isinstance(value, torch.Tensor):  # reduced only if it is the one written
                 pending[f"loss/{self._name}/{path}"] = functools.partial(
-                    _extra_mean, value.detach(), valid_masks)
+                    _extra_mean, value.detach(), mask)
 
     def _raise_non_finite(self, loss_info: LossInfo, loss: torch.Tensor) -> None:
         bad = [p for p, v in nest.flatten_with_path(
