@@ -40,7 +40,8 @@ def compare(dirs, out: Path, reps: int = 2000) -> str:
             twice, no game common to all, or uneven seeds.
         ImportError: without rliable.
     """
-    from rlf.bin.suite_aggregates import format_estimate, read_results, score_matrix
+    from rlf.bin.suite_aggregates import (aggregate_row, format_estimate, read_results,
+                                          score_matrix)
     from rlf.utils.aggregates import (AGGREGATES, aggregate_estimates,
                                       plot_performance_profiles, probability_of_improvement)
     from rlf.utils.atomic_file import atomic_write
@@ -66,8 +67,7 @@ def compare(dirs, out: Path, reps: int = 2000) -> str:
     for i, name in enumerate(names):
         improvement = ("" if i == 0 else format_estimate(probability_of_improvement(
             matrices[name], matrices[names[0]], reps=reps)))
-        lines.append(f"| {name} | {matrices[name].shape[0]} x {len(common)} | "
-                     + " | ".join(format_estimate(estimates[name][a]) for a in AGGREGATES)
+        lines.append(aggregate_row(name, matrices[name], estimates[name])
                      + f" | {improvement} |")
     text = "\n".join(lines) + "\n"
     out = Path(out)

@@ -20,7 +20,7 @@ from rlf.utils.atomic_file import atomic_write
 from rlf.utils.errors import UserError
 
 __all__ = ["SCORE_KEY", "score_matrix", "read_results", "write_aggregates",
-           "format_estimate"]
+           "format_estimate", "aggregate_row"]
 
 #: The per-run score the aggregates use: the mean over the last tenth of the frames.
 SCORE_KEY = "score_last_10pct"
@@ -78,16 +78,21 @@ def format_estimate(e: Estimate, digits: int = 3) -> str:
     return f"{point:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
+def aggregate_row(name: str, matrix: np.ndarray, estimates: Mapping[str, Estimate]) -> str:
+    """A markdown row: ``name``, the ``[runs, games]`` shape of its scores and each of the
+    ``AGGREGATES`` with its CI (``format_estimate``), without the closing ``|``."""
+    return (f"| {name} | {matrix.shape[0]} x {matrix.shape[1]} | "
+            + " | ".join(format_estimate(estimates[a]) for a in AGGREGATES))
+
+
 def write_aggregates(rows: Sequence[Mapping], root_dir: Path, label: str = "this suite",
-                     references: Mapping[str, Mapping[str, Sequence[float]]] = None,
                      reps: int = 2000) -> Dict:
     """Writes ``aggregates.md``, ``aggregates.json`` and ``performance_profile.png`` in
     ``root_dir`` (atomically) and returns the JSON's content.
 
     ``aggregates.md``: per game the mean score over the last tenth of the frames with its
     95 % CI over seeds; over games the IQM, median and mean human-normalised score and the
-    optimality gap with 95 % stratified-bootstrap CIs, one row for ``label`` and one per
-    reference (``{name: {game: per-seed scores}}``, on the same games; others are skipped).
+    optimality gap with 95 % stratified-bootstrap CIs, in a row named ``label``.
 
     Raises:
         UserError: see ``score_matrix``.
@@ -96,10 +101,6 @@ def write_aggregates(rows: Sequence[Mapping], root_dir: Path, label: str = "this
     root_dir = Path(root_dir)
     games, seeds, matrix = score_matrix(rows)
     methods = {label: matrix}
-    for name, table in (references or {}).items():
-        if all(g in table for g in games):
-            methods[name] = np.array([[human_normalized_score(g, table[g][i]) for g in games]
-                                      for i in range(min(len(table[g]) for g in games))])
     estimates = aggregate_estimates(methods, reps=reps)
     raw = {g: [float(r[SCORE_KEY]) for r in rows if r["game"] == g] for g in games}
     per_game = per_game_estimates(raw, reps=reps)
@@ -111,9 +112,8 @@ def write_aggregates(rows: Sequence[Mapping], root_dir: Path, label: str = "this
               f"{', '.join(f'{v:.1f}' for v in raw[g])} |" for g in games]
     lines += ["", "| human-normalised | runs | " + " | ".join(AGGREGATES) + " |",
               "|---|---|" + "---|" * len(AGGREGATES)]
-    for name, values in estimates.items():
-        lines.append(f"| {name} | {methods[name].shape[0]} x {len(games)} | "
-                     + " | ".join(format_estimate(values[a]) for a in AGGREGATES) + " |")
+    lines += [aggregate_row(name, methods[name], values) + " |"
+              for name, values in estimates.items()]
     with atomic_write(root_dir / "aggregates.md") as tmp:
         tmp.write_text("\n".join(lines) + "\n")
     content = {"games": games, "seeds": seeds, "score": SCORE_KEY,

@@ -12,6 +12,7 @@ normalised score ``tau``). ``pip install -e ".[suite]"`` installs ``rliable``.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from pathlib import Path
 from typing import Dict, List, Mapping, Sequence, Tuple
@@ -36,20 +37,26 @@ def _rliable():
     return library, metrics
 
 
-def _interval_estimates(score_dict, func, reps: int, seed: int):
-    """rliable's ``get_interval_estimates`` with its generators seeded: the bootstrap draws
-    from the ``random_state`` given and, in parts, numpy's global state, which is seeded here
-    and restored after."""
-    library, _ = _rliable()
+@contextlib.contextmanager
+def _seeded_numpy(seed: int):
+    """numpy's global generator seeded with ``seed`` inside, restored after: rliable's
+    bootstraps draw from it in parts."""
     state = np.random.get_state()
     np.random.seed(seed)
     try:
-        with warnings.catch_warnings():  # arch's notice that random_state will change
-            warnings.simplefilter("ignore", FutureWarning)
-            return library.get_interval_estimates(
-                dict(score_dict), func, reps=reps, random_state=np.random.RandomState(seed))
+        yield
     finally:
         np.random.set_state(state)
+
+
+def _interval_estimates(score_dict, func, reps: int, seed: int):
+    """rliable's ``get_interval_estimates`` with its generators seeded: the ``random_state``
+    given and numpy's global state (``_seeded_numpy``)."""
+    library, _ = _rliable()
+    with _seeded_numpy(seed), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # arch: random_state will change
+        return library.get_interval_estimates(
+            dict(score_dict), func, reps=reps, random_state=np.random.RandomState(seed))
 
 
 def _estimates(score_dict: Mapping[str, np.ndarray], func, reps: int, seed: int
@@ -151,12 +158,8 @@ def plot_performance_profiles(score_dict: Mapping[str, np.ndarray], out: Path,
     library, _ = _rliable()
     top = max(1.0, max(float(np.max(v)) for v in score_dict.values()))
     taus = np.linspace(min(0.0, min(float(np.min(v)) for v in score_dict.values())), top, 81)
-    state = np.random.get_state()  # create_performance_profile draws from the global state
-    np.random.seed(seed)
-    try:
+    with _seeded_numpy(seed):
         profiles, cis = library.create_performance_profile(dict(score_dict), taus, reps=reps)
-    finally:
-        np.random.set_state(state)
     fig, ax = plt.subplots(figsize=(7, 4))
     plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=cis, ax=ax,
                                          xlabel=r"human-normalised score $\tau$",
