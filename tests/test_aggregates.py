@@ -15,6 +15,7 @@ from rlf.bin.suite_aggregates import score_matrix  # noqa: E402
 from rlf.utils.aggregates import (aggregate_estimates, per_game_estimates,  # noqa: E402
                                   probability_of_improvement)
 from rlf.utils.atari_scores import human_normalized_score  # noqa: E402
+from rlf.utils.dopamine_scores import DOPAMINE_SCORES, dopamine_matrix  # noqa: E402
 from rlf.utils.errors import UserError  # noqa: E402
 from tests.test_suite import REPO, _suite  # noqa: E402
 
@@ -52,6 +53,25 @@ def test_uneven_seeds_and_unknown_games_are_refused():
         score_matrix([dict(game="NoSuchGame", seed=0, score_last_10pct=1.0)])
 
 
+def test_dopamine_reference_scores_by_hand():
+    # The five seeds' means over frames 9-10M, as the per-game table of docs/results.md
+    # quotes them (DQN / Rainbow): Pong -4.9 / 15.2, Breakout 21.5 / 41.9, BeamRider
+    # 869 / 5,983, Qbert 1,658 / 5,354, SpaceInvaders 663 / 744.
+    means = {(a, g): float(np.mean(v)) for a, t in DOPAMINE_SCORES.items() for g, v in t.items()}
+    expected = {("DQN", "Pong"): -4.9256, ("Rainbow", "Pong"): 15.1998,
+                ("DQN", "Breakout"): 21.4831, ("Rainbow", "Breakout"): 41.8974,
+                ("DQN", "BeamRider"): 869.3071, ("Rainbow", "BeamRider"): 5982.5814,
+                ("DQN", "Qbert"): 1658.4078, ("Rainbow", "Qbert"): 5353.8659,
+                ("DQN", "SpaceInvaders"): 663.3366, ("Rainbow", "SpaceInvaders"): 743.655}
+    assert means == pytest.approx(expected, abs=1e-4)
+    assert all(len(v) == 5 for t in DOPAMINE_SCORES.values() for v in t.values())
+    m = dopamine_matrix("Rainbow", ["Breakout", "Pong"])
+    assert m.shape == (5, 2)
+    assert m[:, 0].mean() == pytest.approx((41.8974 - 1.7) / (30.5 - 1.7), abs=1e-5)
+    assert m[:, 1].mean() == pytest.approx((15.1998 + 20.7) / (14.6 + 20.7), abs=1e-5)
+    assert dopamine_matrix("DQN", ["Pong", "Alien"]) is None  # no Dopamine values for Alien
+
+
 def test_tiny_suites_write_aggregates_and_compare(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for root, extra in ((a, ()), (b, ("--conf_param", "ImpalaAlgorithm.gamma=0.9"))):
@@ -63,6 +83,12 @@ def test_tiny_suites_write_aggregates_and_compare(tmp_path):
     assert iqm[1] <= iqm[0] <= iqm[2]
     md = (a / "aggregates.md").read_text()
     assert "| Breakout |" in md and "| impala_atari_sync | 2 x 1 |" in md
+    # Dopamine's reference rows, the same aggregates of its 5 seeds on the suite's games.
+    rainbow = content["aggregates"]["Dopamine Rainbow"]
+    assert rainbow["mean"][0] == pytest.approx((41.8974 - 1.7) / (30.5 - 1.7), abs=1e-5)
+    assert rainbow["mean"][1] <= rainbow["mean"][0] <= rainbow["mean"][2]
+    assert "| Dopamine DQN | 5 x 1 |" in md and "| Dopamine Rainbow | 5 x 1 |" in md
+    assert "google/dopamine" in md and "not the same budget" in md
     assert (a / "performance_profile.png").read_bytes()[:4] == b"\x89PNG"
     out = tmp_path / "cmp"
     r = subprocess.run([sys.executable, "-m", "rlf.bin.compare", str(a), str(b), "--out",

@@ -17,6 +17,7 @@ from rlf.utils.aggregates import (AGGREGATES, Estimate, aggregate_estimates, per
                                   plot_performance_profiles)
 from rlf.utils.atari_scores import human_normalized_score
 from rlf.utils.atomic_file import atomic_write
+from rlf.utils.dopamine_scores import DOPAMINE_FRAMES, DOPAMINE_SOURCE, dopamine_matrix
 from rlf.utils.errors import UserError
 
 __all__ = ["SCORE_KEY", "score_matrix", "read_results", "write_aggregates",
@@ -92,7 +93,10 @@ def write_aggregates(rows: Sequence[Mapping], root_dir: Path, label: str = "this
 
     ``aggregates.md``: per game the mean score over the last tenth of the frames with its
     95 % CI over seeds; over games the IQM, median and mean human-normalised score and the
-    optimality gap with 95 % stratified-bootstrap CIs, in a row named ``label``.
+    optimality gap with 95 % stratified-bootstrap CIs, in a row named ``label``, and, where
+    ``rlf.utils.dopamine_scores`` covers every game, reference rows computed the same way
+    from Dopamine's per-seed DQN and Rainbow scores over frames 9-10M (with their source and
+    a note when the suite ran another number of frames).
 
     Raises:
         UserError: see ``score_matrix``.
@@ -101,6 +105,10 @@ def write_aggregates(rows: Sequence[Mapping], root_dir: Path, label: str = "this
     root_dir = Path(root_dir)
     games, seeds, matrix = score_matrix(rows)
     methods = {label: matrix}
+    for agent in ("DQN", "Rainbow"):
+        reference = dopamine_matrix(agent, games)
+        if reference is not None:
+            methods[f"Dopamine {agent}"] = reference
     estimates = aggregate_estimates(methods, reps=reps)
     raw = {g: [float(r[SCORE_KEY]) for r in rows if r["game"] == g] for g in games}
     per_game = per_game_estimates(raw, reps=reps)
@@ -114,9 +122,16 @@ def write_aggregates(rows: Sequence[Mapping], root_dir: Path, label: str = "this
               "|---|---|" + "---|" * len(AGGREGATES)]
     lines += [aggregate_row(name, methods[name], values) + " |"
               for name, values in estimates.items()]
+    if len(methods) > 1:
+        frames = sorted({int(r["frames"]) for r in rows if r.get("frames")})
+        lines += ["", f"Dopamine's rows: {DOPAMINE_SOURCE}."]
+        if any(abs(f - DOPAMINE_FRAMES) > 0.05 * DOPAMINE_FRAMES for f in frames):
+            lines[-1] += (f" This suite's runs ended at {', '.join(f'{f:,}' for f in frames)} "
+                          f"frames, Dopamine's at {DOPAMINE_FRAMES:,}: not the same budget.")
     with atomic_write(root_dir / "aggregates.md") as tmp:
         tmp.write_text("\n".join(lines) + "\n")
     content = {"games": games, "seeds": seeds, "score": SCORE_KEY,
+               "references": DOPAMINE_SOURCE if len(methods) > 1 else None,
                "human_normalized": {k: v.tolist() for k, v in methods.items()},
                "aggregates": {k: {a: list(e) for a, e in v.items()}
                               for k, v in estimates.items()},
