@@ -17,6 +17,7 @@ import torch
 
 from rlf.algorithms import value_ops
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
+from rlf.algorithms.schedules import Schedule, StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, valid_step_mask
 from rlf.networks import ActorCriticNetwork, ClipToBounds
 from rlf.tensor_specs import TensorSpec
@@ -89,7 +90,9 @@ class PPOAlgorithm(RLAlgorithm):
         gamma: discount ``gamma``.
         td_lambda: GAE's ``lambda``.
         importance_ratio_clipping: ``epsilon`` of the clipped surrogate (the paper's 0.2;
-            CleanRL's Atari 0.1).
+            CleanRL's Atari 0.1): a float, or ``(environment_steps, epsilon)`` pairs
+            interpolated linearly (SB3's linear decay to 0 over 100k steps:
+            ``[(0, 0.2), (100000, 0.0)]``).
         value_clipping: clip the new value to ``old value +- value_clipping`` and take the
             larger of the clipped and unclipped squared errors (PPO2); None for none.
         td_loss_weight: weight of the value loss ``0.5 (R - V)^2`` (``c1 = 1`` on the
@@ -101,7 +104,8 @@ class PPOAlgorithm(RLAlgorithm):
 
     Raises:
         ValueError: if the network has a recurrent state without
-            ``TrainerConfig.use_rollout_state``, ``importance_ratio_clipping`` or
+            ``TrainerConfig.use_rollout_state``, ``importance_ratio_clipping`` is not
+            positive (a schedule's values may reach 0, none may be negative),
             ``value_clipping`` is not positive, ``td_loss_weight`` is negative, or ``gamma``
             or ``td_lambda`` is outside ``[0, 1]``.
     """
@@ -115,7 +119,7 @@ class PPOAlgorithm(RLAlgorithm):
                  network_ctor=ActorCriticNetwork,
                  gamma: float = 0.99,
                  td_lambda: float = 0.95,
-                 importance_ratio_clipping: float = 0.2,
+                 importance_ratio_clipping: Schedule = 0.2,
                  value_clipping: Optional[float] = None,
                  td_loss_weight: float = 0.5,
                  entropy_regularization: float = 0.0,
@@ -123,9 +127,10 @@ class PPOAlgorithm(RLAlgorithm):
                  name: str = "PPOAlgorithm",
                  **kwargs):
         check_unit_interval(name, gamma=gamma, td_lambda=td_lambda)
-        if not importance_ratio_clipping > 0:
-            raise ValueError(f"{name}: importance_ratio_clipping must be > 0, got "
-                             f"{importance_ratio_clipping}")
+        epsilon = StepSchedule(importance_ratio_clipping, f"{name}.importance_ratio_clipping")
+        if not (min(epsilon.values) >= 0 and max(epsilon.values) > 0):
+            raise ValueError(f"{name}: importance_ratio_clipping must be > 0 (a schedule's "
+                             f"values >= 0), got {importance_ratio_clipping}")
         if not td_loss_weight >= 0:
             raise ValueError(f"{name}: td_loss_weight must be >= 0 (a negative weight would "
                              f"maximise the value error), got {td_loss_weight}")
@@ -144,7 +149,7 @@ class PPOAlgorithm(RLAlgorithm):
         self._network = network
         self._gamma = gamma
         self._td_lambda = td_lambda
-        self._epsilon = importance_ratio_clipping
+        self._epsilon_schedule = epsilon
         self._value_clipping = value_clipping
         self._td_loss_weight = td_loss_weight
         self._entropy_regularization = entropy_regularization
@@ -155,6 +160,11 @@ class PPOAlgorithm(RLAlgorithm):
     def network(self):
         """The actor-critic network."""
         return self._network
+
+    @property
+    def importance_ratio_clipping(self) -> float:
+        """The clip range ``epsilon`` at the current ``EnvironmentSteps``."""
+        return self._epsilon_schedule(self.get_env_steps())
 
     @property
     def trains_on_rollout_graph(self) -> bool:
@@ -210,7 +220,8 @@ class PPOAlgorithm(RLAlgorithm):
             mean = (adv * info.valid).sum() / n
             std = (((adv - mean) ** 2 * info.valid).sum() / (n - 1).clamp(min=1)).sqrt()
             adv = (adv - mean) / (std + 1e-8)
-        pg_loss = ppo_clipped_surrogate(log_prob, info.log_prob, adv, self._epsilon)
+        epsilon = self.importance_ratio_clipping
+        pg_loss = ppo_clipped_surrogate(log_prob, info.log_prob, adv, epsilon)
         td_loss = 0.5 * (info.returns - info.new_value) ** 2
         if self._value_clipping is not None:
             clipped = info.value + (info.new_value - info.value).clamp(
@@ -227,6 +238,8 @@ class PPOAlgorithm(RLAlgorithm):
                     summary.scalar(f"{self._name}/approx_kl",
                                    ((log_ratio.exp() - 1) - log_ratio).mean())
                     summary.scalar(f"{self._name}/clip_fraction", (
-                        (log_ratio.exp() - 1).abs() > self._epsilon).float().mean())
+                        (log_ratio.exp() - 1).abs() > epsilon).float().mean())
+                    if not self._epsilon_schedule.is_constant:
+                        summary.scalar(f"{self._name}/importance_ratio_clipping", epsilon)
         return LossInfo(loss=loss, extra={"pg_loss": pg_loss, "td_loss": td_loss,
                                           "entropy": entropy})

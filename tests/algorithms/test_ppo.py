@@ -108,7 +108,7 @@ def test_a_box_without_finite_bounds_gets_an_unbounded_normal():
             ActorCriticNetwork, tanh_squash=True))
 
 
-def _cartpole(num_env_steps=25_000):
+def _cartpole(num_env_steps=25_000, **kwargs):
     env = load("CartPole-v1", 8, seed=0)
     config = TrainerConfig(unroll_length=32, num_updates_per_train_iter=10,
                            mini_batch_size=64, mini_batch_length=1, num_iterations=0,
@@ -117,7 +117,8 @@ def _cartpole(num_env_steps=25_000):
         env.observation_spec(), env.action_spec(), env=env, config=config, gamma=0.98,
         td_lambda=0.8, network_ctor=functools.partial(ActorCriticNetwork,
                                                       shared_encoder=False),
-        optimizer=functools.partial(torch.optim.Adam, lr=1e-3), gradient_clipping=0.5)
+        optimizer=functools.partial(torch.optim.Adam, lr=1e-3), gradient_clipping=0.5,
+        **kwargs)
     alg.set_unroller(SyncUnroller(env, alg))
     return alg, env
 
@@ -199,7 +200,11 @@ def test_a_carried_step_that_does_not_fit_is_dropped_with_a_warning(caplog):
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(importance_ratio_clipping=0.0), "importance_ratio_clipping must be > 0, got 0.0"),
+    (dict(importance_ratio_clipping=0.0),
+     "importance_ratio_clipping must be > 0 (a schedule's values >= 0), got 0.0"),
+    (dict(importance_ratio_clipping=[(0, 0.2), (100, -0.1)]),
+     "importance_ratio_clipping must be > 0 (a schedule's values >= 0), got [(0, 0.2), "
+     "(100, -0.1)]"),
     (dict(value_clipping=-0.1), "value_clipping must be > 0 or None (no clipping), got -0.1"),
     (dict(td_lambda=1.2), "td_lambda must be in [0, 1], got 1.2"),
     (dict(td_loss_weight=-1.0), "td_loss_weight must be >= 0 (a negative weight would "
@@ -211,6 +216,23 @@ def test_out_of_range_clipping_and_lambda_are_refused(kw, message):
     obs, act = TensorSpec((4,)), BoundedTensorSpec((), torch.int64, 0, 1)
     with pytest.raises(ValueError, match=re.escape(f"PPOAlgorithm: {message}")):
         PPOAlgorithm(obs, act, optimizer=torch.optim.Adam, **kw)
+
+
+def test_a_clip_range_schedule_follows_the_environment_steps():
+    # SB3's linear clip-range decay: epsilon interpolated over EnvironmentSteps, down to 0
+    # (a clip range of 0 keeps the surrogate's gradient only where the ratio moved against
+    # the advantage). Each iteration takes about 8 x 32 = 256 steps.
+    alg, env = _cartpole(importance_ratio_clipping=[(0, 0.2), (1024, 0.0)])
+    assert alg.importance_ratio_clipping == 0.2
+    alg.train_iter()
+    steps = alg.get_env_steps()
+    assert 200 < steps <= 256
+    assert alg.importance_ratio_clipping == pytest.approx(0.2 * (1 - steps / 1024))
+    for _ in range(4):
+        alg.train_iter()
+    assert alg.importance_ratio_clipping == 0.0
+    assert all(torch.isfinite(p).all() for p in alg.parameters())
+    env.close()
 
 
 @pytest.mark.parametrize("unroll_length", [8, 1])
