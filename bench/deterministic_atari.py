@@ -47,7 +47,7 @@ def main():
               f"TrainerConfig.summary_interval={args.summary_interval}"] + args.conf_param
     modes = [("deterministic", ["TrainerConfig.deterministic=True"])]
     if not args.no_free_running:
-        modes.append(("free-running", []))
+        modes.append(("free-running", ["TrainerConfig.deterministic=False"]))
     with tempfile.TemporaryDirectory() as tmp:
         for name, params in modes:
             runs = []

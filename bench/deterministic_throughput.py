@@ -25,7 +25,7 @@ def main():
     ratios = []
     for r in range(args.rounds):
         torch.use_deterministic_algorithms(False)
-        free = measure(conf, [], args.seconds)
+        free = measure(conf, ["TrainerConfig.deterministic=False"], args.seconds)
         torch.use_deterministic_algorithms(True)  # as rlf.bin.train sets it for the learner
         fixed = measure(conf, deterministic, args.seconds)
         ratios.append(fixed[0] / free[0])

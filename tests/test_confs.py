@@ -31,6 +31,7 @@ def test_the_main_atari_conf_plays_v5_as_defined(tmp_path, monkeypatch):
         gin.query_parameter("load_atari.repeat_action_probability")
     assert gin.query_parameter("load.env_name") == "ALE/Pong-v5"
     assert gin.query_parameter("TrainerConfig.async_unroll") is True
+    assert gin.query_parameter("TrainerConfig.deterministic") is True  # same seed, same run
     assert gin.query_parameter("TrainerConfig.num_env_steps") == 1000  # bindings win
     assert gin.query_parameter("ImpalaAlgorithm.importance_ratio_clipping") == 0.3
 
