@@ -221,7 +221,8 @@ def test_out_of_range_clipping_and_lambda_are_refused(kw, message):
 def test_a_clip_range_schedule_follows_the_environment_steps():
     # SB3's linear clip-range decay: epsilon interpolated over EnvironmentSteps, down to 0
     # (a clip range of 0 keeps the surrogate's gradient only where the ratio moved against
-    # the advantage). Each iteration takes about 8 x 32 = 256 steps.
+    # the advantage). An iteration takes 8 x 32 = 256 steps; EnvironmentSteps leaves out the
+    # FIRST ones (8 resets and one per finished episode).
     alg, env = _cartpole(importance_ratio_clipping=[(0, 0.2), (1024, 0.0)])
     assert alg.importance_ratio_clipping == 0.2
     alg.train_iter()
