@@ -14,15 +14,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from rlf.utils.tensorboard_reader import read_scalar_tags
 
 
 def scalars(root: Path) -> dict:
     """``{tag: [(step, value), ...]}`` of a run's ``train/`` events, ``time/*`` left out."""
-    acc = EventAccumulator(str(root / "train"), size_guidance={"scalars": 0})
-    acc.Reload()
-    return {t: [(e.step, e.value) for e in acc.Scalars(t)]
-            for t in acc.Tags()["scalars"] if not t.startswith("time/")}
+    return {t: list(zip(steps, values))
+            for t, (steps, values, _) in read_scalar_tags(root / "train").items()
+            if not t.startswith("time/")}
 
 
 def run(root: Path, params) -> float:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["Series", "read_scalars", "read_scalar_tags"]
 
 Series = Tuple[List[int], List[float], List[float]]
 
 
-def read_scalar_tags(event_dir: str | Path, tags: Sequence[str]) -> Dict[str, Series]:
+def read_scalar_tags(event_dir: str | Path,
+                     tags: Optional[Sequence[str]] = None) -> Dict[str, Series]:
     """``{tag: (steps, values, wall_times)}`` for each of ``tags``, parsing the event files of
     ``event_dir`` (a run's ``train/``) once, in order, as TensorBoard does: a file that begins
     with a restart marker (``SessionLog.START`` at step ``s``, written by a resumed or
@@ -20,7 +21,8 @@ def read_scalar_tags(event_dir: str | Path, tags: Sequence[str]) -> Dict[str, Se
 
     Args:
         event_dir: the directory holding ``events.out.tfevents.*`` files.
-        tags: e.g. ``["Metrics_vs_EnvironmentSteps/AverageEpisodeScore"]``.
+        tags: e.g. ``["Metrics_vs_EnvironmentSteps/AverageEpisodeScore"]``; None: every
+            scalar tag written.
 
     Returns:
         Per tag, three equally long lists, ascending in step; empty if the tag was never
@@ -28,7 +30,7 @@ def read_scalar_tags(event_dir: str | Path, tags: Sequence[str]) -> Dict[str, Se
     """
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     if not Path(event_dir).is_dir():
-        return {tag: ([], [], []) for tag in tags}
+        return {tag: ([], [], []) for tag in tags or ()}
     acc = EventAccumulator(str(event_dir), size_guidance={"scalars": 0})
     quiet = _DropPurgeWarning()
     tb_logger = logging.getLogger("tensorboard")
@@ -38,6 +40,8 @@ def read_scalar_tags(event_dir: str | Path, tags: Sequence[str]) -> Dict[str, Se
     finally:
         tb_logger.removeFilter(quiet)
     written = set(acc.Tags()["scalars"])
+    if tags is None:
+        tags = sorted(written)
     out = {}
     for tag in tags:
         points = {e.step: (e.value, e.wall_time) for e in acc.Scalars(tag)} if tag in written \

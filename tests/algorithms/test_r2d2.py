@@ -9,7 +9,6 @@ from pathlib import Path
 import gin
 import pytest
 import torch
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlf.algorithms import R2D2Algorithm, TrainerConfig
 from rlf.algorithms.dqn import DQNInfo, dqn_loss
@@ -23,6 +22,7 @@ from rlf.trainers import Trainer
 from rlf.unrollers import SyncUnroller
 from rlf.utils.checkpoint import load_checkpoint_file
 from rlf.utils.common import reset_state_if_necessary
+from rlf.utils.tensorboard_reader import read_scalars
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 EPS = 1e-3
@@ -183,12 +183,8 @@ def _trainer_config(num_iterations):
 
 
 def _losses(root: Path) -> dict:
-    out = {}
-    for f in sorted((root / "train").glob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
-        acc.Reload()
-        out.update({e.step: e.value for e in acc.Scalars("loss/R2D2Algorithm")})
-    return out
+    steps, values, _ = read_scalars(root / "train", "loss/R2D2Algorithm")
+    return dict(zip(steps, values))
 
 
 def test_r2d2_resumes_exactly(tmp_path):

@@ -19,6 +19,7 @@ from examples.a2c import A2C
 from rlf.algorithms import TrainerConfig
 from rlf.trainers import CheckpointMismatchError, Trainer
 from rlf.utils.checkpoint import load_checkpoint_file
+from rlf.utils.tensorboard_reader import read_scalars
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,13 +44,9 @@ def _config(num_iterations, on_policy=True, hidden=(16,), lr_scheduler=None, **k
 
 
 def _scalars(root: Path, tag: str) -> dict:
-    out = {}
-    for f in sorted((root / "train").glob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
-        acc.Reload()
-        if tag in acc.Tags()["scalars"]:
-            out.update({e.step: e.value for e in acc.Scalars(tag)})
-    return out
+    """``{step: value}`` of ``tag`` as TensorBoard shows the run's events."""
+    steps, values, _ = read_scalars(root / "train", tag)
+    return dict(zip(steps, values))
 
 
 @pytest.mark.parametrize("on_policy,epochs", [(True, False), (False, False), (True, True)],
@@ -235,7 +232,6 @@ def test_summaries_past_the_restored_state_are_hidden_as_tensorboard_hides_them(
     # TensorBoard's restart marker, the killed run's summaries of iterations 7 and 8 would
     # still be read as the run's (and an async run's, at other env steps, beside the new
     # ones). A run that finds no checkpoint at all hides the old run entirely.
-    from rlf.utils.tensorboard_reader import read_scalars
     tag = "Metrics_vs_EnvironmentSteps/NumberOfEpisodes"
     Trainer(_config(8, checkpoint_interval=4), tmp_path, progress=False).train()
     steps_8 = read_scalars(tmp_path / "train", tag)[0]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlf.unrollers.actor_unroller import actor_torch_seed
+from rlf.utils.tensorboard_reader import read_scalar_tags
 from tests.unrollers.test_async_unroller import Deterministic, _unroller
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,10 +52,9 @@ def test_actor_generators_are_seeded_per_actor_and_incarnation():
 
 
 def _scalars(root: Path) -> dict:
-    acc = EventAccumulator(str(root / "train"), size_guidance={"scalars": 0})
-    acc.Reload()
-    return {t: [(e.step, e.value) for e in acc.Scalars(t)]
-            for t in acc.Tags()["scalars"] if not t.startswith("time/")}
+    return {t: list(zip(steps, values))
+            for t, (steps, values, _) in read_scalar_tags(root / "train").items()
+            if not t.startswith("time/")}
 
 
 def _run(root: Path, seed: int = 0, *params: str) -> dict:

@@ -26,6 +26,9 @@ def test_several_tags_in_one_pass_and_a_resumed_run_keeps_the_later_value(tmp_pa
     assert read_scalars(tmp_path, "a") == series["a"]
     assert all(len(v[2]) == len(v[0]) for v in series.values())
     assert read_scalars(tmp_path / "missing", "a") == ([], [], [])
+    every = read_scalar_tags(tmp_path)  # no tags named: every written one
+    assert sorted(every) == ["a", "b"] and every["a"] == series["a"]
+    assert read_scalar_tags(tmp_path / "missing") == {}
 
 
 def test_a_restart_marker_hides_the_earlier_files_later_steps(tmp_path):
