@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -17,6 +18,8 @@ from rlf.data_structures import LossInfo
 from rlf.utils import summary
 from rlf.utils.common import is_empty
 from rlf.utils.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["OptimizationMixin", "NonFiniteLossError", "masked_loss_mean", "LOSS_AVERAGES",
            "check_required_optimizers"]
@@ -553,7 +556,10 @@ class OptimizationMixin:
         terms = {}
         for key, x, mask, extra in items:
             if isinstance(x, torch.Tensor):
-                x = masked_loss_mean(x, _term_mask(valid_masks, x, mask), average)
+                term_mask = _term_mask(valid_masks, x, mask)
+                if self.num_updates == 0:
+                    self._warn_if_masked_out(key, term_mask)
+                x = masked_loss_mean(x, term_mask, average)
             elif is_empty(x):
                 x = 0.0
             if extra is not None:
@@ -563,6 +569,21 @@ class OptimizationMixin:
                                  f"{'' if key is None else f' for term {key!r}'}")
             terms[key] = x * weight
         return terms
+
+    def _warn_if_masked_out(self, key: Optional[str], mask: Optional[torch.Tensor]) -> None:
+        """Logs a warning if ``mask`` keeps no entry of a loss (checked at the first update
+        only: a later all-zero mini-batch can be chance, a first one is most likely a
+        setting). The usual cause: a per-step ``[T, B]`` loss on sampled sequences of one
+        step, which the default step mask (no LAST step, not a sequence's last step)
+        empties; the loss is then 0 and nothing learns."""
+        if mask is None or mask.device.type == "meta" or bool(mask.detach().any()):
+            return
+        term = "the loss" if key is None else f"loss term {key!r}"
+        logger.warning(
+            "%s: the mask of %s keeps no entry at the first update, so it trains nothing; "
+            "the default step mask leaves out LAST steps and each sequence's last step, so "
+            "with mini_batch_length = 1 a per-step loss keeps none: give LossInfo.mask or "
+            "sample longer sequences", self._name, term)
 
     def _check_scheduled_rates(self, index: int, optimizer) -> None:
         """Raises ``UserError`` if optimizer ``index``'s schedule set a negative or

@@ -160,3 +160,25 @@ def test_masked_loss_mean_against_a_float64_transcription():
     assert float(masked_loss_mean(loss, torch.zeros(5, 3), "valid")) == 0.0
     with pytest.raises(ValueError, match="loss_average must be one of"):
         masked_loss_mean(loss, mask, "mean")
+
+
+def test_a_mask_that_keeps_nothing_at_the_first_update_is_warned_about_once(caplog):
+    # Sampled sequences of one step: the default step mask ([1, B] of 0: every step is its
+    # sequence's last) empties a per-step loss, which then trains nothing.
+    alg = TwoParts(every_b=1)
+    one_step = torch.zeros(1, 3)
+    per_step = lambda: LossInfo(loss={"a": alg.a * torch.ones(1, 3), "b": alg.b * torch.ones(3)})
+    with caplog.at_level("WARNING", logger="rlf.algorithms.optimization"):
+        alg.update_with_gradient(per_step(), one_step)
+        alg.update_with_gradient(per_step(), one_step)
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "loss term 'a'" in warned[0], warned
+    assert "mini_batch_length = 1" in warned[0] and "LossInfo.mask" in warned[0]
+    # a learned nothing; b's [B] loss is not step-masked: two steps at rates 1 and 0.875.
+    assert alg.a.item() == 0.0 and alg.b.item() == pytest.approx(-1.875)
+    caplog.clear()
+    own = TwoParts(every_b=1)  # its own mask keeps the steps: no warning
+    with caplog.at_level("WARNING", logger="rlf.algorithms.optimization"):
+        own.update_with_gradient(LossInfo(loss={"a": own.a * torch.ones(1, 3)},
+                                          mask={"a": torch.ones(1, 3)}), one_step)
+    assert not caplog.records and own.a.item() == -1.0
