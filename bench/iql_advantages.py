@@ -12,6 +12,7 @@ RUN is a ``confs/iql_mujoco.gin`` training directory (its ``config.gin`` and a c
 
 import argparse
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -19,26 +20,28 @@ from rlf.algorithms.iql import awr_weights
 from rlf.bin.gin_utils import parse_config
 from rlf.data_structures import TimeStep
 from rlf.replay.offline import load_replay_checkpoint
+from rlf.trainers.run_dir import model_state, run_checkpointer
 from rlf.utils.checkpoint import load_checkpoint_file
 
 
-def load_algorithm(root: Path, step: int):
-    """The run's ``IQLAlgorithm`` with the model of ``ckpt-<step>.pt`` (the newest if
-    ``step`` is None), and the step."""
+def load_algorithm(root: Path, step: Optional[int]):
+    """The run's ``IQLAlgorithm`` with the model of ``ckpt-<step>.pt`` (the newest complete
+    one if ``step`` is None), and the step."""
     from rlf.algorithms import TrainerConfig
     from rlf.environments import load
     parse_config(str(root / "config.gin"), [])
     config = TrainerConfig()
-    steps = sorted(int(p.stem.split("-")[1]) for p in (root / "ckpt").glob("ckpt-*.pt"))
-    step = steps[-1] if step is None else step
+    ckpt = run_checkpointer(root)
+    if step is None:
+        step, checkpoint, _ = ckpt.newest_complete()
+    else:
+        checkpoint = load_checkpoint_file(ckpt.path(step))
     env = load(num_envs=1)
     algorithm = config.algorithm_ctor(observation_spec=env.observation_spec(),
                                       action_spec=env.action_spec(),
                                       reward_spec=env.reward_spec(), env=None, config=None)
     env.close()
-    state = load_checkpoint_file(root / "ckpt" / f"ckpt-{step}.pt")["algorithm"]
-    algorithm.load_state_dict({k: v for k, v in state.items() if not k.startswith("_metrics.")
-                               and k not in ("_optimizers", "_lr_schedulers")}, strict=False)
+    algorithm.load_state_dict(model_state(checkpoint), strict=False)
     return algorithm.eval(), step
 
 

@@ -109,6 +109,7 @@ def _play() -> int:
     from rlf.algorithms import TrainerConfig
     from rlf.environments import load
     from rlf.trainers import evaluate_episodes
+    from rlf.trainers.run_dir import model_state
 
     with configured_values_refused_as_config_errors():  # e.g. a --conf_param's value
         config = TrainerConfig()
@@ -131,10 +132,7 @@ def _play() -> int:
                                           reward_spec=env.reward_spec(), env=None,
                                           config=config)
     algorithm.to(config.device)
-    state = checkpoint["algorithm"]
-    # The metrics' sizes depend on the training environment; only the model is needed here.
-    state = {k: v for k, v in state.items()
-             if not k.startswith("_metrics.") and k not in ("_optimizers", "_lr_schedulers")}
+    state = model_state(checkpoint)
     try:
         algorithm.load_state_dict(state, strict=False)
     except ValueError as e:  # e.g. a --conf_param game with another action set

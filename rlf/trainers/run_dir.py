@@ -22,7 +22,7 @@ from rlf.utils.checkpointer import Checkpointer
 from rlf.utils.errors import UserError
 
 __all__ = ["REPLAY_BUFFER_COMPANION", "RunDirectoryError", "changed_settings",
-           "check_run_directory", "checkpointed_env_steps", "lock_run_directory",
+           "check_run_directory", "checkpointed_env_steps", "lock_run_directory", "model_state",
            "run_checkpointer", "write_operative_config"]
 
 #: The companion a checkpoint may have: ``ckpt/replay_buffer-<N>.pt``
@@ -155,6 +155,18 @@ def run_checkpointer(root_dir: Path, num_checkpoints: int = 3,
     """
     return Checkpointer(Path(root_dir) / "ckpt", num_checkpoints,
                         companion_names=(REPLAY_BUFFER_COMPANION,), warn=warn, **objects)
+
+
+def model_state(checkpoint: Dict) -> Dict:
+    """The algorithm's model of a loaded checkpoint: ``checkpoint["algorithm"]`` without the
+    metrics' state (sized by the training environments), the optimizers and the learning-rate
+    schedules; what playing or inspecting a trained policy loads (``strict=False``).
+
+    Raises:
+        KeyError: if ``checkpoint`` has no ``"algorithm"`` entry.
+    """
+    return {k: v for k, v in checkpoint["algorithm"].items()
+            if not k.startswith("_metrics.") and k not in ("_optimizers", "_lr_schedulers")}
 
 
 def checkpointed_env_steps(root_dir: Path) -> Optional[int]:

@@ -18,6 +18,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from examples.a2c import A2C
 from rlf.algorithms import TrainerConfig
 from rlf.trainers import CheckpointMismatchError, Trainer
+from rlf.trainers.run_dir import model_state
 from rlf.utils.checkpoint import load_checkpoint_file
 from rlf.utils.tensorboard_reader import read_scalars
 
@@ -347,6 +348,12 @@ def test_sigint_writes_checkpoint_and_exits_0(tmp_path):
     state = load_checkpoint_file(ckpts[-1])
     assert state["trainer"]["iter_num"] == stopped_at > 0
     assert "_actor.0.weight" in state["algorithm"]
+    # What play loads: the model without the metrics', optimizers' and schedules' state.
+    model = model_state(state)
+    assert "_actor.0.weight" in model and set(model) < set(state["algorithm"])
+    assert not [k for k in model if k.startswith("_metrics.")
+                or k in ("_optimizers", "_lr_schedulers")]
+    assert any(k.startswith("_metrics.") for k in state["algorithm"])
     play = subprocess.run(
         [sys.executable, "-m", "rlf.bin.play", "--root_dir", str(tmp_path), "--num_episodes",
          "2"], cwd=REPO, capture_output=True, text=True, timeout=120)
