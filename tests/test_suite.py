@@ -221,6 +221,52 @@ def test_a_stop_signal_stops_the_suite_after_the_runs_checkpoint_without_a_resul
     assert 0 < checkpointed_env_steps(seed0) < 100_000
 
 
+# The suite blocks the stop signals in its main thread while it forks the run; the kernel then
+# hands a process-directed signal to another thread, and Python runs the handler in the main
+# thread as soon as it can: here, before Popen returns. The helper thread is started before
+# the block, so it does not inherit it and takes the signal.
+_SIGNAL_AS_THE_RUN_STARTS = """
+import os, signal, subprocess, sys, threading
+from pathlib import Path
+from rlf.bin import suite
+go = threading.Event()
+helper = threading.Thread(target=lambda: (go.wait(), os.kill(os.getpid(), signal.SIGTERM)))
+helper.start()
+real_popen = subprocess.Popen
+def popen(*args, **kwargs):
+    go.set()
+    helper.join()
+    return real_popen(*args, **kwargs)
+suite.subprocess.Popen = popen
+tiny = [b for i, b in enumerate(sys.argv[2:]) if i % 2]
+try:
+    suite.train_one("confs/impala_atari_sync.gin", Path(sys.argv[1]), "Breakout", 0, 400_000,
+                    4, tiny)
+except suite.SuiteStopped as e:
+    print("stopped:", e)
+"""
+
+
+def test_a_stop_signal_as_the_run_starts_is_forwarded(tmp_path):
+    # The handler ran before the run had a pid and forwarded nothing: the run went on to its
+    # end. Sent once the run has its pid, the signal finds it before it takes SIGTERM; it
+    # dies of it, and the suite reports a stop (no result), not the run's error.
+    proc = subprocess.Popen([sys.executable, "-c", _SIGNAL_AS_THE_RUN_STARTS, str(tmp_path),
+                             *TINY], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=120)  # the run to its end takes far longer
+    finally:
+        proc.kill()
+        _kill_runs(tmp_path)
+    assert proc.returncode == 0, err
+    assert out.strip().splitlines()[-1] == (
+        f"stopped: the run of Breakout seed 0 in {tmp_path} was stopped by SIGTERM as it "
+        f"started, before it could take it (signal SIGTERM); it has no checkpoint yet; start "
+        f"the suite again to resume it"), out
+    assert not (tmp_path / "suite_result.json").exists()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
 def test_a_killed_suite_stops_its_run_with_a_checkpoint(tmp_path):
     # The run has its own session (so that a signal reaches it once); a suite killed

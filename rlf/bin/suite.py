@@ -38,14 +38,16 @@ The conf (an Atari conf, whose ``load_atari.frameskip`` is ``--frameskip``), the
 ``--conf_param`` bindings (which may not set the game, seed or length: the suite does) and
 every game's ``ALE/<game>-v5`` id are checked before the first run starts, and a game or seed
 given twice is refused (a mistake is one line and exit status 2); a failed run stops the suite
-with its exit status and one line after the run's own error. Ctrl-C or SIGTERM (to the suite or
-its process group) stops the run as it stops ``rlf.bin.train`` (a checkpoint, no result
-written) and then the suite, with exit status 0: started again, it resumes that run; a suite
-killed outright sends its run SIGTERM (on Linux). Each result file records the run's
-``--frames`` and ``--conf_param``: a finished run asked for fewer frames is resumed for the
-rest, and one asked for more frames or other bindings is refused, so that no table mixes runs
-of different settings. The conf's schedules count updates or agent steps: a ``--frames`` other
-than the conf's own length does not rescale them (the suite says so when it starts).
+with its exit status (128 + N for a run killed by signal N) and one line after the run's own
+error. Ctrl-C or SIGTERM (to the suite or its process group) stops the run as it stops
+``rlf.bin.train`` (a checkpoint, no result written) and then the suite, with exit status 0:
+started again, it resumes that run (from its previous checkpoint where the signal came as the
+run started, before it could take the signal); a suite killed outright sends its run SIGTERM
+(on Linux). Each result file records the run's ``--frames`` and ``--conf_param``: a finished
+run asked for fewer frames is resumed for the rest, and one asked for more frames or other
+bindings is refused, so that no table mixes runs of different settings. The conf's schedules
+count updates or agent steps: a ``--frames`` other than the conf's own length does not rescale
+them (the suite says so when it starts).
 """
 
 from __future__ import annotations
@@ -195,9 +197,11 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
     """Runs (or resumes) one training run in ``directory``; writes its result file.
 
     Raises:
-        SuiteRunError: if the training run exits with a non-zero status.
+        SuiteRunError: if the training run exits with a non-zero status or a signal kills
+            it, and no stop signal came.
         SuiteStopped: if a stop signal stopped the run before its end (its checkpoint
-            written; no result), or arrived while it ran (after its result).
+            written, or, where the signal came as the run started, its previous one; no
+            result), or arrived while it ran (after its result).
     """
     bindings = [f"load.env_name='ALE/{game}-v5'", f"TrainerConfig.random_seed={seed}",
                 f"TrainerConfig.num_env_steps={frames // frameskip}",
@@ -212,31 +216,48 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
     # waits for it (subprocess.call would kill it on KeyboardInterrupt), then stops instead
     # of starting the next run. A suite killed outright (SIGKILL) sends its run SIGTERM.
     received: List[int] = []
+    unsent: List[int] = []  # received before the run had a pid
     run: List[subprocess.Popen] = []
 
     def forward(signum, _):
         received.append(signum)
-        if run and run[0].poll() is None:
-            os.kill(run[0].pid, signum)
+        if run:
+            if run[0].poll() is None:
+                os.kill(run[0].pid, signum)
+        else:
+            unsent.append(signum)
 
     stop_signals = {signal.SIGINT, signal.SIGTERM}
     handlers = {s: signal.signal(s, forward) for s in stop_signals}
     try:
-        # Held while the run starts, so that each one is forwarded, once, when it has a pid.
+        # Held in this thread while the run forks, so that the fork does not take them. The
+        # kernel may hand one to another thread meanwhile; its handler then runs here before
+        # the run has a pid, and it is sent once the run has one.
         signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
         try:
             run.append(subprocess.Popen(cmd, start_new_session=True, preexec_fn=functools.partial(
                 _prepare_run, os.getpid(), stop_signals, _libc_prctl())))
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
+        while unsent:  # handlers run in this thread only, so none is lost or sent twice
+            os.kill(run[0].pid, unsent.pop(0))
         rc = run[0].wait()
     finally:
         for s, h in handlers.items():
             signal.signal(s, h)
+    if rc != 0 and received:  # stopped before it could take the signal and checkpoint
+        steps = checkpointed_env_steps(directory)
+        where = ("it has no checkpoint yet" if steps is None else
+                 f"its newest checkpoint is at {steps * frameskip:,} of {frames:,} frames")
+        raise SuiteStopped(f"the run of {game} seed {seed} in {directory} was stopped by "
+                           f"{signal.Signals(received[0]).name} as it started, before it "
+                           f"could take it ({_status(rc)}); {where}; start the suite again "
+                           f"to resume it")
     if rc != 0:
-        raise SuiteRunError(rc, f"the run of {game} seed {seed} in {directory} exited with "
-                                f"status {rc} (its own error is above); start the suite "
-                                f"again to resume it once the cause is removed")
+        raise SuiteRunError(rc, f"the run of {game} seed {seed} in {directory} ended with "
+                                f"{_status(rc)}{' (its own error is above)' if rc > 0 else ''};"
+                                f" start the suite again to resume it once the cause is "
+                                f"removed")
     steps = checkpointed_env_steps(directory)
     if steps is not None and steps < frames // frameskip:
         raise SuiteStopped(f"the run of {game} seed {seed} in {directory} was stopped at "
@@ -252,6 +273,16 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
     if received:
         raise SuiteStopped(f"the run of {game} seed {seed} had finished; start the suite "
                            f"again to go on")
+
+
+def _status(rc: int) -> str:
+    """``status N``, or ``signal NAME`` for a process a signal killed (``rc`` < 0)."""
+    if rc < 0:
+        try:
+            return f"signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"signal {-rc}"
+    return f"status {rc}"
 
 
 def _libc_prctl():
@@ -501,7 +532,7 @@ def main(argv) -> int:
         return 2
     except SuiteRunError as e:
         print(f"error: {e}", file=sys.stderr)
-        return e.returncode
+        return e.returncode if e.returncode > 0 else 128 - e.returncode
     except SuiteStopped as e:
         print(f"[suite] stopped by signal: {e}", flush=True)
     return 0
