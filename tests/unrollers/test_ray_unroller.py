@@ -18,6 +18,9 @@ from rlf.unrollers.ray_unroller import RayUnroller  # noqa: E402
 from tests.unrollers.test_async_unroller import Deterministic, IndexRecorder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
+# The first unroll waits for the actors to start and import torch: on a loaded 2-core machine
+# that can take a minute. A failing actor is reported at once, whatever the timeout.
+TIMEOUT = 300
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +33,13 @@ def local_ray():
 def _ray_unroller(alg, **kw):
     return RayUnroller(alg, algorithm_ctor=functools.partial(Deterministic, **kw),
                        env_ctor=functools.partial(load, "CartPole-v1"), num_actors=2,
-                       num_envs_per_actor=2, unroll_length=6, seed=5, timeout=60)
+                       num_envs_per_actor=2, unroll_length=6, seed=5, timeout=TIMEOUT)
 
 
 def test_each_ray_actor_knows_its_index(local_ray):
     unroller = RayUnroller(IndexRecorder(), algorithm_ctor=IndexRecorder,
                            env_ctor=functools.partial(load, "CartPole-v1"), num_actors=2,
-                           num_envs_per_actor=2, unroll_length=6, seed=5, timeout=60)
+                           num_envs_per_actor=2, unroll_length=6, seed=5, timeout=TIMEOUT)
     try:
         info = unroller.unroll(6).rollout_info
     finally:
