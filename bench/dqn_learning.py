@@ -32,7 +32,8 @@ def main():
             firsts.append(first)
         print(f"seed {seed}: first >= {THRESHOLD:.0f} at "
               f"{first if first is not None else 'never'} env steps; AverageReturn at the end "
-              f"({run.steps[-1]} steps) {end:.1f}; last eval {run.evals[-1]:.1f}; "
+              f"({run.steps[-1]} steps) {end:.1f}; last greedy evaluation {run.evals[-1]:.1f} "
+              f"at {run.eval_steps[-1]} steps; "
               f"{run.seconds:.0f} s ({'met' if ok else 'NOT met'})", flush=True)
     print(f"{passed} of {len(args.seeds)} seeds meet the target (first >= {THRESHOLD:.0f} "
           f"within {WITHIN} steps, >= {END:.0f} at the end); median first crossing "
