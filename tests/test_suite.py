@@ -103,6 +103,28 @@ def test_the_last_tenth_is_the_mean_of_the_episodes_ending_in_it(tmp_path):
     assert math.isnan(mean) and episodes == 0
 
 
+def test_a_runs_speed_and_minutes_leave_out_the_pause_between_stop_and_resume(tmp_path):
+    # The speed was the steps over the wall time from the first summary to the last, and a
+    # run stopped for an hour and resumed counted the hour.
+    from torch.utils.tensorboard import SummaryWriter
+    from rlf.bin.suite import SCORE_TAG, summarize_run
+    train = tmp_path / "train"
+    first = SummaryWriter(str(train))
+    for step in (0, 1000, 2000):  # 1,000 agent steps per 10 s
+        first.add_scalar(SCORE_TAG, 1.0, step, walltime=10.0 * step / 1000)
+    first.close()
+    time.sleep(1.1)  # the resumed run's file sorts after
+    resumed = SummaryWriter(str(train))
+    for step in (3000, 4000):  # resumed 3,600 s later, at 500 agent steps per 10 s
+        resumed.add_scalar(SCORE_TAG, 2.0, step, walltime=3600.0 + 20.0 * step / 1000)
+    resumed.close()
+    row = summarize_run(tmp_path, "Pong", 0, 4)
+    rate = 3000 / 40  # 2,000 steps in 20 s, then 1,000 in 20 s (none counted between files)
+    assert row["agent_steps_per_s"] == pytest.approx(rate)
+    assert row["wall_minutes"] == pytest.approx(4000 / rate / 60)  # not an hour
+    assert row["frames"] == 16000 and row["score"] == 2.0
+
+
 def _suite(root, *extra, seeds=("0,1",)):
     return subprocess.run(
         [sys.executable, "-m", "rlf.bin.suite", "--conf", "confs/impala_atari_sync.gin",

@@ -75,7 +75,7 @@ from rlf.trainers.run_dir import checkpointed_env_steps
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.atari_scores import REFERENCE_SCORES, human_normalized_score
 from rlf.utils.errors import UserError, one_line
-from rlf.utils.tensorboard_reader import Series, read_scalar_tags
+from rlf.utils.tensorboard_reader import Series, read_scalar_segments, read_scalar_tags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("conf", None, "gin file of every run")
@@ -172,7 +172,7 @@ def summarize_run(directory: Path, game: str, seed: int, frameskip: int) -> Dict
     """The result row of a finished run, read from its TensorBoard events."""
     series = read_run(directory / "train")
     tag = pick_score_tag(series)
-    steps, scores, walls = series[tag]
+    steps, scores, _ = series[tag]
     returns = series[RETURN_TAG][1]
     if not steps:
         raise UserError(f"{directory}/train holds no {SCORE_TAG} or {RETURN_TAG} summaries: "
@@ -183,13 +183,28 @@ def summarize_run(directory: Path, game: str, seed: int, frameskip: int) -> Dict
     if not episodes:  # a run without new-episode summaries: the summaries' mean
         tail = [s for st, s in zip(steps, scores) if st >= start]
         last_tenth = sum(tail) / len(tail)
-    wall = walls[-1] - walls[0]
+    rate = agent_steps_per_second(directory / "train", tag)
     return {"game": game, "seed": seed, "frames": frames, "score": scores[-1],
             "score_last_10pct": last_tenth, "last_10pct_episodes": episodes,
             "human_normalized": human_normalized_score(game, scores[-1]),
             "clipped_return": returns[-1] if returns else float("nan"),
-            "wall_minutes": wall / 60, "agent_steps_per_s": (steps[-1] - steps[0]) / wall
-            if wall > 0 else float("nan")}
+            "wall_minutes": (steps[-1] - steps[0]) / rate / 60 if rate > 0 else 0.0,
+            "agent_steps_per_s": rate}
+
+
+def agent_steps_per_second(event_dir: Path, tag: str) -> float:
+    """The run's speed while it ran: agent steps over wall time between the summaries of
+    ``tag`` that each process wrote (``read_scalar_segments``), summed over its processes,
+    so that the time between a stop and a resume does not count.
+
+    Returns:
+        Agent steps per second; nan where no process wrote two summaries of ``tag``.
+    """
+    steps = wall = 0.0
+    for seg_steps, _, seg_walls in read_scalar_segments(event_dir, tag):
+        steps += seg_steps[-1] - seg_steps[0]
+        wall += seg_walls[-1] - seg_walls[0]
+    return steps / wall if wall > 0 else float("nan")
 
 
 def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,

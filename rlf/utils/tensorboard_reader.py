@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["Series", "read_scalars", "read_scalar_tags"]
+__all__ = ["Series", "read_scalars", "read_scalar_tags", "read_scalar_segments"]
 
 Series = Tuple[List[int], List[float], List[float]]
 
@@ -72,3 +72,29 @@ def read_scalars(event_dir: str | Path, tag: str) -> Series:
         Three equally long lists, ascending in step; empty if the tag was never written.
     """
     return read_scalar_tags(event_dir, [tag])[tag]
+
+
+def read_scalar_segments(event_dir: str | Path, tag: str) -> List[Series]:
+    """``(steps, values, wall_times)`` of ``tag`` in each event file of ``event_dir`` alone,
+    in the files' (time) order: one segment per process that wrote the run, so that the wall
+    time between a stop and a resume can be left out of a run's duration.
+
+    Args:
+        event_dir: the directory holding ``events.out.tfevents.*`` files.
+        tag: e.g. ``"Metrics_vs_EnvironmentSteps/AverageEpisodeScore"``.
+
+    Returns:
+        One series per file that holds ``tag``, each ascending in step (a step written twice
+        keeps the later value); empty if none does or ``event_dir`` does not exist.
+    """
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    segments = []
+    for path in sorted(Path(event_dir).glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(path), size_guidance={"scalars": 0})
+        acc.Reload()
+        if tag not in acc.Tags()["scalars"]:
+            continue
+        points = {e.step: (e.value, e.wall_time) for e in acc.Scalars(tag)}
+        steps = sorted(points)
+        segments.append((steps, [points[s][0] for s in steps], [points[s][1] for s in steps]))
+    return segments

@@ -4,7 +4,7 @@ import time
 
 from torch.utils.tensorboard import SummaryWriter
 
-from rlf.utils.tensorboard_reader import read_scalar_tags, read_scalars
+from rlf.utils.tensorboard_reader import read_scalar_segments, read_scalar_tags, read_scalars
 
 
 def test_several_tags_in_one_pass_and_a_resumed_run_keeps_the_later_value(tmp_path):
@@ -44,3 +44,22 @@ def test_a_restart_marker_hides_the_earlier_files_later_steps(tmp_path):
     series = read_scalar_tags(tmp_path, ["a", "b"])
     assert series["a"][:2] == ([1, 2, 3], [1.0, 2.0, 103.0])
     assert series["b"][:2] == ([1, 2], [10.0, 20.0])
+
+
+def test_segments_are_the_files_of_each_process_in_order(tmp_path):
+    first = SummaryWriter(str(tmp_path))
+    for step in (1, 2, 3):
+        first.add_scalar("a", float(step), step, walltime=100.0 + step)
+    first.add_scalar("b", 1.0, 1)
+    first.close()
+    time.sleep(1.1)
+    resumed = SummaryWriter(str(tmp_path), purge_step=3)
+    for step in (3, 4):
+        resumed.add_scalar("a", 100.0 + step, step, walltime=900.0 + step)
+    resumed.close()
+    a = read_scalar_segments(tmp_path, "a")
+    assert a == [([1, 2, 3], [1.0, 2.0, 3.0], [101.0, 102.0, 103.0]),
+                 ([3, 4], [103.0, 104.0], [903.0, 904.0])]  # each file whole: no purge
+    assert [seg[0] for seg in read_scalar_segments(tmp_path, "b")] == [[1]]
+    assert read_scalar_segments(tmp_path, "never") == []
+    assert read_scalar_segments(tmp_path / "missing", "a") == []
