@@ -42,12 +42,12 @@ with its exit status (128 + N for a run killed by signal N) and one line after t
 error. Ctrl-C or SIGTERM (to the suite or its process group) stops the run as it stops
 ``rlf.bin.train`` (a checkpoint, no result written) and then the suite, with exit status 0:
 started again, it resumes that run (from its previous checkpoint where the signal came as the
-run started, before it could take the signal); a suite killed outright sends its run SIGTERM
-(on Linux). Each result file records the run's ``--frames`` and ``--conf_param``: a finished
-run asked for fewer frames is resumed for the rest, and one asked for more frames or other
-bindings is refused, so that no table mixes runs of different settings. The conf's schedules
-count updates or agent steps: a ``--frames`` other than the conf's own length does not rescale
-them (the suite says so when it starts).
+run started, before it could take it, or a second signal aborted it); a suite killed outright
+sends its run SIGTERM (on Linux). Each result file records the run's ``--frames`` and
+``--conf_param``: a finished run asked for fewer frames is resumed for the rest, and one asked
+for more frames or other bindings is refused, so that no table mixes runs of different
+settings. The conf's schedules count updates or agent steps: a ``--frames`` other than the
+conf's own length does not rescale them (the suite says so when it starts).
 """
 
 from __future__ import annotations
@@ -215,8 +215,8 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
         SuiteRunError: if the training run exits with a non-zero status or a signal kills
             it, and no stop signal came.
         SuiteStopped: if a stop signal stopped the run before its end (its checkpoint
-            written, or, where the signal came as the run started, its previous one; no
-            result), or arrived while it ran (after its result).
+            written, or, where the signal came as the run started or a second one aborted
+            it, its previous one; no result), or arrived while it ran (after its result).
     """
     bindings = [f"load.env_name='ALE/{game}-v5'", f"TrainerConfig.random_seed={seed}",
                 f"TrainerConfig.num_env_steps={frames // frameskip}",
@@ -260,14 +260,14 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
     finally:
         for s, h in handlers.items():
             signal.signal(s, h)
-    if rc != 0 and received:  # stopped before it could take the signal and checkpoint
+    if rc != 0 and received:  # it started too late to take the signal, or a second aborted it
         steps = checkpointed_env_steps(directory)
         where = ("it has no checkpoint yet" if steps is None else
                  f"its newest checkpoint is at {steps * frameskip:,} of {frames:,} frames")
         raise SuiteStopped(f"the run of {game} seed {seed} in {directory} was stopped by "
-                           f"{signal.Signals(received[0]).name} as it started, before it "
-                           f"could take it ({_status(rc)}); {where}; start the suite again "
-                           f"to resume it")
+                           f"{signal.Signals(received[0]).name} without a checkpoint at the "
+                           f"stop ({_status(rc)}); {where}; start the suite again to resume "
+                           f"it")
     if rc != 0:
         raise SuiteRunError(rc, f"the run of {game} seed {seed} in {directory} ended with "
                                 f"{_status(rc)}{' (its own error is above)' if rc > 0 else ''};"
