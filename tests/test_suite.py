@@ -271,8 +271,8 @@ except suite.SuiteStopped as e:
 
 def test_a_stop_signal_as_the_run_starts_is_forwarded(tmp_path):
     # The handler ran before the run had a pid and forwarded nothing: the run went on to its
-    # end. Sent once the run has its pid, the signal finds it before it takes SIGTERM; it
-    # dies of it, and the suite reports a stop (no result), not the run's error.
+    # end. Sent once the run has its pid, the signal reaches it before it sets its SIGTERM
+    # handler; it dies of it, and the suite reports a stop (no result), not the run's error.
     proc = subprocess.Popen([sys.executable, "-c", _SIGNAL_AS_THE_RUN_STARTS, str(tmp_path),
                              *TINY], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
