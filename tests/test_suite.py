@@ -284,8 +284,8 @@ def test_a_stop_signal_as_the_run_starts_is_forwarded(tmp_path):
     assert proc.returncode == 0, err
     assert out.strip().splitlines()[-1] == (
         f"stopped: the run of Breakout seed 0 in {tmp_path} was stopped by SIGTERM without "
-        f"a checkpoint at the stop (signal SIGTERM); it has no checkpoint yet; start the suite "
-        f"again to resume it"), out
+        f"a checkpoint at the stop (it was killed by signal SIGTERM); it has no checkpoint yet; "
+        f"start the suite again to resume it"), out
     assert not (tmp_path / "suite_result.json").exists()
 
 

@@ -72,6 +72,7 @@ from rlf.bin.gin_utils import parse_config, query
 from rlf.environments import find_spec
 from rlf.environments.atari import ATARI_ENTRY_POINT
 from rlf.trainers.run_dir import checkpointed_env_steps
+from rlf.unrollers.actor_failures import describe_exit
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.atari_scores import REFERENCE_SCORES, human_normalized_score
 from rlf.utils.errors import UserError, one_line
@@ -266,13 +267,13 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
                  f"its newest checkpoint is at {steps * frameskip:,} of {frames:,} frames")
         raise SuiteStopped(f"the run of {game} seed {seed} in {directory} was stopped by "
                            f"{signal.Signals(received[0]).name} without a checkpoint at the "
-                           f"stop ({_status(rc)}); {where}; start the suite again to resume "
-                           f"it")
+                           f"stop (it {describe_exit(rc)}); {where}; start the suite again "
+                           f"to resume it")
     if rc != 0:
-        raise SuiteRunError(rc, f"the run of {game} seed {seed} in {directory} ended with "
-                                f"{_status(rc)}{' (its own error is above)' if rc > 0 else ''};"
-                                f" start the suite again to resume it once the cause is "
-                                f"removed")
+        raise SuiteRunError(rc, f"the run of {game} seed {seed} in {directory} "
+                                f"{describe_exit(rc)}"
+                                f"{' (its own error is above)' if rc > 0 else ''}; start the "
+                                f"suite again to resume it once the cause is removed")
     steps = checkpointed_env_steps(directory)
     if steps is not None and steps < frames // frameskip:
         raise SuiteStopped(f"the run of {game} seed {seed} in {directory} was stopped at "
@@ -288,16 +289,6 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
     if received:
         raise SuiteStopped(f"the run of {game} seed {seed} had finished; start the suite "
                            f"again to go on")
-
-
-def _status(rc: int) -> str:
-    """``status N``, or ``signal NAME`` for a process a signal killed (``rc`` < 0)."""
-    if rc < 0:
-        try:
-            return f"signal {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"signal {-rc}"
-    return f"status {rc}"
 
 
 def _libc_prctl():
