@@ -42,13 +42,15 @@ def read_scalar_tags(event_dir: str | Path,
     written = set(acc.Tags()["scalars"])
     if tags is None:
         tags = sorted(written)
-    out = {}
-    for tag in tags:
-        points = {e.step: (e.value, e.wall_time) for e in acc.Scalars(tag)} if tag in written \
-            else {}
-        steps = sorted(points)
-        out[tag] = (steps, [points[s][0] for s in steps], [points[s][1] for s in steps])
-    return out
+    return {tag: _series(acc, tag) if tag in written else ([], [], []) for tag in tags}
+
+
+def _series(acc, tag: str) -> Series:
+    """``tag``'s points in a reloaded ``EventAccumulator``, ascending in step; a step written
+    twice keeps the later value."""
+    points = {e.step: (e.value, e.wall_time) for e in acc.Scalars(tag)}
+    steps = sorted(points)
+    return steps, [points[s][0] for s in steps], [points[s][1] for s in steps]
 
 
 class _DropPurgeWarning(logging.Filter):
@@ -92,9 +94,6 @@ def read_scalar_segments(event_dir: str | Path, tag: str) -> List[Series]:
     for path in sorted(Path(event_dir).glob("events.out.tfevents.*")):
         acc = EventAccumulator(str(path), size_guidance={"scalars": 0})
         acc.Reload()
-        if tag not in acc.Tags()["scalars"]:
-            continue
-        points = {e.step: (e.value, e.wall_time) for e in acc.Scalars(tag)}
-        steps = sorted(points)
-        segments.append((steps, [points[s][0] for s in steps], [points[s][1] for s in steps]))
+        if tag in acc.Tags()["scalars"]:
+            segments.append(_series(acc, tag))
     return segments
