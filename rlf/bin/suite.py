@@ -285,7 +285,8 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
                                                             "params": list(params)}},
                                   indent=1))
     print(f"[suite] {game} seed {seed}: score {result['score']:.1f} after "
-          f"{result['frames']} frames ({(time.time() - t0) / 60:.1f} min)", flush=True)
+          f"{result['frames']} frames ({(time.time() - t0) / 60:.1f} min this time, "
+          f"{result['wall_minutes']:.1f} min of running in all)", flush=True)
     if received:
         raise SuiteStopped(f"the run of {game} seed {seed} had finished; start the suite "
                            f"again to go on")
