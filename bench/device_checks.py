@@ -213,6 +213,15 @@ def _table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _save(report: dict, out: str) -> None:
+    """Writes the report so far (atomically), so that a run cut short keeps what it measured."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda", help="the learner's device")
@@ -245,6 +254,7 @@ def main(argv=None) -> int:
     report["tests"] = (run_tests(args.device, 300) if "tests" not in args.skip
                        else {"summary": "skipped", "failed": 0})
     print(f"tests: {report['tests']['summary']}", flush=True)
+    _save(report, args.out)
 
     learner_devices = [args.device] if args.smoke else [args.device, "cpu"]
     report["learner_devices"], report["learner"] = learner_devices, []
@@ -274,6 +284,7 @@ def main(argv=None) -> int:
                         report["learner"].append(row)
                         previous = row
                         print(json.dumps(row), flush=True)
+                        _save(report, args.out)
 
     report["end_to_end"] = []
     if "e2e" not in args.skip:
@@ -283,12 +294,12 @@ def main(argv=None) -> int:
                 ["TrainerConfig.summary_interval=1000000"]))
             report["end_to_end"].append(row)
             print(json.dumps(row), flush=True)
+            _save(report, args.out)
     by_actors = {r["num_actors"]: r["agent_steps_per_s"] for r in report["end_to_end"]}
     report["scaling_1_to_8"] = (round(by_actors[8] / (8 * by_actors[1]), 3)
                                 if 1 in by_actors and 8 in by_actors else None)
     report["seconds"] = round(time.perf_counter() - t_start, 1)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    _save(report, args.out)
     print(_table(report))
     print(f"report: {args.out}")
     return 1 if report["tests"].get("failed") else 0
