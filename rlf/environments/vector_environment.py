@@ -183,8 +183,9 @@ class VectorEnvironment:
 
         Args:
             action: nest of tensors matching ``action_spec()`` with outer dim ``[B]``
-                (e.g. ``[B]`` int64 for a Discrete action space). The action of an environment
-                whose last step was LAST is ignored (it resets instead).
+                (e.g. ``[B]`` int64 for a Discrete action space), on any device; the time
+                step returned (``prev_action`` included) is on CPU. The action of an
+                environment whose last step was LAST is ignored (it resets instead).
 
         Raises:
             ValueError: if the action's structure, shape or dtype differs from the spec (the
@@ -204,8 +205,8 @@ class VectorEnvironment:
                 for x, (shape, dtype) in zip(leaves, self._action_layout)):
             validate_nest(action, self._action_spec, (self._num_envs,),
                           f"{self._name} action")  # raises, naming the path
-        np_leaves = [x.detach().cpu().numpy() if cast is None
-                     else x.detach().cpu().numpy().astype(cast)
+        leaves = [x.detach().cpu() for x in leaves]  # a learner's action may be on CUDA
+        np_leaves = [x.numpy() if cast is None else x.numpy().astype(cast)
                      for x, cast in zip(leaves, self._action_casts)]
         np_action = np_leaves[0] if treespec.is_leaf() else treespec.unflatten(np_leaves)
         try:
