@@ -28,16 +28,18 @@ class SyncUnroller(Unroller):
         env: a batched environment (``reset()``, ``step(action)``, ``batch_size``).
         algorithm: the object whose ``rollout_step`` acts.
         device: where ``rollout_step`` runs; time steps are moved there (a no-op on CPU).
+            None: the device of the algorithm's first parameter (or buffer) at each unroll,
+            CPU if it has none, so a learner moved to CUDA unrolls there.
 
     Attributes:
         times: seconds spent in ``env.step`` (``"env_step"``) and ``rollout_step``
             (``"policy"``) during the last ``unroll``.
     """
 
-    def __init__(self, env, algorithm, device: str | torch.device = "cpu"):
+    def __init__(self, env, algorithm, device: str | torch.device | None = None):
         self._env = env
         self._algorithm = algorithm
-        self._device = torch.device(device)
+        self._device = None if device is None else torch.device(device)
         self._time_step: Optional[TimeStep] = None
         self._state: Any = None
         self.times: Dict[str, float] = {"env_step": 0.0, "policy": 0.0}
@@ -72,10 +74,11 @@ class SyncUnroller(Unroller):
             self._state = self._algorithm.get_initial_rollout_state(batch_size)
         initial_state = self._algorithm.get_initial_rollout_state(batch_size)
         time_step, state = self._time_step, self._state
+        device = self._device or _device_of(self._algorithm)
         experiences = []
         env_time = policy_time = 0.0
         for _ in range(unroll_length):
-            time_step = nest.utils.convert_device(time_step, self._device)
+            time_step = nest.utils.convert_device(time_step, device)
             state = reset_state_if_necessary(state, initial_state, time_step.is_first())
             t0 = time.perf_counter()
             alg_step = self._algorithm.rollout_step(time_step, state)
@@ -126,3 +129,12 @@ class SyncUnroller(Unroller):
             self._algorithm.get_initial_rollout_state(self._env.batch_size),
             state_dict["state"])
         return True
+
+
+def _device_of(algorithm) -> torch.device:
+    """The device of ``algorithm``'s first parameter or buffer; CPU if it has none (or is not
+    a ``torch.nn.Module``)."""
+    for tensors in ("parameters", "buffers"):
+        for tensor in getattr(algorithm, tensors, lambda: ())():
+            return tensor.device
+    return torch.device("cpu")
