@@ -57,8 +57,8 @@ def run_tests(device: str, timeout: float) -> dict:
     """
     env = dict(os.environ, RLF_TEST_DEVICE=device)
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *TEST_FILES], cwd=ROOT, env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "--tb=short", "-p",
+                           "no:cacheprovider", *TEST_FILES], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)
     last = (done.stdout.strip().splitlines() or [""])[-1]
     counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
@@ -67,9 +67,9 @@ def run_tests(device: str, timeout: float) -> dict:
         if len(words) >= 2 and words[1].rstrip("s") in ("passed", "failed", "skipped",
                                                          "error"):
             counts[words[1].rstrip("s")] = int(words[0])
-    if done.returncode and not counts["failed"]:
-        counts["failed"] = counts["error"] or 1
-        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
+    if done.returncode:
+        counts["failed"] = counts["failed"] or counts["error"] or 1
+        print(done.stdout[-6000:], done.stderr[-3000:], sep="\n")
     return dict(counts, seconds=round(time.perf_counter() - t0, 1), summary=last)
 
 
@@ -148,7 +148,9 @@ def end_to_end(device: str, num_actors: int, seconds: float, warmup_iterations: 
     processes for ``seconds`` after ``warmup_iterations`` iterations.
 
     Returns:
-        ``{"agent_steps_per_s", "frames_per_s", "learner_idle", "policy_lag", "iterations"}``.
+        ``{"agent_steps_per_s", "frames_per_s", "learner_idle", "policy_lag", "iterations",
+        "phases"}``: ``phases`` maps each ``time/*`` block of the learner to its fraction of
+        the wall time.
     """
     from rlf.algorithms import TrainerConfig
     from rlf.runtime import configure_process
@@ -176,12 +178,14 @@ def end_to_end(device: str, num_actors: int, seconds: float, warmup_iterations: 
             _sync(device)
             wall = time.perf_counter() - t0
             steps = alg.get_env_steps() - s0
-            wait = summary.accumulated_times().get("time/wait", 0.0)
+            times = summary.accumulated_times()
+            wait = times.get("time/wait", 0.0)
         finally:
             trainer.close()
     return {"agent_steps_per_s": round(steps / wall, 1), "frames_per_s": round(4 * steps / wall),
             "learner_idle": round(wait / wall, 3),
-            "policy_lag": round(statistics.fmean(lags), 2), "iterations": iterations}
+            "policy_lag": round(statistics.fmean(lags), 2), "iterations": iterations,
+            "phases": {k: round(v / wall, 3) for k, v in sorted(times.items())}}
 
 
 def _table(report: dict) -> str:
