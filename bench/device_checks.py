@@ -7,15 +7,17 @@
    on one batch of real Pong experience (no actors), for ShallowCNN, NatureCNN and the deep
    ImpalaCNN, float32 and AMP, on the device and on one CPU core, at the main conf's
    mini-batch (4 sequences of 21 steps) and at 4x and 16x it;
-3. end to end: agent steps/s of ``confs/impala_atari.gin`` with the learner on the device and
-   1, 2, 4, 8 and 14 actor processes, with the learner's idle fraction (time waiting for
-   unrolls over wall time) and the mean policy lag (learner updates of parameters the
-   actors' unrolls were behind).
+3. end to end: agent steps/s of ``confs/impala_atari.gin`` (or ``--e2e_conf``) with the
+   learner on the device and 1, 2, 4, 8 and 14 actor processes, with the learner's idle
+   fraction (time waiting for unrolls over wall time), the mean policy lag (learner updates
+   of parameters the actors' unrolls were behind) and the learner's time per phase.
 
     python bench/device_checks.py [--device cuda] [--out device_report.json]
+    python bench/device_checks.py --skip tests learner --e2e_conf confs/impala_atari_gpu.gin \
+        --actors 14 [--e2e_param TrainerConfig.deterministic=False]
     python bench/device_checks.py --smoke     # the same code on the CPU, in about a minute
 
-The GPU machine needs rlf's wheels (``shared/device/README.md``). ``--smoke`` runs every
+The machine needs rlf installed with its dependencies and pytest. ``--smoke`` runs every
 part on the CPU with short durations, one batch size and one actor, so the script is known to
 work before device time is spent on it (``tests/test_device_checks.py`` runs it); its
 figures mean nothing.
@@ -73,10 +75,10 @@ def run_tests(device: str, timeout: float) -> dict:
     return dict(counts, seconds=round(time.perf_counter() - t0, 1), summary=last)
 
 
-def _parse(params) -> None:
+def _parse(params, conf: str = MAIN_CONF) -> None:
     from rlf.bin.gin_utils import parse_config
     gin.clear_config()
-    parse_config(str(ROOT / MAIN_CONF), list(params))
+    parse_config(str(ROOT / conf), list(params))
 
 
 def pong_experience(unroll_length: int = 20):
@@ -143,9 +145,10 @@ def learner_throughput(experience, valid, specs, encoder: str, amp: bool, device
 
 
 def end_to_end(device: str, num_actors: int, seconds: float, warmup_iterations: int,
-               extra_params=()) -> dict:
-    """The main conf trained with the learner on ``device`` and ``num_actors`` actor
-    processes for ``seconds`` after ``warmup_iterations`` iterations.
+               extra_params=(), conf: str = MAIN_CONF) -> dict:
+    """``conf`` (the main conf by default) trained with the learner on ``device`` and
+    ``num_actors`` actor processes for ``seconds`` after ``warmup_iterations`` iterations;
+    ``extra_params`` are gin bindings applied last.
 
     Returns:
         ``{"agent_steps_per_s", "frames_per_s", "learner_idle", "policy_lag", "iterations",
@@ -157,7 +160,7 @@ def end_to_end(device: str, num_actors: int, seconds: float, warmup_iterations: 
     from rlf.trainers.trainer import Trainer
     from rlf.utils import summary
     _parse([f"TrainerConfig.device='{device}'", f"TrainerConfig.num_actors={num_actors}",
-            "TrainerConfig.checkpoint_interval=1000000", *extra_params])
+            "TrainerConfig.checkpoint_interval=1000000", *extra_params], conf)
     config = TrainerConfig()
     configure_process(num_threads=config.torch_num_threads,
                       flush_denormal=config.flush_denormal,
@@ -206,7 +209,7 @@ def _table(report: dict) -> str:
             cells.append(f"{'skipped':>22}" if r is None or r.get("skipped") else
                          f"{r['samples_per_s']:>12.0f} ({r['update_ms']:>7.1f})")
         lines.append(f"{enc:<11} {prec:<9} {seqs:>5} " + " ".join(cells))
-    lines += ["", "end to end (main conf, learner on the device):",
+    lines += ["", f"end to end ({report.get('e2e_conf', MAIN_CONF)}, learner on the device):",
               f"{'actors':>6} {'agent steps/s':>14} {'frames/s':>9} {'idle':>6} {'lag':>5}"]
     for r in report["end_to_end"]:
         lines.append(f"{r['num_actors']:>6} {r['agent_steps_per_s']:>14.0f} "
@@ -238,6 +241,9 @@ def main(argv=None) -> int:
                         "(estimated from the next smaller batch)")
     p.add_argument("--e2e_seconds", type=float, default=30.0, help="per actor count")
     p.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8, 14])
+    p.add_argument("--e2e_conf", default=MAIN_CONF, help="the conf measured end to end")
+    p.add_argument("--e2e_param", action="append", default=[],
+                   help="a gin binding for the end-to-end runs (repeatable)")
     p.add_argument("--skip", nargs="*", default=[], choices=["tests", "learner", "e2e"])
     args = p.parse_args(argv)
     if args.smoke:
@@ -290,12 +296,12 @@ def main(argv=None) -> int:
                         print(json.dumps(row), flush=True)
                         _save(report, args.out)
 
-    report["end_to_end"] = []
+    report["end_to_end"], report["e2e_conf"] = [], args.e2e_conf
     if "e2e" not in args.skip:
         for n in args.actors:
             row = dict(num_actors=n, **end_to_end(
                 args.device, n, args.e2e_seconds, 2 if args.smoke else 5,
-                ["TrainerConfig.summary_interval=1000000"]))
+                ["TrainerConfig.summary_interval=1000000", *args.e2e_param], args.e2e_conf))
             report["end_to_end"].append(row)
             print(json.dumps(row), flush=True)
             _save(report, args.out)
