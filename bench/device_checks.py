@@ -60,8 +60,8 @@ def run_tests(device: str, timeout: float) -> dict:
     env = dict(os.environ, RLF_TEST_DEVICE=device)
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "--tb=short", "-p",
-                           "no:cacheprovider", *TEST_FILES], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+                           "no:cacheprovider", *TEST_FILES], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
     last = (done.stdout.strip().splitlines() or [""])[-1]
     counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
     for part in last.replace("=", "").split(","):
@@ -152,8 +152,9 @@ def end_to_end(device: str, num_actors: int, seconds: float, warmup_iterations: 
 
     Returns:
         ``{"agent_steps_per_s", "frames_per_s", "learner_idle", "policy_lag", "iterations",
-        "phases"}``: ``phases`` maps each ``time/*`` block of the learner to its fraction of
-        the wall time.
+        "phases"}``: ``phases`` maps each ``time/*`` total to its fraction of the wall time
+        (the actors' ``time/env_step`` and ``time/policy`` are summed over the actors, so
+        they exceed 1 with several).
     """
     from rlf.algorithms import TrainerConfig
     from rlf.runtime import configure_process
