@@ -223,11 +223,11 @@ def _table(report: dict) -> str:
 
 def _save(report: dict, out: str) -> None:
     """Writes the report so far (atomically), so that a run cut short keeps what it measured."""
+    from rlf.utils.atomic_file import atomic_write
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=1) + "\n")
-    os.replace(tmp, path)
+    with atomic_write(path) as tmp:
+        tmp.write_text(json.dumps(report, indent=1) + "\n")
 
 
 def main(argv=None) -> int:
