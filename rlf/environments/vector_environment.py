@@ -205,7 +205,7 @@ class VectorEnvironment:
                 for x, (shape, dtype) in zip(leaves, self._action_layout)):
             validate_nest(action, self._action_spec, (self._num_envs,),
                           f"{self._name} action")  # raises, naming the path
-        leaves = [x.detach().cpu() for x in leaves]  # a learner's action may be on CUDA
+        leaves = [x.detach().cpu() for x in leaves]  # detached, on CPU: a learner's may be on CUDA
         np_leaves = [x.numpy() if cast is None else x.numpy().astype(cast)
                      for x, cast in zip(leaves, self._action_casts)]
         np_action = np_leaves[0] if treespec.is_leaf() else treespec.unflatten(np_leaves)
@@ -229,9 +229,9 @@ class VectorEnvironment:
                               reward).astype(np.float32)
             keep = torch.from_numpy(~first)
             prev_action = treespec.unflatten([
-                x.detach() * keep.view((-1,) + (1,) * (x.ndim - 1)).to(x.dtype) for x in leaves])
+                x * keep.view((-1,) + (1,) * (x.ndim - 1)).to(x.dtype) for x in leaves])
         else:
-            prev_action = treespec.unflatten([x.detach().clone() for x in leaves])
+            prev_action = treespec.unflatten([x.clone() for x in leaves])
         self._done = last
         return self._time_step(step_type, reward, discount, obs, prev_action, info)
 
