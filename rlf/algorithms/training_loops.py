@@ -200,8 +200,10 @@ class TrainingLoopsMixin:
            no valid step (e.g. each row's final step, which has no successor) are dropped:
            they would add nothing to a loss but would make an extra, nearly empty
            mini-batch (and an extra optimizer and learning-rate-schedule step) per epoch.
-        3. Each of the ``num_epochs`` epochs goes through the sequences in mini-batches of
-           ``config.mini_batch_size`` (all if None), in a new random order if ``shuffle``.
+        3. The sequences are moved to the algorithm's device at once (device memory for the
+           whole batch, one copy per call), then each of the ``num_epochs`` epochs goes
+           through them in mini-batches of ``config.mini_batch_size`` (all if None), in a
+           new random order if ``shuffle`` (drawn on the CPU generator whatever the device).
         4. Training summaries (losses, gradient norms, learning rates, ...) are written for
            the last mini-batch of a summary iteration only, as in ALF, or, with the counter
            advanced per mini-batch, for each mini-batch whose counter is due.
@@ -241,6 +243,9 @@ class TrainingLoopsMixin:
             keep = valid.any(1)
             if not bool(keep.all()):
                 experience, valid = nest.map_structure(lambda x: x[keep], (experience, valid))
+        # One host-to-device copy of the whole batch: each mini-batch is then gathered on the
+        # device, not gathered on the CPU and copied from pageable memory update by update.
+        experience, valid = nest.utils.convert_device((experience, valid), self._device)
         batch_size = valid.shape[0]
         mini_batch_size = config.mini_batch_size or batch_size
         counter_per_mini_batch = update_global_counter and config.update_counter_every_mini_batch

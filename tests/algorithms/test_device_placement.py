@@ -24,6 +24,12 @@ CASES = {
     "impala": ("CartPole-v1", ImpalaAlgorithm, dict(optimizer=ADAM, gradient_clipping=0.5),
                dict(unroll_length=8, whole_replay_buffer_training=True,
                     clear_replay_buffer=True, mini_batch_size=2)),
+    # experience replay: sequences from a CPU memory join each mini-batch on the device
+    "impala_replay": ("CartPole-v1", ImpalaAlgorithm,
+                      dict(optimizer=ADAM, experience_replay_fraction=0.5),
+                      dict(unroll_length=8, whole_replay_buffer_training=True,
+                           clear_replay_buffer=True, mini_batch_size=2,
+                           mini_batch_length=4)),
     "ppo": ("CartPole-v1", PPOAlgorithm, dict(optimizer=ADAM, value_clipping=0.2),
             dict(unroll_length=8, num_updates_per_train_iter=2, mini_batch_size=16,
                  mini_batch_length=1)),
