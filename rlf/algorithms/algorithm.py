@@ -231,6 +231,8 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
     def mix_experience(self, experience: Experience, batch_info: Any) -> Tuple[Experience, Any]:
         """Hook on each batch-major ``[N, T]`` mini-batch of ``train_from_replay_buffer``
         before its update: may add sequences from elsewhere (IMPALA's experience replay).
+        The mini-batch is on the algorithm's device; sequences added from CPU storage must
+        be moved there (``nest.utils.cat_nests`` concatenates on the first nest's device).
         Returns ``(experience, batch_info)``; the default returns them unchanged."""
         return experience, batch_info
 
