@@ -284,10 +284,8 @@ class TrainingLoopsMixin:
     def _update(self, experience: Experience, batch_info, valid: torch.Tensor,
                 weight: float) -> int:
         """One gradient update on a batch-major ``[B, T]`` mini-batch and its ``[B, T]`` loss
-        mask."""
-        experience, valid = nest.utils.convert_device(
-            nest.map_structure(lambda x: x.transpose(0, 1), (experience, valid)),
-            self._device)
+        mask, both on the algorithm's device (``train_epochs`` moved them)."""
+        experience, valid = nest.map_structure(lambda x: x.transpose(0, 1), (experience, valid))
         with self._autocast():
             train_info = self._collect_train_info(experience)
             loss_info = self.calc_loss(train_info)
