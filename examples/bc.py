@@ -2,7 +2,8 @@
 
 Learns ``pi(a|x)`` by maximising the log-likelihood of recorded actions from an offline replay
 checkpoint (``TrainerConfig.offline_buffer_dir``), with ``TrainerConfig.unroll_length = 0``
-(no environment step). Discrete (CartPole) and Box (Pendulum) actions both work.
+(no environment step). Discrete (CartPole) and Box (Pendulum, HalfCheetah) actions both work;
+a Box action is clipped to its bounds before it reaches the environment (``ClipToBounds``).
 See ``examples/bc_cartpole.gin`` and the README's "Offline replay" section.
 """
 
@@ -11,7 +12,7 @@ from torch import nn
 
 from rlf.algorithms import RLAlgorithm
 from rlf.data_structures import AlgStep, LossInfo, StepType
-from rlf.networks import MLPEncoder, make_policy_head
+from rlf.networks import ClipToBounds, MLPEncoder, make_policy_head
 from rlf.utils.errors import UserError
 
 
@@ -38,16 +39,19 @@ class BehaviourCloning(RLAlgorithm):
                             f"{self._config.unroll_length})")
         self._encoder = MLPEncoder(observation_spec, hidden, nn.ReLU)
         self._head = make_policy_head(self._encoder.output_size, action_spec)
+        # A Normal's mean or sample may leave the Box: MuJoCo clamps the control but
+        # charges its cost on the action as given.
+        self._to_env = ClipToBounds(action_spec)
 
     def rollout_step(self, time_step, state):
         # The info records the action: offline, train_step gets the file's recorded one there.
         params = self._head(self._encoder(time_step.observation))
         action = self._head.sample(params)
-        return AlgStep(output=action, info={"action": action})
+        return AlgStep(output=self._to_env(action), info={"action": action})
 
     def predict_step(self, time_step, state):
         params = self._head(self._encoder(time_step.observation))
-        return AlgStep(output=self._head.sample(params, greedy=True))
+        return AlgStep(output=self._to_env(self._head.sample(params, greedy=True)))
 
     def train_step(self, time_step, state, rollout_info):
         params = self._head(self._encoder(time_step.observation))
