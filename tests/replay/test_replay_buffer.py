@@ -188,6 +188,25 @@ def test_max_use(prioritized):
     assert int(rb.get_batch(1)[1].positions) == 4
 
 
+def test_clear_forgets_the_priorities():
+    torch.manual_seed(4)
+    rb = ReplayBuffer(SPEC, num_environments=1, max_length=4, max_use=2,
+                      prioritized_sampling=True, alpha=1.0)
+    fill(rb, 4)
+    rb.update_priority(torch.tensor([0, 0, 0, 0]), torch.tensor([0, 1, 2, 3]),
+                       torch.tensor([2.0, 7.0, 3.0, 4.0]))
+    for _ in range(3):
+        rb.get_batch(1)
+    rb.clear()
+    assert int(rb.total_size) == 0 and not rb.can_sample(1)
+    fill(rb, 2)
+    # new steps get the initial priority 1, not the old maximum 7; the rest hold none
+    np.testing.assert_allclose(rb._tree.values, [1, 1, 0, 0])
+    drawn = [int(rb.get_batch(1)[1].positions) for _ in range(4)]
+    assert sorted(drawn) == [0, 0, 1, 1]  # each new step max_use times
+    assert rb.gather_all()["x"].tolist() == [[0, 1]]
+
+
 def test_checkpoint_round_trip_partial_and_wrapped():
     for steps in (3, 13):
         torch.manual_seed(4)
