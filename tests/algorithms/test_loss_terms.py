@@ -1,7 +1,8 @@
 """Per-optimizer updates, loss shapes and masks: named loss terms train only their own
 optimizer's parameters, an optimizer with ``every = N`` steps (and advances its schedule) on
 every N-th update only, alternating terms still reach the summaries, and ``[T-k, B]``,
-``[B]`` and scalar losses under a mask give hand-computed gradients."""
+``[B]`` and scalar losses under a mask give hand-computed gradients; a sub-algorithm keeps
+its own optimizers."""
 
 import functools
 
@@ -182,3 +183,46 @@ def test_a_mask_that_keeps_nothing_at_the_first_update_is_warned_about_once(capl
         own.update_with_gradient(LossInfo(loss={"a": own.a * torch.ones(1, 3)},
                                           mask={"a": torch.ones(1, 3)}), one_step)
     assert not caplog.records and own.a.item() == -1.0
+
+
+class Sub(Algorithm):
+    """A sub-algorithm with its own optimizer (SGD at rate 0.5) and a named one."""
+
+    def __init__(self):
+        super().__init__(optimizer=functools.partial(torch.optim.SGD, lr=0.5), name="sub")
+        self.u = nn.Parameter(torch.zeros(()))
+        self.v = nn.Parameter(torch.zeros(()))
+        self.add_optimizer(SGD, self.v, name="v", every=2)
+
+
+class Parent(Algorithm):
+    """Its own optimizer covers ``w`` and the ``plain`` sub-module; ``sub`` keeps its own."""
+
+    def __init__(self):
+        super().__init__(optimizer=SGD, name="parent")
+        self.w = nn.Parameter(torch.zeros(()))
+        self.plain = nn.Linear(1, 1, bias=False)
+        nn.init.zeros_(self.plain.weight)
+        self.sub = Sub()
+
+    def loss(self):
+        return LossInfo(loss=self.w + 2.0 * self.plain.weight.sum() + 3.0 * self.sub.u
+                        + 4.0 * self.sub.v)
+
+
+def test_a_sub_algorithm_keeps_its_own_optimizers_and_counts_in_the_parents_checkpoint():
+    alg = Parent()
+    assert alg.optimizer_names == ["default", "sub/v", "sub/default"]
+    owned = [{id(p) for g in o.param_groups for p in g["params"]} for o in alg.optimizers]
+    assert owned == [{id(alg.w), id(alg.plain.weight)}, {id(alg.sub.v)}, {id(alg.sub.u)}]
+    for _ in range(2):
+        alg.update_with_gradient(alg.loss())
+    # one loss, each parameter moved by its own optimizer's rate x its gradient per step
+    assert alg.w.item() == pytest.approx(-2.0)
+    assert alg.plain.weight.item() == pytest.approx(-4.0)
+    assert alg.sub.u.item() == pytest.approx(-0.5 * 3.0 * 2)
+    assert alg.sub.v.item() == pytest.approx(-4.0)  # stepped on update 2 only
+    assert alg.optimizer_steps == {"default": 2, "sub/v": 1, "sub/default": 2}
+    other = Parent()
+    other.load_state_dict(alg.state_dict())
+    assert other.optimizer_steps == alg.optimizer_steps and other.sub.u.item() == -3.0
