@@ -104,8 +104,8 @@ class NormalHead(nn.Module):
     """``(loc, scale)`` of a diagonal Normal over a Box action ``[..., d]``; the log standard
     deviation is a learned state-independent parameter. Samples and the mean are not
     squashed and may leave the Box: an algorithm clips what it sends to the environment
-    (``ClipToBounds``), since rlf's environments pass actions on as given (MuJoCo clamps the
-    control but charges its cost on the action as given)."""
+    (``ClipToBounds``), since rlf's environments take actions as they are (MuJoCo clamps the
+    control but charges its cost on the unclipped action)."""
 
     def __init__(self, input_size: int, spec: TensorSpec, initial_log_std: float = 0.0):
         super().__init__()
