@@ -16,6 +16,8 @@ from rlf import nest
 from rlf.networks import ActorCriticNetwork, NormalHead, TanhNormalHead
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
+from rlf.utils import summary
+from rlf.utils.tensorboard_reader import read_scalar_tags
 
 from tests.algorithms._resume import assert_resumes_exactly
 
@@ -53,6 +55,35 @@ def test_value_clipping_takes_the_larger_error():
     assert float(loss.extra["td_loss"]) == pytest.approx(1.62)
     assert float(loss.extra["pg_loss"]) == pytest.approx(0.0)
 
+
+
+def test_approx_kl_and_clip_fraction_summaries_cover_the_valid_steps_only(tmp_path):
+    # Action 0 taken at every step, behaviour probability 0.5; the new policy's p(0) gives
+    # the ratios r = 2 p: 1.0, 1.16, 1.3, 0.6 on the valid steps, 1.9 on the masked one.
+    p0 = torch.tensor([0.5, 0.58, 0.65, 0.3, 0.95], dtype=torch.float64)
+    alg = _alg()
+    info = PPOInfo(action=torch.zeros(5, 1, dtype=torch.int64),
+                   log_prob=torch.log(torch.full((5, 1), 0.5)), value=torch.zeros(5, 1),
+                   advantage=torch.arange(5.0).view(5, 1), returns=torch.zeros(5, 1),
+                   valid=torch.tensor([[1.0], [1.0], [1.0], [1.0], [0.0]]),
+                   params=torch.stack([p0.log(), (1 - p0).log()], -1).float().view(5, 1, 2),
+                   new_value=torch.zeros(5, 1))
+    writer = summary.create_summary_writer(str(tmp_path))
+    summary.set_default_writer(writer)
+    try:
+        with summary.record_if(lambda: True):
+            alg.calc_loss(info)
+        writer.flush()
+    finally:
+        summary.set_default_writer(None)
+        writer.close()
+    series = read_scalar_tags(tmp_path)
+    ratio = 2 * p0[:4]
+    # Schulman's low-variance estimator of KL(pi_old || pi): E[(r - 1) - log r]
+    assert series["PPOAlgorithm/approx_kl"][1] == pytest.approx(
+        [float(((ratio - 1) - ratio.log()).mean())], rel=1e-5)
+    assert series["PPOAlgorithm/clip_fraction"][1] == pytest.approx([0.5])  # 1.3 and 0.6
+    assert "PPOAlgorithm/importance_ratio_clipping" not in series  # a constant clip range
 
 def test_preprocess_computes_gae_per_environment_over_the_whole_batch_major_experience():
     alg = _alg(gamma=0.9, td_lambda=0.8)
