@@ -38,6 +38,7 @@ from rlf import nest
 from rlf.algorithms.algorithm import Algorithm
 from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
+from rlf.networks.normalizers import ObservationNormalizer
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import make_offline_replay_buffer
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
@@ -666,6 +667,43 @@ class RLAlgorithm(Algorithm):
         logger.info("loaded offline replay data: %d steps in %d environments",
                     self.offline_replay_buffer.total_size,
                     self.offline_replay_buffer.num_environments)
+        normalizers = self.observation_normalizers()
+        if normalizers and all(int(n.count) == 0 for n in normalizers):
+            self.update_observation_normalizers(
+                self.offline_replay_buffer.gather_all().time_step.observation)
+
+    # ------------------------------------------------------------------ normalizers
+    def observation_normalizers(self) -> List[ObservationNormalizer]:
+        """Every ``ObservationNormalizer`` among this algorithm's modules (its networks', its
+        target networks', its sub-algorithms'), in ``named_modules`` order."""
+        return [m for m in self.modules() if isinstance(m, ObservationNormalizer)]
+
+    def update_observation_normalizers(self, observation: Any) -> None:
+        """Merges observations into the statistics of every ``observation_normalizers()``, so
+        that all of them (online and target networks alike) hold the same statistics.
+
+        ``train_iter`` calls it with each new unroll's ``[T, B, ...]`` observations after
+        training on that unroll, so a rollout and the training on its experience standardise
+        with the same statistics (PPO's importance ratios start at 1), and actors receive the
+        new ones with the next parameter update. ``load_offline_replay_buffer`` calls it once
+        with the whole offline buffer when no normalizer has seen anything yet (a resumed
+        run's checkpoint then restores its statistics).
+
+        Args:
+            observation: ``[..., *shape]`` observations, one tensor.
+
+        Raises:
+            ValueError: for a nested observation, or one whose shape does not end with a
+                normalizer's.
+        """
+        normalizers = self.observation_normalizers()
+        if not normalizers:
+            return
+        if not isinstance(observation, torch.Tensor):
+            raise ValueError(f"{self._name}: ObservationNormalizer takes one observation "
+                             f"tensor, the observation is a {type(observation).__name__}")
+        for normalizer in normalizers:
+            normalizer.update(observation)
 
     # ------------------------------------------------------------------ unroll
     def unroll(self, unroll_length: int) -> Optional[Experience]:
@@ -747,6 +785,7 @@ class RLAlgorithm(Algorithm):
             steps = self.train_from_unroll(experience, train_info)
         with summary.record_time("time/after_train_iter"):
             self.after_train_iter(experience.time_step, train_info)
+        self.update_observation_normalizers(experience.time_step.observation)
         return steps
 
     def _train_iter_off_policy(self) -> int:
@@ -765,16 +804,18 @@ class RLAlgorithm(Algorithm):
                 experience = self.unroll(length)
             self.summarize_rollout(experience)
             self.summarize_metrics()
-        if self.replay_buffer is None and self.offline_replay_buffer is None:
-            return 0
-        self.train()
-        with summary.record_time("time/train"):
-            steps = self.train_from_replay_buffer(update_global_counter=True)
-        with summary.record_time("time/after_train_iter"):
-            if experience is None:
-                self.after_train_iter(None, None)
-            else:
-                self.after_train_iter(experience.time_step, experience.rollout_info)
+        steps = 0
+        if self.replay_buffer is not None or self.offline_replay_buffer is not None:
+            self.train()
+            with summary.record_time("time/train"):
+                steps = self.train_from_replay_buffer(update_global_counter=True)
+            with summary.record_time("time/after_train_iter"):
+                if experience is None:
+                    self.after_train_iter(None, None)
+                else:
+                    self.after_train_iter(experience.time_step, experience.rollout_info)
+        if experience is not None:
+            self.update_observation_normalizers(experience.time_step.observation)
         return steps
 
     # ------------------------------------------------------------------ summaries

@@ -236,9 +236,13 @@ def load_gym(env_name: str,
             (sync/async only).
         normalize_observations: gymnasium's ``NormalizeObservation`` on each copy (after the
             masking): observations shifted and scaled by the running mean and variance of
-            those the copy has seen, as Stable-Baselines3's ``VecNormalize``; each copy, and
-            the evaluation environment, keeps its own statistics, which a checkpoint of a
-            capturable environment holds (sync/async only).
+            those the copy has seen. Each copy keeps its own statistics, and so does the
+            evaluation environment, which starts from none: the policy is evaluated on
+            observations standardised differently from those it was trained on (unlike
+            Stable-Baselines3's ``VecNormalize``, which evaluates with the training
+            statistics frozen). ``MLPEncoder.normalize_observations`` keeps one set of
+            statistics in the networks instead, used alike in training and evaluation
+            (sync/async only).
         **env_kwargs: passed to ``gymnasium.make`` for each copy.
 
     Raises:

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlf.networks.normalizers import ObservationNormalizer
 from rlf.tensor_specs import TensorSpec
 from rlf.utils.errors import one_line
 
@@ -120,18 +121,24 @@ class MLPEncoder(nn.Module):
         input_spec: ``TensorSpec`` of one observation.
         hidden: sizes of the hidden layers.
         activation: activation class.
+        normalize_observations: standardise the observations first by their running mean
+            and variance (``ObservationNormalizer``, which ``RLAlgorithm`` updates after
+            each unroll) instead of only casting them to float32 (uint8: dividing by 255).
 
     Attributes:
         output_size: features per sample.
+        normalizer: the ``ObservationNormalizer``, or None.
 
     Raises:
         ValueError: for a nest of specs (``require_tensor_spec``).
     """
 
     def __init__(self, input_spec: TensorSpec, hidden: Sequence[int] = (64, 64),
-                 activation: Type[nn.Module] = nn.Tanh):
+                 activation: Type[nn.Module] = nn.Tanh, normalize_observations: bool = False):
         super().__init__()
         layers, n = [], int(require_tensor_spec("MLPEncoder", input_spec).numel)
+        self.normalizer = (ObservationNormalizer(input_spec.shape) if normalize_observations
+                           else None)
         for h in hidden:
             layers += [nn.Linear(n, h), activation()]
             n = h
@@ -140,7 +147,8 @@ class MLPEncoder(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``[B, ...]`` -> ``[B, output_size]`` float32 (``[B]`` scalars are one feature)."""
-        return self.net(_scale(obs).reshape(obs.shape[0], -1))
+        x = _scale(obs) if self.normalizer is None else self.normalizer(obs)
+        return self.net(x.reshape(obs.shape[0], -1))
 
 
 class FrameConv2d(nn.Conv2d):

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from rlf.networks.encoders import default_encoder_ctor, require_tensor_spec
+from rlf.networks.normalizers import ObservationNormalizer
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 __all__ = ["QNetwork", "RecurrentQNetwork", "CriticNetwork", "ValueNetwork"]
@@ -110,15 +111,23 @@ class CriticNetwork(nn.Module):
         action_spec: a continuous ``BoundedTensorSpec``.
         hidden: hidden layer sizes.
         activation: activation class.
+        normalize_observations: standardise the observations (not the actions) by their
+            running mean and variance first (``ObservationNormalizer``).
+
+    Attributes:
+        normalizer: the ``ObservationNormalizer``, or None.
 
     Raises:
         ValueError: for a nested observation (``require_tensor_spec``).
     """
 
     def __init__(self, observation_spec: TensorSpec, action_spec: BoundedTensorSpec,
-                 hidden: Sequence[int] = (256, 256), activation=nn.ReLU):
+                 hidden: Sequence[int] = (256, 256), activation=nn.ReLU,
+                 normalize_observations: bool = False):
         super().__init__()
         observation_spec = require_tensor_spec("CriticNetwork", observation_spec)
+        self.normalizer = (ObservationNormalizer(observation_spec.shape)
+                           if normalize_observations else None)
         layers, n = [], int(observation_spec.numel) + int(action_spec.numel)
         for h in hidden:
             layers += [nn.Linear(n, h), activation()]
@@ -128,6 +137,8 @@ class CriticNetwork(nn.Module):
     def forward(self, observation: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """``[B, ...]`` observations and ``[B, ...]`` actions -> ``[B]`` float32 values."""
         b = observation.shape[0]
+        if self.normalizer is not None:
+            observation = self.normalizer(observation)
         x = torch.cat([observation.reshape(b, -1).float(), action.reshape(b, -1).float()], -1)
         return self.net(x).squeeze(-1).float()
 
@@ -141,15 +152,22 @@ class ValueNetwork(nn.Module):
         observation_spec: ``TensorSpec`` of one (flat) observation.
         hidden: hidden layer sizes.
         activation: activation class.
+        normalize_observations: standardise the observations by their running mean and
+            variance first (``ObservationNormalizer``).
+
+    Attributes:
+        normalizer: the ``ObservationNormalizer``, or None.
 
     Raises:
         ValueError: for a nested observation (``require_tensor_spec``).
     """
 
     def __init__(self, observation_spec: TensorSpec, hidden: Sequence[int] = (256, 256),
-                 activation=nn.ReLU):
+                 activation=nn.ReLU, normalize_observations: bool = False):
         super().__init__()
         observation_spec = require_tensor_spec("ValueNetwork", observation_spec)
+        self.normalizer = (ObservationNormalizer(observation_spec.shape)
+                           if normalize_observations else None)
         layers, n = [], int(observation_spec.numel)
         for h in hidden:
             layers += [nn.Linear(n, h), activation()]
@@ -158,4 +176,6 @@ class ValueNetwork(nn.Module):
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         """``[B, ...]`` observations -> ``[B]`` float32 values."""
+        if self.normalizer is not None:
+            observation = self.normalizer(observation)
         return self.net(observation.reshape(observation.shape[0], -1).float()).squeeze(-1).float()
