@@ -7,6 +7,7 @@ import functools
 import importlib
 import logging
 import operator
+import warnings
 from typing import Callable, Iterator, Optional, Sequence
 
 import gin
@@ -274,6 +275,10 @@ def load_gym(env_name: str,
             wrappers = [*wrappers, functools.partial(_masked_observations,
                                                      indices=list(masked_observation_indices))]
         if normalize_observations:
+            warnings.warn("load_gym.normalize_observations keeps statistics per environment "
+                          "copy, and an evaluation environment starts from none; "
+                          "MLPEncoder.normalize_observations = True keeps one set in the "
+                          "networks, used alike in training and evaluation", stacklevel=2)
             wrappers = [*wrappers, gym.wrappers.NormalizeObservation]
         if channels_first is None:
             wrappers = [*wrappers, _channels_first_if_needed]

@@ -328,8 +328,10 @@ def test_a_float64_box_takes_float32_actions_and_hands_the_environment_float64()
 
 
 def test_normalize_observations_is_gymnasiums_wrapper_after_the_masking():
-    env = load("CartPole-v1", 1, seed=3, masked_observation_indices=[1, 3],
-               normalize_observations=True)
+    with pytest.warns(UserWarning, match="MLPEncoder.normalize_observations = True keeps "
+                                         "one set in the networks"):
+        env = load("CartPole-v1", 1, seed=3, masked_observation_indices=[1, 3],
+                   normalize_observations=True)
     ref = gym.wrappers.NormalizeObservation(gym.wrappers.TransformObservation(
         gym.make("CartPole-v1"), lambda o: o[[0, 2]],
         gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)))
