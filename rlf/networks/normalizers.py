@@ -31,7 +31,7 @@ class ObservationNormalizer(nn.Module):
         shape: the shape of one observation (``TensorSpec.shape``).
         epsilon: added to the variance under the square root (SB3's 1e-8), so that an entry
             that never varied maps to 0 rather than dividing by 0.
-        clip: ``c > 0``, the bound of the standardised values (SB3's ``clip_obs`` 10).
+        clipping: ``c > 0``, the bound of the standardised values (SB3's ``clip_obs`` 10).
 
     Attributes:
         mean: ``[*shape]`` float64 ``mu``.
@@ -39,16 +39,16 @@ class ObservationNormalizer(nn.Module):
         count: ``[]`` float64, the observations seen.
 
     Raises:
-        ValueError: for ``epsilon <= 0`` or ``clip <= 0``.
+        ValueError: for ``epsilon <= 0`` or ``clipping <= 0``.
     """
 
-    def __init__(self, shape: Sequence[int], epsilon: float = 1e-8, clip: float = 10.0):
+    def __init__(self, shape: Sequence[int], epsilon: float = 1e-8, clipping: float = 10.0):
         super().__init__()
-        if not epsilon > 0 or not clip > 0:
-            raise ValueError(f"ObservationNormalizer: epsilon ({epsilon}) and clip ({clip}) "
-                             f"must be > 0")
+        if not epsilon > 0 or not clipping > 0:
+            raise ValueError(f"ObservationNormalizer: epsilon ({epsilon}) and clipping "
+                             f"({clipping}) must be > 0")
         self._shape = torch.Size(shape)
-        self._epsilon, self._clip = float(epsilon), float(clip)
+        self._epsilon, self._clipping = float(epsilon), float(clipping)
         self.register_buffer("mean", torch.zeros(self._shape, dtype=torch.float64))
         self.register_buffer("var", torch.ones(self._shape, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
@@ -100,7 +100,9 @@ class ObservationNormalizer(nn.Module):
         self._check(observation, "observations")
         mean = self.mean.to(torch.float32)
         scale = torch.rsqrt(self.var + self._epsilon).to(torch.float32)
-        return ((observation.float() - mean) * scale).clamp(-self._clip, self._clip)
+        x = (observation.float() - mean) * scale
+        return x.clamp(-self._clipping, self._clipping)
 
     def extra_repr(self) -> str:
-        return f"shape={tuple(self._shape)}, epsilon={self._epsilon}, clip={self._clip}"
+        return (f"shape={tuple(self._shape)}, epsilon={self._epsilon}, "
+                f"clipping={self._clipping}")

@@ -25,7 +25,7 @@ def test_statistics_merged_batch_by_batch_equal_those_of_all_the_data():
 
 
 def test_standardises_and_clips_a_hand_computed_case():
-    norm = ObservationNormalizer((2,), clip=10.0)
+    norm = ObservationNormalizer((2,), clipping=10.0)
     x = torch.tensor([[1.0, 2.0]])
     assert torch.equal(norm(x), x)  # the identity before any update
     norm.update(torch.tensor([[0.0, 10.0], [2.0, 10.0], [4.0, 10.0]]))
