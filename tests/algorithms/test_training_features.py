@@ -13,7 +13,10 @@ from torch import nn
 from rlf.algorithms import Algorithm, RLAlgorithm, TrainerConfig
 from rlf.data_structures import AlgStep, LossInfo, StepType, valid_step_mask
 from rlf.environments import load
+from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
+from rlf.utils import summary
+from rlf.utils.tensorboard_reader import read_scalar_tags
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 SGD = functools.partial(torch.optim.SGD, lr=1.0)
@@ -213,3 +216,33 @@ def test_optimizer_settings_that_could_only_fail_at_the_first_update_are_refused
             "Algorithm.add_optimizer: gradient_clipping must be > 0 or None (no clipping), "
             "got 0.0")):
         alg.add_optimizer(torch.optim.SGD, alg.a, gradient_clipping=0.0)
+
+
+def test_summarize_grads_and_vars_writes_each_parameters_norm_and_its_gradients(tmp_path):
+    def make(flag):
+        alg = Recorder(TensorSpec((1,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                       config=TrainerConfig(num_iterations=1, summarize_grads_and_vars=flag))
+        alg.v = nn.Parameter(torch.tensor([3.0, 4.0]))  # no gradient
+        alg.w.data.fill_(-2.0)
+        alg.w.grad = torch.tensor(0.5)
+        return alg
+
+    writer = summary.create_summary_writer(str(tmp_path))
+    summary.set_default_writer(writer)
+    counter = summary.get_global_counter()
+    try:
+        with summary.record_if(lambda: True):
+            make(False).summarize_train(None, None, None, [])
+            summary.increment_global_counter()
+            step = summary.get_global_counter()
+            make(True).summarize_train(None, None, None, [])
+        writer.flush()
+    finally:
+        summary.set_default_writer(None)
+        summary.set_global_counter(counter)
+        writer.close()
+    series = read_scalar_tags(tmp_path)
+    assert series["summarize_vars/w/norm"][:2] == ([step], [2.0])
+    assert series["summarize_vars/v/norm"][:2] == ([step], [5.0])
+    assert series["summarize_grads/w/norm"][:2] == ([step], [0.5])
+    assert "summarize_grads/v/norm" not in series  # v has no gradient
