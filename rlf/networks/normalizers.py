@@ -16,10 +16,12 @@ class ObservationNormalizer(nn.Module):
     r"""Maps an observation ``x`` to ``clip((x - mu) / sqrt(sigma^2 + epsilon), -c, c)``.
 
     ``mu`` and ``sigma^2`` are the mean and the (population) variance, per entry, of every
-    observation given to ``update``, merged batch by batch exactly (Chan, Golub and LeVeque
-    1979, "Updating formulae and a pairwise algorithm for computing sample variances", eq.
-    2.1) in float64. ``forward`` never changes them, so a rollout, a training pass and an
-    evaluation with the same statistics see the same inputs.
+    observation given to ``update``, merged batch by batch exactly in float64 with the
+    pairwise update of Chan, Golub and LeVeque (1979, "Updating formulae and a pairwise
+    algorithm for computing sample variances"): ``n = n_a + n_b``,
+    ``mu = mu_a + delta n_b / n``, ``M2 = M2_a + M2_b + delta^2 n_a n_b / n`` with
+    ``delta = mu_b - mu_a`` and ``sigma^2 = M2 / n``. ``forward`` never changes them, so a
+    rollout, a training pass and an evaluation with the same statistics see the same inputs.
 
     Who updates it: ``RLAlgorithm`` calls ``update`` on every ``ObservationNormalizer`` among
     its modules with the observations of each new unroll, after training on it
