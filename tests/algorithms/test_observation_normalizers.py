@@ -12,8 +12,8 @@ from torch import nn
 
 from rlf.algorithms import IQLAlgorithm, PPOAlgorithm, SACAlgorithm, TrainerConfig
 from rlf.environments import load
-from rlf.networks import (ActorCriticNetwork, ActorNetwork, CriticNetwork, MLPEncoder,
-                          ValueNetwork, DeterministicActorNetwork)
+from rlf.networks import (ActorCriticNetwork, ActorNetwork, CriticNetwork,
+                          DeterministicActorNetwork, MLPEncoder, ValueNetwork)
 from rlf.trainers.evaluator import evaluate_episodes
 from rlf.unrollers import SyncUnroller
 
