@@ -15,7 +15,8 @@ from rlf import nest
 from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm, R2D2Algorithm,
                             SACAlgorithm, TD3Algorithm, TrainerConfig)
 from rlf.environments import load
-from rlf.networks import ActorCriticNetwork, RecurrentQNetwork
+from rlf.networks import (ActorCriticNetwork, ActorNetwork, CriticNetwork, MLPEncoder,
+                          RecurrentQNetwork)
 from rlf.unrollers import SyncUnroller
 
 ADAM = functools.partial(torch.optim.Adam, lr=1e-3)
@@ -36,6 +37,13 @@ CASES = {
     "sac": ("Pendulum-v1", SACAlgorithm, dict(actor_optimizer=ADAM, critic_optimizer=ADAM,
                                               alpha_optimizer=ADAM),
             dict(unroll_length=8, mini_batch_size=8, mini_batch_length=2)),
+    # observation normalizers updated from CPU experience, in the policy and the critics
+    "sac_normalized": ("Pendulum-v1", SACAlgorithm, dict(
+        actor_optimizer=ADAM, critic_optimizer=ADAM, alpha_optimizer=ADAM,
+        actor_network_ctor=functools.partial(ActorNetwork, encoder_ctor=functools.partial(
+            MLPEncoder, normalize_observations=True)),
+        critic_network_ctor=functools.partial(CriticNetwork, normalize_observations=True)),
+        dict(unroll_length=8, mini_batch_size=8, mini_batch_length=2)),
     "td3": ("Pendulum-v1", TD3Algorithm, dict(actor_optimizer=ADAM, critic_optimizer=ADAM),
             dict(unroll_length=8, mini_batch_size=8, mini_batch_length=2)),
     "dqn": ("CartPole-v1", DQNAlgorithm, dict(optimizer=ADAM, n_step=3, gradient_clipping=1.0),
@@ -88,6 +96,7 @@ def test_the_learner_keeps_every_tensor_on_its_device(name, device):
             learner.observe_for_replay(nest.map_structure(lambda x: x[t], experience))
         steps = learner.train_from_replay_buffer()
     assert steps > 0
+    learner.update_observation_normalizers(experience.time_step.observation)  # CPU data
     stray = [n for n, t in learner.state_dict(keep_vars=True).items()
              if isinstance(t, torch.Tensor) and t.device.type != kind
              and not n.startswith("_metrics.")]
