@@ -47,8 +47,7 @@ from rlf.utils import summary
 from rlf.utils.common import detach
 from rlf.utils.errors import UserError, one_line
 
-__all__ = ["RLAlgorithm", "adjust_replay_buffer_length", "check_unit_interval",
-           "held_observations"]
+__all__ = ["RLAlgorithm", "adjust_replay_buffer_length", "check_unit_interval"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,19 +66,6 @@ def check_unit_interval(owner: str, **values: float) -> None:
     for key, value in values.items():
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{owner}: {key} must be in [0, 1], got {value}")
-
-
-def held_observations(buffer: ReplayBuffer) -> Any:
-    """The observations of every step ``buffer`` holds, ``[N, 1, ...]``, read ring by ring, so
-    that rings of different sizes (offline files of different lengths) are read whole. A ring
-    that has wrapped leaves out its ``num_earliest_frames_ignored`` oldest steps (with stacked
-    frames, their earlier frames are gone)."""
-    size, end = buffer.current_size, buffer.current_pos
-    size = size - torch.where(end > buffer.max_length, buffer.num_earliest_frames_ignored, 0)
-    size = size.clamp(min=0)
-    env_ids = torch.repeat_interleave(torch.arange(len(size)), size)
-    positions = torch.cat([torch.arange(e - n, e) for n, e in zip(size.tolist(), end.tolist())])
-    return buffer.get_batch_by_indices(env_ids, positions).time_step.observation
 
 
 def adjust_replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:
@@ -684,7 +670,7 @@ class RLAlgorithm(Algorithm):
         normalizers = self.observation_normalizers()
         if normalizers and all(int(n.count) == 0 for n in normalizers):
             self.update_observation_normalizers(
-                held_observations(self.offline_replay_buffer))
+                self.offline_replay_buffer.gather_held().time_step.observation)
 
     # ------------------------------------------------------------------ normalizers
     def observation_normalizers(self) -> List[ObservationNormalizer]:

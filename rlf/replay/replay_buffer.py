@@ -479,15 +479,40 @@ class ReplayBuffer(nn.Module):
             sizes = self._size_np
             if (sizes != sizes[0]).any():
                 raise ValueError(f"{self._name}.gather_all: environments hold different "
-                                 f"numbers of steps {sizes.tolist()}; use get_batch_by_indices")
-            if ignore_earliest_frames is None:
-                ignore_earliest_frames = any(self._stack) and bool(
-                    (self._pos_np > self._max_length).any())
-            skip = self._num_ignored if ignore_earliest_frames else 0
+                                 f"numbers of steps {sizes.tolist()}; use gather_held")
+            skip = self._skipped_oldest_steps(ignore_earliest_frames)
             length = max(int(sizes[0]) - skip, 0)
             env = np.arange(self._num_envs, dtype=np.int64)
             positions = self._oldest()[:, None] + skip + np.arange(length)
             return self._gather(env, positions)
+
+    def gather_held(self, ignore_earliest_frames: Optional[bool] = None) -> Any:
+        """Returns every held step, environment after environment, each in time order; unlike
+        ``gather_all``, environments may hold different numbers of steps (offline files of
+        different lengths).
+
+        Args:
+            ignore_earliest_frames: as ``gather_all``'s.
+
+        Returns:
+            nest with outer dims ``[N]``, ``N`` the steps returned (``total_size`` less the
+            ignored ones).
+        """
+        with self._lock:
+            skip = self._skipped_oldest_steps(ignore_earliest_frames)
+            lengths = np.maximum(self._size_np - skip, 0)
+            env = np.repeat(np.arange(self._num_envs, dtype=np.int64), lengths)
+            positions = np.concatenate(
+                [o + skip + np.arange(n) for o, n in zip(self._oldest(), lengths)])
+            return nest.map_structure(lambda x: x[:, 0],
+                                      self._gather(env, positions.astype(np.int64)[:, None]))
+
+    def _skipped_oldest_steps(self, ignore_earliest_frames: Optional[bool]) -> int:
+        """Steps left out at the start of every ring by ``gather_all`` and ``gather_held``."""
+        if ignore_earliest_frames is None:
+            ignore_earliest_frames = any(self._stack) and bool(
+                (self._pos_np > self._max_length).any())
+        return self._num_ignored if ignore_earliest_frames else 0
 
     # ------------------------------------------------------------------ priorities
     def update_priority(self, env_ids: torch.Tensor, positions: torch.Tensor,

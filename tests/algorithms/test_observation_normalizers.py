@@ -1,7 +1,7 @@
 """Observation normalizers inside an algorithm: updated with each new unroll only after training
 on it (a rollout and its training see the same statistics), identical in every network (target
-networks included), sent to actors with the policy, fitted on an offline file (whose rings
-may differ in size), frozen in evaluation, and restored exactly."""
+networks included), sent to actors with the policy, fitted on an offline file, frozen in
+evaluation, and restored exactly."""
 
 import functools
 from pathlib import Path
@@ -10,13 +10,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlf import nest
 from rlf.algorithms import IQLAlgorithm, PPOAlgorithm, SACAlgorithm, TrainerConfig
-from rlf.algorithms.rl_algorithm import held_observations
 from rlf.environments import load
 from rlf.networks import (ActorCriticNetwork, ActorNetwork, CriticNetwork,
                           DeterministicActorNetwork, MLPEncoder, ValueNetwork)
-from rlf.replay import ReplayBuffer
 from rlf.trainers.evaluator import evaluate_episodes
 from rlf.unrollers import SyncUnroller
 
@@ -148,22 +145,3 @@ def test_a_purely_offline_run_fits_them_on_the_offline_file_once():
         np.testing.assert_allclose(var.numpy(), data.var(0), rtol=1e-9)
     env.close()
 
-
-def test_rings_of_different_sizes_are_read_whole():
-    # Offline files of different lengths make environments of different sizes, which
-    # gather_all refuses; ring 0 has wrapped (7 steps into 5 slots), ring 1 holds 3.
-    env = load("Pendulum-v1", 1)
-    alg = IQLAlgorithm(env.observation_spec(), env.action_spec(), actor_optimizer=ADAM,
-                       critic_optimizer=ADAM, value_optimizer=ADAM)
-    spec = alg.offline_experience_spec()
-    buffer = ReplayBuffer(spec, num_environments=2, max_length=5)
-    for t in range(7):
-        ids = [0, 1] if t < 3 else [0]
-        batch = nest.map_structure(lambda s: s.zeros((len(ids),)), spec)
-        obs = torch.tensor([[100.0 * e + t] * 3 for e in ids])
-        batch = batch._replace(time_step=batch.time_step._replace(observation=obs))
-        buffer.add_batch(batch, torch.tensor(ids))
-    held = held_observations(buffer)
-    assert held.shape == (8, 1, 3)
-    assert held[:, 0, 0].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0, 100.0, 101.0, 102.0]
-    env.close()

@@ -59,6 +59,8 @@ def test_pong_restacked_frames_equal_environment_frames():
     for e in range(3):
         for i in range(held):
             assert torch.equal(all_steps[e, i], seen[(e, int(pos[e]) - held + i)])
+    # ring by ring, the same stacks
+    assert torch.equal(buffer.gather_held()["time_step"].observation, all_steps.flatten(0, 1))
     env.close()
 
 

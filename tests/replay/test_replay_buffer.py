@@ -52,6 +52,17 @@ def test_subset_env_ids_any_order_and_independence():
         rb.gather_all()
 
 
+def test_gather_held_reads_rings_of_different_sizes_whole():
+    # Offline files of different lengths make such rings: ring 0 has wrapped (7 steps into
+    # 5 slots), ring 1 holds 3, ring 2 none.
+    rb = ReplayBuffer(SPEC, num_environments=3, max_length=5)
+    fill(rb, 3, env_ids=[0, 1])
+    fill(rb, 4, env_ids=[0])
+    out = rb.gather_held()
+    assert out["x"].tolist() == [2, 3, 4, 5, 6, 1000, 1001, 1002]
+    assert out["o"].shape == (8, 3) and torch.equal(out["o"][:, 0], out["x"].float())
+
+
 def test_add_batch_bad_input():
     rb = ReplayBuffer(SPEC, num_environments=3, max_length=4)
     with pytest.raises(ValueError, match="duplicate env_ids"):
