@@ -1,6 +1,6 @@
-"""A run directory written by an earlier rlf still plays and resumes: its config.gin uses
-parameter names that are now deprecated aliases, and its checkpoint predates the list of
-companion files."""
+"""Run directories written by an earlier rlf still play and resume: an IMPALA run whose
+config.gin uses parameter names that are now deprecated aliases and whose checkpoint predates
+the list of companion files; SAC and TD3 runs that checkpointed their own update counter."""
 
 import contextlib
 import shutil
@@ -14,6 +14,7 @@ import torch
 
 from rlf.bin.gin_utils import parse_config
 from rlf.trainers import Trainer
+from rlf.utils.checkpoint import load_checkpoint_file
 
 REPO = Path(__file__).resolve().parents[1]
 OLD_RUN = REPO / "tests" / "data" / "impala_cartpole_run_v0"
@@ -97,3 +98,25 @@ def test_a_checkpoint_without_a_metrics_new_counters_loads_silently(caplog):
         assert "start fresh" not in caplog.text
         assert int(algs[1]._metrics[2]._num_episodes) == 7
         assert int(algs[1]._metrics[2]._new_count) == 0
+
+
+@pytest.mark.parametrize("name", ["sac", "td3"])
+def test_an_old_sac_or_td3_run_with_its_own_update_counter_resumes(name, tmp_path, capsys):
+    # rlf 0.1 checkpointed TD3's and SAC's own update counter (a `_num_updates` buffer); it is
+    # dropped at loading and `num_updates` (the extra state's) goes on from the same count.
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "data" / f"{name}_pendulum_run_v0", run)
+    old = load_checkpoint_file(run / "ckpt" / "ckpt-8.pt")["algorithm"]
+    assert int(old["_num_updates"]) == old["_extra_state"]["num_updates"] == 5
+    parse_config(str(run / "config.gin"), ["TrainerConfig.num_iterations = 10"])
+    try:
+        from rlf.algorithms import TrainerConfig
+        trainer = Trainer(TrainerConfig(), run, progress=False)
+        trainer.train()
+    finally:
+        gin.clear_config()
+    out, err = capsys.readouterr()
+    assert "Resuming from iteration 8" in out and "WARNING" not in err
+    assert trainer.algorithm.num_updates == 5 + 2  # one update in each of 2 more iterations
+    assert "_num_updates" not in trainer.algorithm.state_dict()
+    assert sum(trainer.algorithm.optimizer_steps.values()) > 0

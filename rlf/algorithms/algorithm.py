@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from rlf.algorithms.algorithm_state import AlgorithmStateMixin
+from rlf.algorithms.counters import Counters
 from rlf.algorithms.optimization import (LOSS_AVERAGES, NonFiniteLossError,
                                          OptimizationMixin, check_optimizer_args)
 from rlf.algorithms.training_loops import TrainingLoopsMixin
@@ -109,13 +110,19 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
         self._clip_by_global_norm = clip_by_global_norm
         self._device = torch.device(getattr(config, "device", None) or "cpu")
         self._grad_scaler = None
-        self._train_iter_num = 0  # for messages: the iteration a loss went non-finite in
+        self._counters = Counters()
 
     # ------------------------------------------------------------------ properties
     @property
     def name(self) -> str:
         """The algorithm's name."""
         return self._name
+
+    @property
+    def train_iter_num(self) -> int:
+        """Training iterations begun so far (``RLAlgorithm.train_iter`` calls), checkpointed;
+        on an actor, the learner's count as of the parameters it acts with."""
+        return self._counters.train_iter_num
 
     @property
     def on_policy(self) -> Optional[bool]:

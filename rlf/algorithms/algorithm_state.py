@@ -166,9 +166,9 @@ class AlgorithmStateMixin:
     def get_extra_state(self) -> Dict[str, Any]:
         """What ``state_dict`` saves beside tensors (``nn.Module`` hook): the training
         iteration count. Subclasses extend the dict (call ``super()``)."""
-        return {"train_iter_num": self._train_iter_num}
+        return {"train_iter_num": self._counters.train_iter_num}
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
         """Restores ``get_extra_state()`` output; keys missing in older checkpoints get their
         defaults."""
-        self._train_iter_num = int(state.get("train_iter_num", 0))
+        self._counters.train_iter_num = int(state.get("train_iter_num", 0))

@@ -21,6 +21,7 @@ from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import Schedule, StepSchedule
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
+from rlf.nest.utils import batch_apply
 from rlf.networks import QNetwork
 from rlf.tensor_specs import TensorSpec
 from rlf.utils import summary
@@ -315,9 +316,9 @@ class DQNAlgorithm(RLAlgorithm):
     def _next_target_q_values(self, info: DQNInfo) -> torch.Tensor:
         """``Q_target(x_t, .)`` ``[T-1, B, N]`` for ``t >= 1``: the target network evaluated at
         ``x_1 .. x_{T-1}`` only (no bootstrap reads ``x_0``)."""
-        tail = nest.map_structure(lambda x: x[1:].flatten(0, 1), info.observation)
+        tail = nest.map_structure(lambda x: x[1:], info.observation)
         with torch.no_grad():
-            return self._target_q_network(tail).unflatten(0, info.q_values[1:].shape[:2])
+            return batch_apply(self._target_q_network, tail)
 
     def sequence_priority(self, td_error: torch.Tensor, step_type: torch.Tensor
                           ) -> torch.Tensor:

@@ -14,36 +14,28 @@ update. Trains on sampled transitions (``mini_batch_length = 2``), purely offlin
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import gin
 import torch
 from torch import nn
 
 from rlf import nest
+from rlf.algorithms.action_bounds import ActionBounds
 from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
+from rlf.algorithms.transition_info import TransitionInfo, transition_train_step
 from rlf.data_structures import AlgStep, LossInfo
+from rlf.nest.utils import batch_apply
 from rlf.networks import CriticNetwork, DeterministicActorNetwork, ValueNetwork
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 __all__ = ["IQLAlgorithm", "IQLInfo", "expectile_loss", "awr_weights"]
 
 
-class IQLInfo(NamedTuple):
-    """Per step: the action (all ``rollout_step`` records); in training, ``[T, B]``:
-
-    Attributes:
-        action: the recorded action ``a_t``, ``[T, B, ...]``.
-        reward, discount: ``[T, B]``, of the step.
-        observation: ``x_t``, ``[T, B, ...]``.
-    """
-
-    action: Any = ()
-    reward: Any = ()
-    discount: Any = ()
-    observation: Any = ()
+#: IQL's training info: the shared ``TransitionInfo`` (the name is kept for user code).
+IQLInfo = TransitionInfo
 
 
 def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
@@ -151,9 +143,7 @@ class IQLAlgorithm(RLAlgorithm):
         self._value = value_network_ctor(observation_spec)
         self._gamma, self._expectile = gamma, expectile
         self._temperature, self._max_weight = temperature, max_weight
-        low, high = action_spec.bounds(torch.float32)
-        self.register_buffer("_action_low", low, persistent=False)
-        self.register_buffer("_action_high", high, persistent=False)
+        self._bounds = ActionBounds(action_spec)
         self.add_optimizer(actor_optimizer, [self._actor, self._log_std], name="actor")
         self.add_optimizer(critic_optimizer, self._critics, name="critic")
         self.add_optimizer(value_optimizer, self._value, name="value")
@@ -193,22 +183,13 @@ class IQLAlgorithm(RLAlgorithm):
         """``a ~ N(mu(x), sigma^2)`` clipped to the bounds; records it."""
         mu = self._actor(time_step.observation)
         noise = torch.randn_like(mu) * self._scale().view(mu.shape[1:])
-        action = torch.maximum(torch.minimum(mu + noise, self._action_high), self._action_low)
+        action = self._bounds.clip(mu + noise)
         return AlgStep(output=action, state=state, info=IQLInfo(action=action))
 
     def train_step(self, time_step, state, rollout_info: IQLInfo) -> AlgStep:
         """The step's observation, reward, discount and recorded action, for
-        ``calc_loss``."""
-        return AlgStep(output=rollout_info.action, state=state, info=IQLInfo(
-            action=rollout_info.action, reward=self.weighted_reward(time_step.reward),
-            discount=time_step.discount, observation=time_step.observation))
-
-    @staticmethod
-    def _flat(fn, *args) -> torch.Tensor:
-        """``fn`` on ``[T', B, ...]`` inputs flattened to ``[T' B, ...]``; ``[T', B]`` out."""
-        outer = nest.flatten(args[0])[0].shape[:2]
-        flat = nest.map_structure(lambda x: x.flatten(0, 1), args)
-        return fn(*flat).unflatten(0, outer)
+        ``calc_loss`` (``transition_train_step``)."""
+        return transition_train_step(self, time_step, state, rollout_info)
 
     def calc_loss(self, info: IQLInfo) -> LossInfo:
         """The three terms over the ``[T-1, B]`` transitions ``t -> t+1``:
@@ -218,14 +199,14 @@ class IQLAlgorithm(RLAlgorithm):
         x, a = (nest.map_structure(lambda y: y[:-1], info.observation), info.action[:-1])
         x_next = nest.map_structure(lambda y: y[1:], info.observation)
         with torch.no_grad():
-            q_target = torch.minimum(*[self._flat(c, x, a) for c in self._target_critics])
-            v_next = self._flat(self._value, x_next)
+            q_target = torch.minimum(*[batch_apply(c, x, a) for c in self._target_critics])
+            v_next = batch_apply(self._value, x_next)
             target = info.reward[1:].float() + self._gamma * info.discount[1:].float() * v_next
-        v = self._flat(self._value, x)
+        v = batch_apply(self._value, x)
         value_loss = expectile_loss(q_target - v, self._expectile)
-        critic_loss = sum((self._flat(c, x, a) - target) ** 2 for c in self._critics)
+        critic_loss = sum((batch_apply(c, x, a) - target) ** 2 for c in self._critics)
         weights = awr_weights(q_target - v, self._temperature, self._max_weight)
-        actor_loss = -weights * self._flat(self.log_prob, x, a)
+        actor_loss = -weights * batch_apply(self.log_prob, x, a)
         return LossInfo(loss={"value": value_loss, "critic": critic_loss, "actor": actor_loss},
                         extra={"value_loss": value_loss, "critic_loss": critic_loss,
                                "actor_loss": actor_loss, "advantage": (q_target - v).detach(),

@@ -354,6 +354,7 @@ class OptimizationMixin:
         """
         if self._optimizers is None:
             self._optimizers = self._create_optimizers()
+            self._counters.set_num_optimizers(len(self._optimizers))
         return self._optimizers
 
     # ------------------------------------------------------------------ update counts
@@ -362,15 +363,15 @@ class OptimizationMixin:
         """The number of gradient updates (``update_with_gradient`` calls that applied one)
         so far, checkpointed; an optimizer with ``every = N`` steps on updates ``N, 2N, ...``
         (counted from 1)."""
-        return self.__dict__.get("_num_updates_done", 0)
+        return self._counters.num_updates
 
     @property
     def optimizer_steps(self) -> Dict[str, int]:
         """How many times each optimizer stepped, by its name (``optimizer_names``),
         checkpointed. An optimizer steps on an update where it is due (``is_due``) and
         received a loss; AMP's GradScaler skipping a step does not count."""
-        steps = self.__dict__.get("_optimizer_step_counts") or [0] * len(self.optimizers)
-        return dict(zip(self.optimizer_names, steps))
+        names = self.optimizer_names  # (builds the optimizers, sizing the counts)
+        return dict(zip(names, self._counters.optimizer_steps))
 
     @property
     def optimizer_names(self) -> List[str]:
@@ -385,16 +386,21 @@ class OptimizationMixin:
         (in ``optimizers`` order)."""
         state = super().get_extra_state()
         state["num_updates"] = self.num_updates
-        state["optimizer_steps"] = list(self.__dict__.get("_optimizer_step_counts") or [])
+        state["optimizer_steps"] = self._counters.optimizer_steps
         return state
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
         """Restores ``get_extra_state()`` output; checkpoints without the counts start them
         at 0."""
         super().set_extra_state(state)
-        self.__dict__["_num_updates_done"] = int(state.get("num_updates", 0))
-        self.__dict__["_optimizer_step_counts"] = [int(c) for c in
-                                                   state.get("optimizer_steps") or []] or None
+        self._counters.num_updates = int(state.get("num_updates", 0))
+        steps = [int(c) for c in state.get("optimizer_steps") or []]
+        if self._optimizers is None:  # sized now; building the optimizers keeps a fitting size
+            self._counters.set_num_optimizers(len(steps))
+        if len(steps) == len(self._counters.optimizer_steps):
+            self._counters.set_optimizer_steps(steps)
+        else:  # counts of other optimizers (another configuration): start from 0
+            self._counters.set_optimizer_steps([0] * len(self._counters.optimizer_steps))
 
     def is_due(self, name: str) -> bool:
         """Whether optimizer ``name`` steps in the next update (its ``every`` divides the
@@ -484,9 +490,6 @@ class OptimizationMixin:
                 continue  # (a term that no parameter reaches gives no gradient)
             (scaler.scale(term) if scaler is not None else term).backward(
                 inputs=inputs, retain_graph=n < len(backward) - 1)
-        counts = self.__dict__.get("_optimizer_step_counts")
-        if counts is None or len(counts) != len(optimizers):
-            counts = self.__dict__["_optimizer_step_counts"] = [0] * len(optimizers)
         pending = self.__dict__.setdefault("_pending_summaries", {})
         active = summary.is_active()
         params = []
@@ -510,7 +513,7 @@ class OptimizationMixin:
                 opt.step()
             if not stepped:
                 continue
-            counts[i] += 1
+            self._counters.count_optimizer_step(i)
             if active:  # the rate this update used
                 pending[f"learning_rate/{tag}"] = opt.param_groups[0]["lr"]
                 if norm is not None:
@@ -520,7 +523,7 @@ class OptimizationMixin:
                 self._check_scheduled_rates(i, opt)
         if scaler is not None:
             scaler.update()
-        self.__dict__["_num_updates_done"] = self.num_updates + 1
+        self._counters.num_updates += 1
         total = total.detach()
         if active:
             self._summarize_loss(total, terms, loss_info, valid_masks, pending)
@@ -642,7 +645,7 @@ class OptimizationMixin:
         where = ", ".join(bad) if bad else "the weighted total"
         raise NonFiniteLossError(
             f"{self._name}: the loss is {float(loss.detach())} at training iteration "
-            f"{self._train_iter_num} (non-finite terms: {where}); no update was applied. "
+            f"{self.train_iter_num} (non-finite terms: {where}); no update was applied. "
             f"Lower the learning rate, clip gradients, or restart from the last good checkpoint.")
 
     @contextlib.contextmanager

@@ -36,6 +36,7 @@ from torch import nn
 
 from rlf import nest
 from rlf.algorithms.algorithm import Algorithm
+from rlf.algorithms.counters import COUNTERS_KEY
 from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.networks.normalizers import ObservationNormalizer
@@ -430,12 +431,24 @@ class RLAlgorithm(Algorithm):
         """The tensors an actor's copy of this algorithm needs to act as it does: the
         parameters and buffers of ``actor_modules()`` and the algorithm's own (those of no
         sub-module: counters, bounds, a temperature), by ``nn.Module`` name. Actor unrollers
-        copy these from the learner to the actors at every parameter update."""
+        copy these from the learner to the actors at every parameter update.
+
+        The counters travel with them (``COUNTERS_KEY``: ``num_updates``, the optimizers' step
+        counts, ``get_env_steps()`` and ``train_iter_num``, one CPU tensor), so that a
+        ``rollout_step`` on an actor reads the learner's values as of the parameters it acts
+        with."""
         prefixes = tuple(f"{n}." for n in self.actor_modules())
         own = {n for n, _ in self.named_parameters(recurse=False)} | {
             n for n, _ in self.named_buffers(recurse=False)}
-        return {k: v for k, v in nn.Module.state_dict(self, keep_vars=True).items()
-                if isinstance(v, torch.Tensor) and (k.startswith(prefixes) or k in own)}
+        params = {k: v for k, v in nn.Module.state_dict(self, keep_vars=True).items()
+                  if isinstance(v, torch.Tensor) and (k.startswith(prefixes) or k in own)}
+        try:
+            self.optimizers  # noqa: B018 (sizes the optimizers' step counts)
+        except UserError:
+            pass  # parameters without an optimizer: no step counts (the learner's alike)
+        self._counters.env_steps = self.get_env_steps()
+        params[COUNTERS_KEY] = self._counters.tensor
+        return params
 
     def set_actor_index(self, index: int, num_actors: int) -> None:
         """Marks this copy as actor ``index`` of ``num_actors`` (``build_actor`` calls it in
@@ -495,8 +508,11 @@ class RLAlgorithm(Algorithm):
         return self.get_metrics()[:2]
 
     def get_env_steps(self) -> int:
-        """Environment steps taken so far (``EnvironmentSteps``)."""
-        return int(self._metrics[1].result()) if self._metrics is not None else 0
+        """Environment steps taken so far (``EnvironmentSteps``); on an actor, the learner's
+        count as of the parameters it acts with."""
+        if self._metrics is not None:
+            return int(self._metrics[1].result())
+        return self._counters.env_steps
 
     def observe_for_metrics(self, time_step) -> None:
         """Feeds a ``[B]`` time step or a ``[T, B]`` unroll of them (CPU) to every metric."""
@@ -752,7 +768,7 @@ class RLAlgorithm(Algorithm):
                 nothing (its unroll is where actors are waited for).
         """
         counter = summary.get_global_counter()
-        self._train_iter_num += 1
+        self._counters.train_iter_num += 1
         if self._config.empty_cache and torch.cuda.is_available():
             torch.cuda.empty_cache()
         try:
@@ -763,10 +779,10 @@ class RLAlgorithm(Algorithm):
         except ActorError:
             # The unroll failed before anything was observed or trained: undo the counters,
             # so that a checkpoint written now is the state after the last whole iteration.
-            self._train_iter_num -= 1
+            self._counters.train_iter_num -= 1
             summary.set_global_counter(counter)
             raise
-        if (self._unroller is not None and self._train_iter_num
+        if (self._unroller is not None and self.train_iter_num
                 % self._config.unroll_parameter_update_period == 0):
             self._unroller.update_parameters()
         return steps

@@ -19,10 +19,13 @@ import torch
 from torch import nn
 
 from rlf import nest
+from rlf.algorithms.action_bounds import ActionBounds, uniform_start_action
+from rlf.algorithms.counters import without_legacy_update_counter
 from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo
+from rlf.nest.utils import batch_apply
 from rlf.networks import ActorNetwork, CriticNetwork
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.utils import summary
@@ -211,10 +214,7 @@ class SACAlgorithm(RLAlgorithm):
                                 else float(target_entropy))
         self._gamma = gamma
         self._random_actions = random_actions_before_training
-        self.register_buffer("_num_updates", torch.zeros((), dtype=torch.int64))
-        low, high = action_spec.bounds(torch.float32)
-        self.register_buffer("_action_low", low, persistent=False)
-        self.register_buffer("_action_high", high, persistent=False)
+        self._bounds = ActionBounds(action_spec)
         self.add_optimizer(actor_optimizer, self._actor, name="actor")
         self.add_optimizer(critic_optimizer, self._critics, name="critic")
         self.add_optimizer(alpha_optimizer, self._log_alpha, name="alpha")
@@ -249,18 +249,14 @@ class SACAlgorithm(RLAlgorithm):
         params = self._actor(time_step.observation)
         action = self._actor.policy_head.sample(params)
         if self._random_actions:
-            uniform = self._action_low + torch.rand_like(action) * (
-                self._action_high - self._action_low)
-            action = torch.where(self._num_updates == 0, uniform, action)
+            action = uniform_start_action(action, self._bounds, self.num_updates)
         return AlgStep(output=action, state=state, info=SACInfo(action=action))
 
     @staticmethod
     def _critic_values(critics, observation, action) -> torch.Tensor:
         """``[T', B, ...]`` inputs -> ``[T', B, 2]`` values of the twin ``critics``."""
-        outer = action.shape[:2]
-        observation, action = nest.map_structure(lambda x: x.flatten(0, 1),
-                                                 (observation, action))
-        return torch.stack([c(observation, action) for c in critics], -1).unflatten(0, outer)
+        return batch_apply(lambda x, a: torch.stack([c(x, a) for c in critics], -1),
+                           observation, action)
 
     def train_step(self, time_step, state, rollout_info: SACInfo) -> AlgStep:
         """A reparameterised action ``a' ~ pi(.|x_t)`` with its ``log pi``; the step's
@@ -292,6 +288,12 @@ class SACAlgorithm(RLAlgorithm):
         return sac_losses(transitions, self._log_alpha, self._target_entropy)
 
     def after_update(self, root_inputs, info) -> None:
-        """Counts the update and moves the target critics towards the critics."""
-        self._num_updates += 1
+        """Moves the target critics towards the critics."""
         self._target_updater()
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign=False):
+        """``RLAlgorithm.load_state_dict``; a checkpoint of rlf 0.1 holds SAC's own update
+        counter ``_num_updates``, which ``num_updates`` (in the extra state) replaces: it is
+        dropped."""
+        return super().load_state_dict(without_legacy_update_counter(state_dict), strict,
+                                       assign)

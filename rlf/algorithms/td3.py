@@ -11,36 +11,29 @@ the replay buffer on single transitions (``mini_batch_length = 2``); experience 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import gin
 import torch
 from torch import nn
 
 from rlf import nest
+from rlf.algorithms.action_bounds import ActionBounds, uniform_start_action
+from rlf.algorithms.counters import without_legacy_update_counter
 from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
+from rlf.algorithms.transition_info import TransitionInfo, transition_train_step
 from rlf.data_structures import AlgStep, LossInfo
+from rlf.nest.utils import batch_apply
 from rlf.networks import CriticNetwork, DeterministicActorNetwork
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 __all__ = ["TD3Algorithm", "TD3Info", "smoothed_target_action", "clipped_double_q_target"]
 
 
-class TD3Info(NamedTuple):
-    """Per step: the action (all ``rollout_step`` records); in training, ``[T, B]``:
-
-    Attributes:
-        action: the replayed action ``a_t``, ``[T, B, ...]``.
-        reward, discount: ``[T, B]``, of the step.
-        observation: ``x_t``, ``[T, B, ...]``.
-    """
-
-    action: Any = ()
-    reward: Any = ()
-    discount: Any = ()
-    observation: Any = ()
+#: TD3's training info: the shared ``TransitionInfo`` (the name is kept for user code).
+TD3Info = TransitionInfo
 
 
 def smoothed_target_action(target_action: torch.Tensor, noise: torch.Tensor,
@@ -161,11 +154,8 @@ class TD3Algorithm(RLAlgorithm):
                                              target_update_tau, policy_delay)
         self._gamma = gamma
         self._policy_delay = policy_delay
-        self.register_buffer("_num_updates", torch.zeros((), dtype=torch.int64))
-        low, high = action_spec.bounds(torch.float32)
-        self.register_buffer("_action_low", low, persistent=False)
-        self.register_buffer("_action_high", high, persistent=False)
-        scale = (high - low) / 2
+        self._bounds = ActionBounds(action_spec)
+        scale = self._bounds.half_range
         self.register_buffer("_exploration_std", exploration_noise * scale, persistent=False)
         self.register_buffer("_target_noise_std", target_policy_noise * scale,
                              persistent=False)
@@ -202,33 +192,14 @@ class TD3Algorithm(RLAlgorithm):
         """``clip(mu(x) + N(0, sigma^2))``, or uniform within the bounds before the first
         update."""
         mu = self._actor(time_step.observation)
-        action = torch.maximum(torch.minimum(
-            mu + torch.randn_like(mu) * self._exploration_std, self._action_high),
-            self._action_low)
-        uniform = self._action_low + torch.rand_like(action) * (
-            self._action_high - self._action_low)
-        action = torch.where(self._num_updates == 0, uniform, action)
+        action = self._bounds.clip(mu + torch.randn_like(mu) * self._exploration_std)
+        action = uniform_start_action(action, self._bounds, self.num_updates)
         return AlgStep(output=action, state=state, info=TD3Info(action=action))
 
     def train_step(self, time_step, state, rollout_info: TD3Info) -> AlgStep:
         """The step's observation, reward, discount and replayed action, for
-        ``calc_loss``."""
-        return AlgStep(output=rollout_info.action, state=state, info=TD3Info(
-            action=rollout_info.action, reward=self.weighted_reward(time_step.reward),
-            discount=time_step.discount, observation=time_step.observation))
-
-    @staticmethod
-    def _q(critic, observation, action) -> torch.Tensor:
-        """``[T', B, ...]`` inputs -> ``[T', B]`` values of ``critic``."""
-        outer = action.shape[:2]
-        observation, action = nest.map_structure(lambda x: x.flatten(0, 1),
-                                                 (observation, action))
-        return critic(observation, action).unflatten(0, outer)
-
-    def _policy(self, actor, observation) -> torch.Tensor:
-        outer = nest.flatten(observation)[0].shape[:2]
-        flat = nest.map_structure(lambda x: x.flatten(0, 1), observation)
-        return actor(flat).unflatten(0, outer)
+        ``calc_loss`` (``transition_train_step``)."""
+        return transition_train_step(self, time_step, state, rollout_info)
 
     def calc_loss(self, info: TD3Info) -> LossInfo:
         """Over the ``[T-1, B]`` transitions ``t -> t+1``: the critics' term
@@ -238,25 +209,31 @@ class TD3Algorithm(RLAlgorithm):
         head = nest.map_structure(lambda x: x[:-1], info.observation)
         tail = nest.map_structure(lambda x: x[1:], info.observation)
         with torch.no_grad():
-            target_mu = self._policy(self._target_actor, tail)
+            target_mu = batch_apply(self._target_actor, tail)
             next_action = smoothed_target_action(
                 target_mu, torch.randn_like(target_mu) * self._target_noise_std,
-                self._target_noise_clip, self._action_low, self._action_high)
+                self._target_noise_clip, self._bounds.low, self._bounds.high)
             target = clipped_double_q_target(
                 info.reward[1:].float(), self._gamma * info.discount[1:].float(),
-                self._q(self._target_critics[0], tail, next_action),
-                self._q(self._target_critics[1], tail, next_action))
-        q = [self._q(c, head, info.action[:-1]) for c in self._critics]
+                batch_apply(self._target_critics[0], tail, next_action),
+                batch_apply(self._target_critics[1], tail, next_action))
+        q = [batch_apply(c, head, info.action[:-1]) for c in self._critics]
         critic_loss = sum((qi - target) ** 2 for qi in q)
         loss, extra = {"critic": critic_loss}, {"critic_loss": critic_loss,
                                                 "q": q[0].detach()}
         if self.is_due("actor"):
-            actor_loss = -self._q(self._critics[0], head, self._policy(self._actor, head))
+            actor_loss = -batch_apply(self._critics[0], head, batch_apply(self._actor, head))
             loss["actor"] = extra["actor_loss"] = actor_loss
         return LossInfo(loss=loss, extra=extra)
 
     def after_update(self, root_inputs, info) -> None:
-        """Counts the update; every ``policy_delay`` updates (with the actor's step) moves
-        the target actor and critics towards theirs."""
-        self._num_updates += 1
+        """Every ``policy_delay`` updates (with the actor's step) moves the target actor and
+        critics towards theirs."""
         self._target_updater()
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign=False):
+        """``RLAlgorithm.load_state_dict``; a checkpoint of rlf 0.1 holds TD3's own update
+        counter ``_num_updates``, which ``num_updates`` (in the extra state) replaces: it is
+        dropped."""
+        return super().load_state_dict(without_legacy_update_counter(state_dict), strict,
+                                       assign)

@@ -1,4 +1,5 @@
-"""Tensor-aware helpers over nests: stacking, concatenation, outer rank, device transfer."""
+"""Tensor-aware helpers over nests: stacking, concatenation, outer rank, device transfer,
+applying a batched function to time-major data."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from typing import Any, Sequence
 
 import torch
 
-from rlf.nest.nest import _flatten_same, _spec_paths, map_structure
+from rlf.nest.nest import _flatten_same, _spec_paths, flatten, map_structure
 
-__all__ = ["stack_nests", "cat_nests", "get_outer_rank", "convert_device"]
+__all__ = ["stack_nests", "cat_nests", "get_outer_rank", "convert_device", "batch_apply"]
 
 
 def stack_nests(nests: Sequence[Any], dim: int = 0) -> Any:
@@ -100,3 +101,39 @@ def convert_device(nest: Any, device: str | torch.device) -> Any:
         return x.to(device) if isinstance(x, torch.Tensor) else x
 
     return map_structure(_move, nest)
+
+
+def batch_apply(fn, *args: Any, num_outer_dims: int = 2) -> Any:
+    """``fn`` of ``[N, ...]`` inputs applied to inputs with ``num_outer_dims`` outer dims
+    (``[T, B, ...]``): the outer dims are merged into one batch dim, ``fn`` runs once, and its
+    outputs get the outer dims back (Sonnet's ``BatchApply``).
+
+    Use it to run a ``[B, ...]`` module (a critic, a policy) over ``calc_loss``'s ``[T, B]``
+    (or ``[T-1, B]``) data: the result keeps its ``[T, B]`` shape, so that the training loop
+    masks each step's loss, where a loss left flattened to ``[T*B]`` would not be.
+
+    Args:
+        fn: called as ``fn(*flat_args)``; returns a tensor or a nest of tensors, each with the
+            merged batch dim first.
+        *args: nests of tensors, each leaf ``[d_1, ..., d_n, ...]`` with the same outer dims
+            ``[d_1, ..., d_n]`` (``n = num_outer_dims``).
+        num_outer_dims: ``n`` (>= 1).
+
+    Returns:
+        ``fn``'s outputs, each leaf ``[d_1, ..., d_n, ...]``.
+
+    Raises:
+        ValueError: for no tensor among ``args``, or leaves whose outer dims differ.
+    """
+    leaves = [x for x in flatten(args) if isinstance(x, torch.Tensor)]
+    if not leaves:
+        raise ValueError("batch_apply: no tensor among the arguments")
+    outer = tuple(leaves[0].shape[:num_outer_dims])
+    for x in leaves:
+        if tuple(x.shape[:num_outer_dims]) != outer:
+            raise ValueError(f"batch_apply: inputs with outer dims {outer} and "
+                             f"{tuple(x.shape[:num_outer_dims])}; all share the first "
+                             f"{num_outer_dims}")
+    flat = map_structure(lambda x: x.flatten(0, num_outer_dims - 1)
+                         if isinstance(x, torch.Tensor) else x, args)
+    return map_structure(lambda y: y.unflatten(0, outer), fn(*flat))

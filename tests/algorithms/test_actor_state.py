@@ -32,11 +32,11 @@ def test_actors_receive_no_critic_or_target_tensors_and_act_as_the_learner(name)
     assert not [k for k in sent if "critic" in k or "target" in k or k.startswith("_metrics")]
     everything = [k for k, v in learner.state_dict().items() if isinstance(v, torch.Tensor)]
     assert len(sent) < len(everything)
+    if name != "dqn":  # act as after the first update (not uniformly at random)
+        learner._counters.num_updates = 1  # the actor receives it with the parameters
     for k, v in actor.actor_state_dict().items():
         v.data.copy_(sent[k])  # what an actor unroller does
-    if name != "dqn":  # act as after the first update (not uniformly at random)
-        for a in (learner, actor):
-            a._num_updates.fill_(1)
+    assert actor.num_updates == learner.num_updates
     time_step = env.reset()
     for a in (learner, actor):
         torch.manual_seed(7)

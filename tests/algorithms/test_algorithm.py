@@ -54,7 +54,7 @@ def test_gradient_clipping_by_global_norm_and_value():
 
 def test_non_finite_loss_names_term_and_changes_nothing():
     alg = Linear()
-    alg._train_iter_num = 7
+    alg._counters.train_iter_num = 7
     bad = alg.w * torch.tensor([1.0, float("nan")])
     with pytest.raises(NonFiniteLossError, match=r"iteration 7.*extra\.value_loss"):
         alg.update_with_gradient(LossInfo(loss=bad, extra={"value_loss": bad,

@@ -181,7 +181,7 @@ def test_sac_acts_at_random_before_training_then_learns_pendulum(one_torch_threa
     for _ in range(3000):
         alg.train_iter()
     # Training starts once the buffer holds 200 steps (iteration 200).
-    assert int(alg._num_updates) == 3000 - 199
+    assert alg.num_updates == 3000 - 199
     after = _greedy_returns(alg)
     # The untrained policy scores about -1,200 per episode; 2,800 updates bring the
     # greedy policy to about -300 (the swing-up learned, -150 is near the optimum).

@@ -38,7 +38,7 @@ def test_sac_trains_on_halfcheetah_with_actions_inside_the_bounds():
         alg.train_iter()
     actions = alg.replay_buffer.gather_all().action
     assert float(actions.abs().max()) <= 1.0
-    assert int(alg._num_updates) > 0
+    assert alg.num_updates > 0
     env.close()
 
 
