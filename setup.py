@@ -1,10 +1,16 @@
 """rlf: a PyTorch reinforcement-learning framework in the mould of ALF."""
 
+import re
+
 from setuptools import find_packages, setup
+
+# One place for the version: rlf.__version__ (importing rlf here would need its dependencies).
+VERSION = re.search(r'^__version__ = "([^"]+)"', open("rlf/__init__.py", encoding="utf-8").read(),
+                    re.M).group(1)
 
 setup(
     name="rlf",
-    version="0.1.0",
+    version=VERSION,
     description="A PyTorch reinforcement-learning framework in the mould of ALF",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",

@@ -21,6 +21,7 @@ from torch import nn
 
 from rlf.algorithms.algorithm_state import AlgorithmStateMixin
 from rlf.algorithms.counters import Counters
+from rlf.algorithms.reserved import check_reserved_name, check_subclass_members
 from rlf.algorithms.optimization import (LOSS_AVERAGES, NonFiniteLossError,
                                          OptimizationMixin, check_optimizer_args)
 from rlf.algorithms.training_loops import TrainingLoopsMixin
@@ -69,7 +70,12 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
     Raises:
         ValueError: for an ``optimizer`` or ``lr_scheduler`` that cannot be called, a
             ``gradient_clipping`` <= 0, or another ``loss_average``.
+        UserError: (a ``ValueError``) for a subclass that defines or assigns a name the base
+            classes reserve (``rlf.algorithms.reserved.RESERVED_NAMES``: properties and
+            counters such as ``num_updates``), naming it and the version that reserved it.
     """
+
+    _rlf_base_class = True  # defines the reserved names (``reserved.py``)
 
     def __init__(self,
                  train_state_spec: Any = (),
@@ -85,6 +91,7 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
                  clip_by_global_norm: bool = True,
                  lr_scheduler: Any = None,
                  loss_average: str = "all"):
+        check_subclass_members(type(self), Algorithm)
         super().__init__()
         check_optimizer_args(name, optimizer, lr_scheduler, gradient_clipping)
         if loss_average not in LOSS_AVERAGES:
@@ -111,6 +118,28 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
         self._device = torch.device(getattr(config, "device", None) or "cpu")
         self._grad_scaler = None
         self._counters = Counters()
+
+    # ------------------------------------------------------------------ reserved names
+    def __setattr__(self, name: str, value: Any) -> None:
+        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``)."""
+        check_reserved_name(type(self).__name__, name, "the attribute")
+        super().__setattr__(name, value)
+
+    def register_buffer(self, name: str, tensor: Optional[torch.Tensor],
+                        persistent: bool = True) -> None:
+        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``)."""
+        check_reserved_name(type(self).__name__, name, "the buffer")
+        super().register_buffer(name, tensor, persistent)
+
+    def register_parameter(self, name: str, param: Optional[nn.Parameter]) -> None:
+        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``)."""
+        check_reserved_name(type(self).__name__, name, "the parameter")
+        super().register_parameter(name, param)
+
+    def add_module(self, name: str, module: Optional[nn.Module]) -> None:
+        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``)."""
+        check_reserved_name(type(self).__name__, name, "the module")
+        super().add_module(name, module)
 
     # ------------------------------------------------------------------ properties
     @property

@@ -49,9 +49,12 @@ def _fit_mask(valid_masks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """
     t, b = valid_masks.shape[:2]
     if not _fits_mask(valid_masks, x):
+        flat = (" (flattened steps? keep the [T-k, B] dims: rlf.nest.utils.batch_apply runs a "
+                "[B]-batched module over [T, B] data)" if x.ndim == 1 and x.shape[0] % b == 0
+                else "")
         raise ValueError(f"a loss of shape {tuple(x.shape)} fits neither the [T-k, B] steps "
-                         f"(k >= 0) of its [T, B] = [{t}, {b}] batch nor [B]; a loss over "
-                         f"other steps passes its own LossInfo.mask")
+                         f"(k >= 0) of its [T, B] = [{t}, {b}] batch nor [B]{flat}; a loss "
+                         f"over other steps passes its own LossInfo.mask")
     m = valid_masks[:x.shape[0]].to(x.dtype)
     return m.view(m.shape + (1,) * (x.ndim - 2))
 
@@ -96,13 +99,18 @@ def masked_loss_mean(loss: torch.Tensor, mask: Optional[torch.Tensor],
 def _term_mask(valid_masks: Optional[torch.Tensor], x: torch.Tensor,
                own: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     """The mask of loss term ``x``: its own (``LossInfo.mask``), else the loop's step mask
-    fitted to its ``[T-k, B]`` rows; none for a ``[B]`` loss, a scalar or no step mask."""
+    fitted to its ``[T-k, B]`` rows; for a ``[B]`` loss (one per sequence) whether the
+    sequence has a valid step at all; none for a scalar or without a step mask.
+
+    A sequence without a valid step holds no transition (``[LAST, FIRST]``, a cut), so its
+    loss is left out whatever it is; with ``T = 2`` this is exactly the transition mask, so a
+    transition loss flattened to ``[B]`` is masked as its ``[1, B]`` form would be."""
     if own is not None:
         return own
     if valid_masks is None or x.ndim == 0:
         return None
     if x.ndim == 1 and x.shape[0] == valid_masks.shape[1]:
-        return None  # [B]: one loss per sequence
+        return valid_masks.bool().any(0)  # [B]: one loss per sequence
     return _fit_mask(valid_masks, x).flatten(1)[:, :x.shape[1]]
 
 
@@ -431,8 +439,8 @@ class OptimizationMixin:
         scalar with ``masked_loss_mean`` under its mask: its ``LossInfo.mask`` if given,
         else the loop's step mask ``valid_masks`` (``valid_step_mask``: 0 at LAST steps,
         steps before a cut and the sequence's last step) fitted to its shape: ``[T, B]`` per
-        step, ``[T-k, B]`` the first ``T - k`` rows (``k = 1``: transitions), ``[B]`` and
-        scalars unmasked. It is averaged by ``loss_average`` (``"all"``, ALF's: over all
+        step, ``[T-k, B]`` the first ``T - k`` rows (``k = 1``: transitions), ``[B]`` (one
+        loss per sequence) by whether the sequence has a valid step, scalars unmasked. It is averaged by ``loss_average`` (``"all"``, ALF's: over all
         entries, so the gradient scale does not depend on how many are masked; or
         ``"valid"``: over the kept ones), ``scalar_loss`` is added, and the sum is
         multiplied by ``weight``.
@@ -466,9 +474,12 @@ class OptimizationMixin:
                 the next update.
             ValueError: if a loss fits neither its mask nor ``[T-k, B]``/``[B]``, or a term
                 names no optimizer.
+            UserError: (a ``ValueError``) for a loss term and an ``extra`` entry of the same
+                name, which would write one summary tag (``loss/<name>/<key>``).
         """
         optimizers = self.optimizers
         names = self.__dict__["_optimizer_names"]
+        self._check_summary_tags(loss_info)
         terms = self._reduced_loss_terms(loss_info, valid_masks, weight)
         total = sum(terms.values())
         # (meta tensors, which the device-placement tests train on, hold no values to check)
@@ -636,6 +647,23 @@ class OptimizationMixin:
             if isinstance(value, torch.Tensor):  # reduced only if it is the one written
                 pending[f"loss/{self._name}/{path}"] = functools.partial(
                     _extra_mean, value.detach(), mask)
+
+    def _check_summary_tags(self, loss_info: LossInfo) -> None:
+        """Refuses a loss term and an ``extra`` entry that would write one summary tag
+        (``loss/<name>/<key>``), where the later would silently replace the other.
+
+        Raises:
+            UserError: naming both and the tag.
+        """
+        if not isinstance(loss_info.loss, dict) or is_empty(loss_info.extra):
+            return
+        clash = sorted(set(loss_info.loss) & {path for path, _ in
+                                              nest.flatten_with_path(loss_info.extra)})
+        if clash:
+            tag = f"loss/{self._name}/{clash[0]}"
+            raise UserError(f"{self._name}: the loss term {clash[0]!r} (LossInfo.loss) and the "
+                            f"extra {clash[0]!r} (LossInfo.extra) would both write the summary "
+                            f"'{tag}'; rename the extra (e.g. '{clash[0]}_loss')")
 
     def _raise_non_finite(self, loss_info: LossInfo, loss: torch.Tensor) -> None:
         bad = [p for p, v in nest.flatten_with_path(

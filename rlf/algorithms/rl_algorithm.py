@@ -157,6 +157,8 @@ class RLAlgorithm(Algorithm):
             trains on the rollout's graph.
     """
 
+    _rlf_base_class = True  # defines reserved names (``reserved.py``)
+
     def __init__(self,
                  observation_spec: Any,
                  action_spec: Any,

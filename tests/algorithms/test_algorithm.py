@@ -416,3 +416,43 @@ def test_a_schedule_shorter_than_one_update_is_refused_when_the_optimizers_are_m
     alg = Linear(lr_scheduler=schedule)
     with pytest.raises(UserError, match=f": {setting} must be >= 1 \\(updates\\), got -?[02]"):
         alg.optimizers
+
+
+def test_a_subclass_taking_a_reserved_name_is_refused_at_construction_in_one_line():
+    # A DQN variant written before the base class counted updates registered its own
+    # `num_updates` buffer; torch then raised "KeyError: attribute 'num_updates' already
+    # exists" deep in nn.Module.
+    class OwnCounter(Linear):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("num_updates", torch.zeros((), dtype=torch.int64))
+
+    class OwnProperty(Linear):
+        @property
+        def train_iter_num(self):
+            return 0
+
+    class OwnAttribute(Linear):
+        def __init__(self):
+            super().__init__()
+            self.optimizers = []
+
+    for cls, what, name, version in ((OwnCounter, "buffer", "num_updates", "0.1.0"),
+                                     (OwnProperty, "member", "train_iter_num", "0.2.0"),
+                                     (OwnAttribute, "attribute", "optimizers", "0.1.0")):
+        with pytest.raises(UserError) as e:
+            cls()
+        message = str(e.value)
+        assert "\n" not in message
+        assert message.startswith(f"{cls.__name__}: the {what} '{name}' takes a name that "
+                                  f"rlf's Algorithm reserves (since rlf {version}"), message
+
+    class Hooks(Linear):  # hooks and private names stay the subclass's to define
+        def after_update(self, root_inputs, info):
+            pass
+
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("_num_updates", torch.zeros(()))
+
+    Hooks()

@@ -143,11 +143,26 @@ def test_a_t_minus_3_loss_with_a_mask_gives_the_hand_computed_gradient():
 def test_unmasked_shapes_take_the_loop_mask_rows_or_none():
     step_mask = torch.tensor([[1., 1.], [0., 1.], [1., 1.], [0., 0.]])  # [T=4, B=2]
     for loss_shape, expected in (((2, 2), 3 / 4),  # [T-2, B]: rows 0-1, 3 kept of 4
-                                 ((2,), 1.0),  # [B]: one loss per sequence, unmasked
+                                 ((2,), 1.0),  # [B]: one per sequence, each has a valid step
                                  ((), 1.0)):  # a scalar
         alg = TwoParts(every_b=1)
         alg.update_with_gradient(LossInfo(loss=alg.a * torch.ones(loss_shape)), step_mask)
         assert alg.a.item() == pytest.approx(-expected), loss_shape
+
+
+def test_a_transition_loss_flattened_to_b_on_two_step_sequences_is_masked():
+    # mini_batch_length = 2: each sequence is one transition, and a transition loss
+    # flattened from [T-1, B] = [1, B] to [B] looks like one loss per sequence. Sequence 1
+    # is [LAST, FIRST] (no transition): its loss of 100 must not count.
+    from rlf.data_structures import StepType, valid_step_mask
+    first, mid, last = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
+    step_type = torch.tensor([[mid, last, first, mid], [mid, first, mid, last]])  # [T=2, B=4]
+    valid = valid_step_mask(step_type)
+    per_transition = torch.tensor([1.0, 100.0, 1.0, 1.0])
+    for loss in (per_transition.view(1, 4), per_transition):  # [T-1, B] and flattened [B]
+        alg = TwoParts(every_b=1)
+        alg.update_with_gradient(LossInfo(loss=alg.a * loss), valid)
+        assert alg.a.item() == pytest.approx(-3 / 4), tuple(loss.shape)  # ALF's mean over all
 
 
 def test_masked_loss_mean_against_a_float64_transcription():
@@ -173,10 +188,10 @@ def test_a_mask_that_keeps_nothing_at_the_first_update_is_warned_about_once(capl
         alg.update_with_gradient(per_step(), one_step)
         alg.update_with_gradient(per_step(), one_step)
     warned = [r.getMessage() for r in caplog.records]
-    assert len(warned) == 1 and "loss term 'a'" in warned[0], warned
+    # b's [B] loss is one per sequence, and no one-step sequence holds a valid step either
+    assert len(warned) == 2 and "loss term 'a'" in warned[0] and "'b'" in warned[1], warned
     assert "mini_batch_length = 1" in warned[0] and "LossInfo.mask" in warned[0]
-    # a learned nothing; b's [B] loss is not step-masked: two steps at rates 1 and 0.875.
-    assert alg.a.item() == 0.0 and alg.b.item() == pytest.approx(-1.875)
+    assert alg.a.item() == 0.0 and alg.b.item() == 0.0  # neither learned
     caplog.clear()
     own = TwoParts(every_b=1)  # its own mask keeps the steps: no warning
     with caplog.at_level("WARNING", logger="rlf.algorithms.optimization"):
@@ -226,3 +241,15 @@ def test_a_sub_algorithm_keeps_its_own_optimizers_and_counts_in_the_parents_chec
     other = Parent()
     other.load_state_dict(alg.state_dict())
     assert other.optimizer_steps == alg.optimizer_steps and other.sub.u.item() == -3.0
+
+
+def test_a_term_and_an_extra_that_would_write_one_tag_are_refused_before_any_change():
+    # Both would write loss/Two/a: the extra would silently replace the term in TensorBoard.
+    alg = TwoParts(every_b=1)
+    with pytest.raises(ValueError, match=r"loss term 'a' \(LossInfo.loss\) and the extra 'a' "
+                                         r"\(LossInfo.extra\).*'loss/Two/a'; rename the extra"):
+        alg.update_with_gradient(LossInfo(loss={"a": alg.a * 7.0, "b": alg.b * 1.0},
+                                          extra={"a": alg.a * 0 + 0.5}))
+    assert alg.num_updates == 0 and alg.a.item() == 0.0
+    alg.update_with_gradient(LossInfo(loss={"a": alg.a * 7.0}, extra={"a_loss": alg.a * 0}))
+    assert alg.num_updates == 1

@@ -150,3 +150,16 @@ def test_convert_device():
     assert out["t"].device.type == "meta" and out["s"] == "keep"
     same = nest.utils.convert_device(n, "cpu")
     assert same["t"] is n["t"]  # no copy when already there
+
+
+def test_batch_apply_equals_the_module_applied_at_each_step_and_keeps_t_b():
+    from rlf.nest.utils import batch_apply
+    torch.manual_seed(0)
+    critic = torch.nn.Bilinear(3, 2, 1)
+    obs, act = torch.randn(4, 5, 3), torch.randn(4, 5, 2)  # [T, B, ...]
+    out = batch_apply(lambda o, a: {"q": critic(o, a).squeeze(-1)}, {"x": obs}["x"], act)
+    assert out["q"].shape == (4, 5)
+    expected = torch.stack([critic(obs[t], act[t]).squeeze(-1) for t in range(4)])
+    assert torch.allclose(out["q"], expected)
+    with pytest.raises(ValueError, match=r"outer dims \(4, 5\) and \(3, 5\)"):
+        batch_apply(critic, obs, act[:3])
