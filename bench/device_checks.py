@@ -26,6 +26,7 @@ figures mean nothing.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -116,6 +117,7 @@ def learner_throughput(experience, valid, specs, encoder: str, amp: bool, device
     """
     from rlf import nest
     from rlf.algorithms import TrainerConfig
+    from rlf.algorithms.data_paths import Batch
     _parse([f"ActorCriticNetwork.encoder_ctor=@{encoder}", f"TrainerConfig.device='{device}'",
             f"TrainerConfig.enable_amp={amp}", "TrainerConfig.async_unroll=False"])
     config = TrainerConfig()
@@ -129,11 +131,13 @@ def learner_throughput(experience, valid, specs, encoder: str, amp: bool, device
         reps = -(-sequences // experience.time_step.step_type.shape[0])
         batch, mask = nest.map_structure(
             lambda x: x.repeat(reps, *([1] * (x.ndim - 1)))[:sequences], (experience, valid))
-        alg._update(batch, None, mask, 1.0)  # warm-up: optimizer state, kernels, autotuning
+        alg.check_training_settings()  # builds the data path, which sets up the learner
+        update = functools.partial(alg._learner.update, Batch(batch, mask, None, 1.0, False))
+        update()  # warm-up: optimizer state, kernels, autotuning
         _sync(device)
         updates, t0 = 0, time.perf_counter()
         while updates == 0 or time.perf_counter() - t0 < seconds:
-            alg._update(batch, None, mask, 1.0)
+            update()
             updates += 1
             _sync(device)
         wall = time.perf_counter() - t0

@@ -66,7 +66,8 @@ def _two_learners(env_name):
         algs = []
         for _ in range(2):
             alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env,
-                                  config=TrainerConfig(), optimizer=torch.optim.Adam)
+                                  config=TrainerConfig(mini_batch_size=4, mini_batch_length=2),
+                                  optimizer=torch.optim.Adam)
             alg.set_unroller(SyncUnroller(env, alg))
             algs.append(alg)
         yield algs

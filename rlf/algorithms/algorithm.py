@@ -1,15 +1,14 @@
 """Algorithm: the base of every algorithm: specs, states, the step and hook contract.
 
-The template-method pattern of ALF's ``Algorithm``: the base class owns the loops
-(``train_from_unroll``, ``train_from_replay_buffer`` in ``training_loops.py``;
-``update_with_gradient`` in ``optimization.py``; checkpoint state in
-``algorithm_state.py``); a subclass
-writes ``rollout_step``, ``train_step`` and ``calc_loss`` and may override the hooks
-``preprocess_experience``, ``after_update`` and ``after_train_iter``.
+A subclass writes ``rollout_step``, ``train_step`` and ``calc_loss`` and may override the hooks
+``preprocess_experience``, ``mix_experience``, ``after_update`` and ``after_train_iter``; the
+base class owns the optimizers and the gradient update (``optimization.py``) and the checkpoint
+state (``algorithm_state.py``). How experience reaches ``train_step`` is the data path's
+(``data_paths.py``), and the update on each mini-batch the learner's (``learner.py``).
 
-Shapes: ``*_step`` functions see ``[B, ...]`` inputs; ``calc_loss`` sees ``[T, B, ...]``
-(time-major) information; the replay buffer hands out batch-major ``[B, T, ...]`` data, which
-``train_from_replay_buffer`` transposes.
+Shapes: ``*_step`` functions see ``[B, ...]`` inputs (``train_step`` ``[T*B, ...]`` when the
+steps are temporally independent); ``calc_loss`` sees ``[T, B, ...]`` (time-major) infos; the
+replay buffer hands out batch-major ``[B, T, ...]`` data, which the learner transposes.
 """
 
 from __future__ import annotations
@@ -24,14 +23,13 @@ from rlf.algorithms.counters import Counters
 from rlf.algorithms.reserved import check_reserved_name, check_subclass_members
 from rlf.algorithms.optimization import (LOSS_AVERAGES, NonFiniteLossError,
                                          OptimizationMixin, check_optimizer_args)
-from rlf.algorithms.training_loops import TrainingLoopsMixin
 from rlf.data_structures import AlgStep, Experience, LossInfo
 from rlf.utils.common import zeros_from_spec
 
 __all__ = ["Algorithm", "NonFiniteLossError"]
 
 
-class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.Module):
+class Algorithm(OptimizationMixin, AlgorithmStateMixin, nn.Module):
     """Base class of algorithms (ALF's ``Algorithm``).
 
     Args:
@@ -39,8 +37,8 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
             sample, no batch dim); ``()`` for none.
         rollout_state_spec: state spec of ``rollout_step``; ``train_state_spec`` if None.
         predict_state_spec: state spec of ``predict_step``; ``rollout_state_spec`` if None.
-        is_on_policy: True: train on each unroll directly (``train_from_unroll``); False:
-            through the replay buffer; None: the subclass decides (``on_policy``).
+        is_on_policy: True: train on each unroll directly; False: through the replay buffer
+            (``rlf.algorithms.data_paths``); None: the subclass decides (``on_policy``).
         optimizer: a ``torch.optim.Optimizer`` class or factory called as
             ``optimizer(params)`` (e.g. ``functools.partial(torch.optim.Adam, lr=1e-3)``, or in
             gin ``@torch.optim.Adam`` with ``torch.optim.Adam.lr = 1e-3``), or an optimizer
@@ -265,7 +263,7 @@ class Algorithm(OptimizationMixin, TrainingLoopsMixin, AlgorithmStateMixin, nn.M
         return root_inputs, rollout_info
 
     def mix_experience(self, experience: Experience, batch_info: Any) -> Tuple[Experience, Any]:
-        """Hook on each batch-major ``[N, T]`` mini-batch of ``train_from_replay_buffer``
+        """Hook on each batch-major ``[N, T]`` mini-batch of the data path
         before its update: may add sequences from elsewhere (IMPALA's experience replay).
         The mini-batch is on the algorithm's device; sequences added from CPU storage must
         be moved there (``nest.utils.cat_nests`` concatenates on the first nest's device).

@@ -17,6 +17,7 @@ import torch
 
 from rlf import nest
 from rlf.algorithms import value_ops
+from rlf.algorithms.data_paths import check_sequence_length
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import Schedule, StepSchedule
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
@@ -227,12 +228,7 @@ class DQNAlgorithm(RLAlgorithm):
         if not all(0.0 <= v <= 1.0 for v in epsilon.values):
             raise ValueError(f"{name}: epsilon_greedy's values must be in [0, 1], got "
                              f"{epsilon_greedy!r}")
-        length = getattr(config, "mini_batch_length", None)
-        need = n_step + 1 + getattr(config, "burn_in_steps", 0)
-        if length is not None and length < need:
-            raise ValueError(f"{name}: n_step = {n_step} needs sequences of burn_in_steps + "
-                             f"n_step + 1 steps; set TrainerConfig.mini_batch_length = {need} "
-                             f"(it is {length})")
+        check_sequence_length(config, name, f"n_step = {n_step}", "n_step + 1", n_step + 1)
         network = q_network_ctor(observation_spec, action_spec)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,

@@ -22,6 +22,7 @@ import torch
 
 from rlf import nest
 from rlf.algorithms import vtrace
+from rlf.algorithms.data_paths import mixed_count
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
@@ -201,7 +202,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         if memory is None:
             return experience, batch_info
         n, length = nest.flatten(experience)[0].shape[:2]
-        k = int(round(n * self._replay_fraction / (1.0 - self._replay_fraction)))
+        k = mixed_count(n, self._replay_fraction)
         if k == 0 or int(memory.current_size.min()) < length + 1:
             return experience, batch_info  # not enough history yet beyond the online data
         try:

@@ -2,7 +2,7 @@
 
 Each iteration unrolls ``unroll_length`` steps of every environment without gradients,
 computes GAE advantages and returns once on the whole unroll (``preprocess_experience``), then
-trains ``num_updates_per_train_iter`` epochs over shuffled mini-batches (``train_epochs``;
+trains ``num_updates_per_train_iter`` epochs over shuffled mini-batches (``MiniBatches``;
 ``mini_batch_length = 1`` gives mini-batches of single transitions, as in the paper and
 CleanRL). Experience layout: see ``value_ops`` (step ``t`` holds the reward and discount of the
 transition into it).
@@ -16,6 +16,7 @@ import gin
 import torch
 
 from rlf.algorithms import value_ops
+from rlf.algorithms.data_paths import check_uses_rollout_state
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import Schedule, StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, valid_step_mask
@@ -138,10 +139,8 @@ class PPOAlgorithm(RLAlgorithm):
             raise ValueError(f"{name}: value_clipping must be > 0 or None (no clipping), got "
                              f"{value_clipping}")
         network = network_ctor(observation_spec, action_spec)
-        if network.state_spec and config is not None and not config.use_rollout_state:
-            raise ValueError(f"{name}: a recurrent network trains each sequence from the state "
-                             f"the actor had at its first step: set "
-                             f"TrainerConfig.use_rollout_state = True")
+        if network.state_spec:
+            check_uses_rollout_state(config, name)
         kwargs.setdefault("is_on_policy", True)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, name=name, metric_discount=gamma,
@@ -169,7 +168,7 @@ class PPOAlgorithm(RLAlgorithm):
     @property
     def trains_on_rollout_graph(self) -> bool:
         """Never: PPO's loss needs ``train_step``'s recomputed policy and the advantages of
-        ``preprocess_experience``, so it always trains in epochs (``train_from_unroll``);
+        ``preprocess_experience``, so it always trains in epochs (the ``"unroll_epochs"`` data path);
         without mini-batch settings, one epoch over the whole unroll as one batch."""
         return False
 

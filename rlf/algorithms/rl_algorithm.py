@@ -11,9 +11,12 @@ It adds the environment, the unroller, the metrics, the replay buffer and ``trai
   ``num_updates_per_train_iter`` epochs over shuffled mini-batches of ``mini_batch_size``
   sequences of ``mini_batch_length`` steps (1: single transitions), each recomputed by
   ``train_step``;
-- off-policy: ``unroll`` into the replay buffer, then ``train_from_replay_buffer`` (sampled
-  batches, or epochs over the whole buffer), again with ``preprocess_experience`` on the whole
-  batch before it is split.
+- off-policy: ``unroll`` into the replay buffer, then sampled batches, or epochs over the
+  whole buffer, again with ``preprocess_experience`` on the whole batch before it is split.
+
+Each is a data path object (``rlf.algorithms.data_paths``), built from the settings by
+``make_data_path``: ``train_iter`` unrolls, gives the unroll to the path (``observe``) and
+trains the ``Learner`` on each of the path's ``batches``.
 
 ``calc_loss`` returns a ``[T, B]`` per-step loss, a ``[T-k, B]`` loss over the sequence's
 first ``T - k`` steps (``k = 1``: transitions), a ``[B]`` or a scalar one, each masked by
@@ -37,6 +40,10 @@ from torch import nn
 from rlf import nest
 from rlf.algorithms.algorithm import Algorithm
 from rlf.algorithms.counters import COUNTERS_KEY
+from rlf.algorithms.data_paths import (DataPath, RolloutGraph, data_path_name, make_data_path,
+                                       offline_data_settings, replay_buffer_length)
+from rlf.algorithms.data_paths import trains_on_rollout_graph as _rollout_graph_settings
+from rlf.algorithms.learner import Learner
 from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.networks.normalizers import ObservationNormalizer
@@ -46,6 +53,7 @@ from rlf.tensor_specs import TensorSpec, spec_from_tensors
 from rlf.unrollers import ActorError, Unroller
 from rlf.utils import summary
 from rlf.utils.common import detach
+from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.errors import UserError, one_line
 
 __all__ = ["RLAlgorithm", "adjust_replay_buffer_length", "check_unit_interval"]
@@ -69,35 +77,16 @@ def check_unit_interval(owner: str, **values: float) -> None:
             raise ValueError(f"{owner}: {key} must be in [0, 1], got {value}")
 
 
-def adjust_replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:
-    """The replay buffer length that whole-buffer training needs (ALF's rule).
-
-    With ``whole_replay_buffer_training`` and ``clear_replay_buffer`` the buffer holds
-    ``unroll_length + 1`` steps per environment: the ring then "clears" itself by overwriting,
-    and the extra step is the last step of the previous unroll, so the transition from it to
-    this unroll's first step is trained on and no step is wasted. Frames ignored at the start
-    of the ring (frame stacking) are added on top.
-
-    Args:
-        config: the ``TrainerConfig``.
-        num_earliest_frames_ignored: see ``ReplayBuffer``.
-
-    Returns:
-        Steps per environment.
-    """
-    if not config.whole_replay_buffer_training:
-        return config.replay_buffer_length
-    length = config.replay_buffer_length
-    if config.clear_replay_buffer:
-        length = int(config.unroll_length) + 1
-    return length + num_earliest_frames_ignored
+#: ``rlf.algorithms.data_paths.replay_buffer_length`` under its earlier name.
+adjust_replay_buffer_length = replay_buffer_length
 
 
 class RLAlgorithm(Algorithm):
     """Base class of reinforcement-learning algorithms.
 
-    The data path of training follows from the settings (``data_path``); settings that the
-    chosen path would ignore are refused with one line (``check_training_settings``):
+    The data path of training follows from the settings (``data_path``, the name of the
+    object ``rlf.algorithms.data_paths.make_data_path`` builds); settings that the chosen
+    path would ignore are refused with one line (``check_training_settings``):
 
     | ``is_on_policy`` | ``TrainerConfig`` settings | ``data_path``: what trains |
     |---|---|---|
@@ -212,6 +201,8 @@ class RLAlgorithm(Algorithm):
         self._metric_discount = metric_discount
         self._unroller: Optional[Unroller] = None
         self._num_envs = 0
+        self._path: Optional[DataPath] = None  # built from the config when first needed
+        self._learner: Optional[Learner] = None
         if env is not None:
             if config is None:
                 raise ValueError(f"{name}: an algorithm given an env needs config=TrainerConfig")
@@ -274,18 +265,9 @@ class RLAlgorithm(Algorithm):
         """
         if self._config is None:
             raise ValueError(f"{self._name}: set_unroller needs config=TrainerConfig")
-        config = self._config
-        length = adjust_replay_buffer_length(config)
-        capacity = unroller.batch_size * length
         if not self.on_policy:
-            if config.initial_collect_steps > capacity:
-                raise UserError(
-                    f"{self._name}: TrainerConfig.initial_collect_steps = "
-                    f"{config.initial_collect_steps} exceeds what the replay buffer holds "
-                    f"(environments x steps each: {unroller.batch_size} x {length} = "
-                    f"{capacity}), so training would never start; lower it or raise "
-                    f"TrainerConfig.replay_buffer_length")
-            self._check_sequence_fits(length - self._probe_replay_buffer())
+            path = self._training_path()
+            path.check_fits(unroller.batch_size, path.length - self._probe_replay_buffer())
         if self._metrics is not None and unroller.batch_size != self._num_envs:
             raise ValueError(f"{self._name}: the metrics were sized for {self._num_envs} "
                              f"environments, the new unroller has {unroller.batch_size}")
@@ -331,85 +313,55 @@ class RLAlgorithm(Algorithm):
             UserError: (a ``ValueError``) for a configured setting the buffer refuses (e.g.
                 a ``ReplayBuffer.stacked_frames`` path that is not a field of the spec).
         """
-        config = self._config
         try:
             return self._replay_buffer_ctor(
                 data_spec=data_spec, num_environments=num_environments, max_length=max_length,
-                prioritized_sampling=config.priority_replay,
-                alpha=config.priority_replay_alpha, beta=config.priority_replay_beta,
-                name=f"{self._name}_replay_buffer")
+                name=f"{self._name}_replay_buffer", **self._training_path().priority)
         except ValueError as e:
             raise UserError(one_line(e)) from e
 
-    def _check_sequence_fits(self, usable_length: int) -> None:
-        """Refuses sampled replay training whose sequences are longer than the ``usable_length``
-        steps an environment's ring can offer (training would never start)."""
-        config = self._config
-        if self.on_policy or config.whole_replay_buffer_training:
-            return
-        if config.mini_batch_length is not None and config.mini_batch_length > usable_length:
-            raise UserError(
-                f"{self._name}: TrainerConfig.mini_batch_length = {config.mini_batch_length} "
-                f"is longer than a replay ring's usable steps ({usable_length}: its length "
-                f"less the oldest frames that frame stacking ignores), so no sequence could "
-                f"ever be sampled; raise TrainerConfig.replay_buffer_length")
+    @property
+    def trains_on_rollout_graph(self) -> bool:
+        """Whether on-policy training uses the rollout's own forward pass (one update per
+        unroll, no ``train_step``): on-policy with ``num_updates_per_train_iter = 1`` and
+        neither ``mini_batch_size`` nor ``mini_batch_length`` set. Otherwise an on-policy
+        algorithm unrolls without gradients and trains in epochs. Override it to return
+        False for an algorithm that needs ``train_step`` whatever the settings (PPO)."""
+        return bool(self.on_policy) and _rollout_graph_settings(self._config)
 
     @property
     def data_path(self) -> str:
-        """How this algorithm trains with its ``TrainerConfig``: ``"rollout_graph"``,
-        ``"unroll_epochs"``, ``"replay_epochs"``, ``"replay_samples"`` or ``"offline"`` (the
-        table in the class docstring)."""
-        config = self._config
-        if self.on_policy:
-            return "rollout_graph" if self.trains_on_rollout_graph else "unroll_epochs"
-        if config is not None and not config.unroll_length and config.offline_buffer_dir:
-            return "offline"
-        if config is not None and config.whole_replay_buffer_training:
-            return "replay_epochs"
-        return "replay_samples"
+        """How this algorithm trains with its ``TrainerConfig``: the name of its data path,
+        ``"rollout_graph"``, ``"unroll_epochs"``, ``"replay_epochs"``, ``"replay_samples"`` or
+        ``"offline"`` (``rlf.algorithms.data_paths``)."""
+        if self._path is not None:
+            return self._path.name
+        return data_path_name(self, self._config)
+
+    def _training_path(self) -> DataPath:
+        """The data path (``make_data_path``), built at the first call, with its learner.
+
+        Raises:
+            UserError: for settings the path refuses (``make_data_path``).
+        """
+        if self._path is None:
+            if self._config is None:
+                raise ValueError(f"{self._name}: training needs config=TrainerConfig")
+            path = make_data_path(self, self._config)
+            self._learner = Learner(self, path.sequences, getattr(path, "prioritized", False))
+            self._path = path
+        return self._path
 
     def check_training_settings(self) -> None:
-        """Refuses ``TrainerConfig`` settings that this algorithm's ``data_path`` would
-        ignore or that contradict each other (the trainer calls it before anything is
-        written).
+        """Refuses ``TrainerConfig`` settings that this algorithm's data path would ignore or
+        that contradict each other, by building it (``make_data_path``; the trainer calls it
+        before anything is written).
 
         Raises:
             UserError: one line naming the settings, the data path and the fix.
         """
-        config, path = self._config, self.data_path
-        if config is None:
-            return
-        ignored = []
-        if self.on_policy and config.unroll_with_grad:
-            ignored.append(("unroll_with_grad", "an on-policy algorithm keeps the rollout's "
-                            "graph exactly when it trains on it"))
-        if path == "rollout_graph":
-            ignored += [(name, "training on the rollout's own graph calls no train_step")
-                        for name in ("use_rollout_state", "temporally_independent_train_step")
-                        if getattr(config, name)]
-        if ignored:
-            name, why = ignored[0]
-            raise UserError(f"TrainerConfig.{name} changes nothing for {self._name}'s data "
-                            f"path '{path}' ({why}); remove it")
-        if config.use_rollout_state and config.temporally_independent_train_step:
-            raise UserError("TrainerConfig.use_rollout_state carries a recurrent state through "
-                            "train_step's steps, which temporally_independent_train_step = "
-                            "True computes all at once; set one of them")
-        k = config.burn_in_steps
-        if k and (path == "rollout_graph" or not nest.flatten(self._train_state_spec)
-                  or config.temporally_independent_train_step):
-            raise UserError(f"TrainerConfig.burn_in_steps = {k} warms up a recurrent "
-                            f"train_step state, which {self._name} has not on its data path "
-                            f"'{path}' (a recurrent train_state_spec, trained through "
-                            f"train_step step by step); remove it")
-        if k and config.mini_batch_length is not None and config.mini_batch_length <= k:
-            raise UserError(f"TrainerConfig.burn_in_steps = {k} leaves no step to train in "
-                            f"sequences of mini_batch_length = {config.mini_batch_length}; set "
-                            f"mini_batch_length > burn_in_steps")
-        if config.temporally_independent_train_step and nest.flatten(self._train_state_spec):
-            raise UserError(f"TrainerConfig.temporally_independent_train_step = True, but "
-                            f"{self._name} has a recurrent train_state_spec, which needs "
-                            f"train_step step by step; remove it")
+        if self._config is not None:
+            self._training_path()
 
     def actor_modules(self) -> List[str]:
         """The names (``named_modules``) of the sub-modules an actor needs to act: by default
@@ -540,18 +492,13 @@ class RLAlgorithm(Algorithm):
                 or its sequences do not fit in it.
         """
         if self.replay_buffer is None:
-            config = self._config
+            path = self._training_path()
             spec = spec_from_tensors(exp)
             self.__dict__["_replay_buffer"] = self._make_replay_buffer(
-                spec, self._num_envs, adjust_replay_buffer_length(config))
-            if config.whole_replay_buffer_training and config.clear_replay_buffer:
-                # The first iteration holds unroll_length steps only; train from the second
-                # on, when the buffer holds unroll_length + 1 (ALF).
-                minimum = self.replay_buffer.max_length * self._num_envs
-                if config.initial_collect_steps < minimum:
-                    config.initial_collect_steps = minimum
-            self._check_sequence_fits(self.replay_buffer.max_length
-                                      - self.replay_buffer.num_earliest_frames_ignored)
+                spec, self._num_envs, path.length)
+            path.buffer_built(self.replay_buffer)
+            path.check_sequence_fits(self.replay_buffer.max_length
+                                     - self.replay_buffer.num_earliest_frames_ignored)
             if self._pending_replay_state is not None:
                 self.replay_buffer.load_state_dict(self._pending_replay_state)
                 self._pending_replay_state = None
@@ -579,13 +526,12 @@ class RLAlgorithm(Algorithm):
         prefix = "_replay_buffer."
         state = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
         if self.replay_buffer is None:
-            found, config = state.get("time_step|step_type"), self._config
-            if config is not None and found is not None:
-                expected = (self._num_envs, adjust_replay_buffer_length(config))
+            found = state.get("time_step|step_type")
+            if self._config is not None and found is not None:
+                path = self._training_path()
+                expected = (self._num_envs, path.length)
                 if tuple(found.shape[:2]) != expected:
-                    length = ("TrainerConfig.unroll_length + 1" if config.clear_replay_buffer
-                              and config.whole_replay_buffer_training
-                              else "TrainerConfig.replay_buffer_length")
+                    length = path.length_setting
                     raise ValueError(
                         f"{self._name}: the checkpoint's replay buffer holds {found.shape[0]} "
                         f"environments x {found.shape[1]} steps, this configuration's "
@@ -673,14 +619,13 @@ class RLAlgorithm(Algorithm):
                 file, a shape that does not fit the spec, or actions outside the bounds or
                 looking normalised (``make_offline_replay_buffer``), naming the file and key.
         """
-        files = self._config.offline_buffer_dir if self._config is not None else None
-        if not files:
+        settings = offline_data_settings(self._config)
+        if settings is None:
             return
         self.__dict__["_offline_replay_buffer"] = make_offline_replay_buffer(
-            files, self.offline_experience_spec(), length=self._config.offline_buffer_length,
+            settings["files"], self.offline_experience_spec(), length=settings["length"],
             aliases=self.offline_replay_aliases(), name=f"{self._name}_offline_replay_buffer",
-            action_spec=self._action_spec,
-            normalized_actions=self._config.offline_normalized_actions,
+            action_spec=self._action_spec, normalized_actions=settings["normalized_actions"],
             buffer_ctor=self._replay_buffer_ctor)
         logger.info("loaded offline replay data: %d steps in %d environments",
                     self.offline_replay_buffer.total_size,
@@ -752,8 +697,7 @@ class RLAlgorithm(Algorithm):
         self.observe_for_metrics(stored.time_step)
         t1 = time.perf_counter()
         if not self.on_policy:
-            for t in range(stored.time_step.step_type.shape[0]):
-                self.observe_for_replay(nest.map_structure(lambda x: x[t], stored))
+            self._training_path().observe(stored)
         summary.add_time("time/metrics", t1 - t0)
         summary.add_time("time/replay", time.perf_counter() - t1)
         return experience
@@ -790,9 +734,10 @@ class RLAlgorithm(Algorithm):
         return steps
 
     def _train_iter_on_policy(self) -> int:
+        path = self._training_path()
         summary.increment_global_counter()
         with summary.record_time("time/unroll"), torch.set_grad_enabled(
-                self.trains_on_rollout_graph), self._autocast():
+                path.grad_in_unroll), self._autocast():
             self.train()
             experience = self.unroll(int(self._config.unroll_length))
         self.summarize_rollout(experience)
@@ -800,15 +745,15 @@ class RLAlgorithm(Algorithm):
         with summary.record_time("time/train"):
             train_info = experience.rollout_info
             experience = experience._replace(rollout_info=())
-            steps = self.train_from_unroll(experience, train_info)
+            steps = self._train_on_unroll(experience, train_info)
         with summary.record_time("time/after_train_iter"):
             self.after_train_iter(experience.time_step, train_info)
         self.update_observation_normalizers(experience.time_step.observation)
         return steps
 
     def _train_iter_off_policy(self) -> int:
-        config = self._config
-        if not config.update_counter_every_mini_batch:
+        config, path = self._config, self._training_path()
+        if not path.mini_batches.counter_per_mini_batch:
             summary.increment_global_counter()
         length = self._remaining_unroll_length_fraction + config.unroll_length
         self._remaining_unroll_length_fraction = length - int(length)
@@ -817,7 +762,7 @@ class RLAlgorithm(Algorithm):
         if length > 0 and (config.num_env_steps == 0
                            or self.get_env_steps() < config.num_env_steps):
             with summary.record_time("time/unroll"), torch.set_grad_enabled(
-                    config.unroll_with_grad), self._autocast():
+                    path.grad_in_unroll), self._autocast():
                 self.eval()
                 experience = self.unroll(length)
             self.summarize_rollout(experience)
@@ -826,7 +771,7 @@ class RLAlgorithm(Algorithm):
         if self.replay_buffer is not None or self.offline_replay_buffer is not None:
             self.train()
             with summary.record_time("time/train"):
-                steps = self.train_from_replay_buffer(update_global_counter=True)
+                steps = self._train_on_batches(path.batches(update_global_counter=True))
             with summary.record_time("time/after_train_iter"):
                 if experience is None:
                     self.after_train_iter(None, None)
@@ -836,7 +781,76 @@ class RLAlgorithm(Algorithm):
             self.update_observation_normalizers(experience.time_step.observation)
         return steps
 
+    def _train_on_unroll(self, experience: Experience, train_info: Any) -> int:
+        """Trains on one on-policy unroll (``[T, B]``, ``rollout_info`` removed; its
+        ``[T, B]`` ``train_info`` with the rollout's graph on the ``"rollout_graph"`` path)
+        through the data path; returns the steps trained on."""
+        path = self._training_path()
+        if isinstance(path, RolloutGraph):
+            return self._learner.update_on_rollout(experience, train_info)
+        path.observe(experience._replace(rollout_info=train_info))
+        return self._train_on_batches(path.batches())
+
+    def _train_on_batches(self, batches) -> int:
+        """One ``Learner.update`` per batch; returns the steps trained on."""
+        return sum(self._learner.update(batch) for batch in batches)
+
+    def train_from_unroll(self, experience: Experience, train_info: Any) -> int:
+        """Deprecated (removed in rlf 0.3): ``train_iter`` trains each unroll through the
+        data path (``rlf.algorithms.data_paths``). Trains on one on-policy unroll; returns
+        the steps trained on."""
+        warn_deprecated("RLAlgorithm.train_from_unroll", "train_iter() (the data path's "
+                        "observe and batches, rlf.algorithms.data_paths)")
+        return self._train_on_unroll(experience, train_info)
+
+    def train_from_replay_buffer(self, update_global_counter: bool = False) -> int:
+        """Deprecated (removed in rlf 0.3): ``train_iter`` trains through the data path
+        (``rlf.algorithms.data_paths``). Trains on the replay buffer's (or the offline
+        data's) batches of one iteration; returns the steps trained on (0 before the buffer
+        holds ``initial_collect_steps`` steps)."""
+        warn_deprecated("RLAlgorithm.train_from_replay_buffer", "train_iter() (the data "
+                        "path's batches, rlf.algorithms.data_paths)")
+        return self._train_on_batches(self._training_path().batches(update_global_counter))
+
+    def train_epochs(self, experience: Experience, batch_info: Any, num_epochs: int,
+                     shuffle: bool, mix_offline: bool = False,
+                     update_global_counter: bool = False) -> int:
+        """Deprecated (removed in rlf 0.3): the data path's ``MiniBatches.epochs`` yields the
+        mini-batches and ``Learner.update`` trains on each. Trains ``num_epochs`` epochs of
+        mini-batches over a batch-major ``[N, L]`` experience; returns the steps trained on."""
+        warn_deprecated("RLAlgorithm.train_epochs", "train_iter() (MiniBatches.epochs and "
+                        "Learner.update, rlf.algorithms.data_paths)")
+        path = self._training_path()
+        mixer = path.offline_mixer() if mix_offline else None
+        return self._train_on_batches(path.mini_batches.epochs(
+            self, experience, batch_info, num_epochs, shuffle, mixer, update_global_counter))
+
+    @property
+    def replay_buffer(self):
+        """The replay buffer, or None (on-policy algorithms, or before the first unroll)."""
+        return self.__dict__.get("_replay_buffer")
+
+    @property
+    def offline_replay_buffer(self):
+        """The buffer of offline data (``load_offline_replay_buffer``), or None."""
+        return self.__dict__.get("_offline_replay_buffer")
+
     # ------------------------------------------------------------------ summaries
+    def summarize_train(self, experience: Experience, train_info: Any, loss_info,
+                        params: List[nn.Parameter]) -> None:
+        """Summaries after an update: parameter and gradient histograms and norms when
+        ``config.summarize_grads_and_vars``. Loss terms, gradient norms and learning rates
+        are written by ``update_with_gradient``."""
+        if (self._config is None or not self._config.summarize_grads_and_vars
+                or not summary.should_record_summaries()):
+            return
+        for name, p in self.named_parameters():
+            summary.histogram(f"summarize_vars/{name}/value", p)
+            summary.scalar(f"summarize_vars/{name}/norm", p.detach().norm())
+            if p.grad is not None:
+                summary.histogram(f"summarize_grads/{name}/value", p.grad)
+                summary.scalar(f"summarize_grads/{name}/norm", p.grad.norm())
+
     def summarize_rollout(self, experience: Optional[Experience]) -> None:
         """Summaries of an unroll: rewards and actions (when recorded). Override to add more.
 
@@ -890,13 +904,20 @@ class RLAlgorithm(Algorithm):
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def get_extra_state(self):
-        """``Algorithm``'s extra state plus the carried fraction of ``unroll_length``."""
+        """``Algorithm``'s extra state plus the carried fraction of ``unroll_length`` and the
+        data path's (on-policy epochs: the previous unroll's last step, ``last_unroll_step``;
+        None otherwise)."""
         state = super().get_extra_state()
+        state["last_unroll_step"] = None
+        if self._path is not None:
+            state.update(self._path.get_extra_state())
         state["remaining_unroll_length_fraction"] = self._remaining_unroll_length_fraction
         return state
 
     def set_extra_state(self, state):
-        """Restores ``get_extra_state()`` output."""
+        """Restores ``get_extra_state()`` output (the data path's part builds the path)."""
         super().set_extra_state(state)
         self._remaining_unroll_length_fraction = float(
             state.get("remaining_unroll_length_fraction", 0.0))
+        if self._config is not None and state.get("last_unroll_step") is not None:
+            self._training_path().set_extra_state(state)

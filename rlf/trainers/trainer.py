@@ -223,27 +223,11 @@ class Trainer:
         # The optimizers and their schedules now, not at the first update: a setting they
         # refuse (a negative learning rate) then stops the run before anything is written.
         self._algorithm.optimizers
-        if config.offline_buffer_dir:
-            if self._algorithm.on_policy:
-                raise UserError("TrainerConfig.offline_buffer_dir needs an off-policy "
-                                "algorithm")
-            self._algorithm.load_offline_replay_buffer()
         algorithm = self._algorithm
+        # The data path, built now: a setting it refuses stops the run before anything is
+        # written (make_data_path).
         algorithm.check_training_settings()
-        replay_settings = config.changed_settings(config.REPLAY_SETTINGS)
-        if algorithm.on_policy and replay_settings:
-            raise UserError(config.without_effect(
-                replay_settings, f"with an off-policy algorithm's replay buffer; "
-                f"{algorithm.name} is on-policy", "remove {it}"))
-        if not algorithm.on_policy and (config.mini_batch_size is None
-                                        or config.mini_batch_length is None) and (
-                not config.whole_replay_buffer_training
-                or algorithm.offline_replay_buffer is not None):
-            # train_from_replay_buffer would refuse it at the first update
-            raise UserError(f"{algorithm.name} trains from sampled replay batches, which need "
-                            f"TrainerConfig.mini_batch_size and mini_batch_length (or, "
-                            f"without offline data, TrainerConfig.whole_replay_buffer_training "
-                            f"= True)")
+        algorithm.load_offline_replay_buffer()
         if config.evaluate:
             # Now, not at the first evaluation: an evaluation environment that cannot be made
             # stops the run before anything is written, not after eval_interval iterations.

@@ -1,4 +1,5 @@
-"""Deprecated parameter names: old names keep working, with one warning per name."""
+"""Deprecated names: old parameter names and methods keep working for one release, with one
+warning per name that names the replacement."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any, Set, Tuple
 
 from rlf.utils.errors import ConfigWarning, UserError
 
-__all__ = ["renamed"]
+__all__ = ["renamed", "warn_deprecated"]
 
 _warned: Set[Tuple[str, str]] = set()
 
@@ -40,3 +41,16 @@ def renamed(owner: str, new: str, value: Any, old: str, old_value: Any, default:
         warnings.warn(f"{owner}.{old} is deprecated; use {owner}.{new} (the same quantity, "
                       f"ALF's name)", ConfigWarning, stacklevel=3)
     return old_value
+
+
+def warn_deprecated(name: str, replacement: str) -> None:
+    """Warns once per ``name`` that it is deprecated and removed in the next release.
+
+    Args:
+        name: the deprecated function or method (``"RLAlgorithm.train_from_unroll"``).
+        replacement: what to use instead, in words.
+    """
+    if ("", name) not in _warned:
+        _warned.add(("", name))
+        warnings.warn(f"{name} is deprecated and will be removed in rlf 0.3; use "
+                      f"{replacement}", DeprecationWarning, stacklevel=3)

@@ -30,7 +30,8 @@ def assert_resumes_exactly(make_alg, train_iters: int, experience_for_update):
     _assert_same(alg.state_dict(), other.state_dict())
     for a in (alg, other):
         torch.manual_seed(123)
-        a._update(experience, None, valid, 1.0)
+        a._training_path()
+        a._learner._update(experience, None, valid, 1.0)
     _assert_same(alg.state_dict(), other.state_dict())
     env.close()
     other_env.close()

@@ -10,6 +10,7 @@ from torch import nn
 
 from rlf.algorithms import (Algorithm, NonFiniteLossError, RLAlgorithm, TrainerConfig,
                             adjust_replay_buffer_length)
+from rlf.algorithms.data_paths import Sequences
 from rlf.data_structures import AlgStep, LossInfo, StepType
 from rlf.environments import load
 from rlf.tensor_specs import TensorSpec
@@ -336,7 +337,7 @@ def test_sampled_batch_is_split_in_order_into_mini_batches(monkeypatch):
     get_batch = alg.replay_buffer.get_batch
     monkeypatch.setattr(alg.replay_buffer, "get_batch",
                         lambda *a: sampled.append(get_batch(*a)) or sampled[-1])
-    monkeypatch.setattr(alg, "_update", lambda mb, info, valid, weight: updates.append(
+    monkeypatch.setattr(alg._learner, "_update", lambda mb, info, valid, weight: updates.append(
         (mb.time_step.observation, info.positions, weight)) or 0)
     alg.train_from_replay_buffer()
     (batch, info), = sampled
@@ -397,8 +398,8 @@ def test_temporally_independent_train_step_pairs_each_step_with_its_own_info(bat
     expected = obs.transpose(0, 1) * 10 + info.transpose(0, 1)
     results = []
     for independent in (True, False):
-        alg = Tagger(config=TrainerConfig(temporally_independent_train_step=independent))
-        got = alg._collect_train_info(exp)
+        alg = Tagger()
+        got = Sequences((), False, 0, independent).train_info(alg, exp)
         assert got["obs"].shape == (t_len, batch, 2)
         assert torch.equal(got["obs"], expected)
         assert got["first"].tolist() == (step_type.transpose(0, 1) == StepType.FIRST).tolist()

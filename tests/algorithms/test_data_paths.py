@@ -78,3 +78,27 @@ def test_an_unannotated_number_parameter_takes_a_list_but_not_a_string(tmp_path)
             parse_config(str(conf), ["_unannotated.rate = 'fast'"])
     finally:
         gin.clear_config()
+
+
+def test_only_the_data_path_factory_reads_the_data_path_settings():
+    # make_data_path is the one reader: no other module takes `<anything>.<setting>` of them
+    # (config.py, which defines the fields, aside).
+    import ast
+    from pathlib import Path
+
+    from rlf.algorithms.data_paths import DATA_PATH_SETTINGS
+    rlf = Path(__file__).resolve().parents[2] / "rlf"
+    allowed = {rlf / "algorithms" / "data_paths.py", rlf / "algorithms" / "config.py"}
+    readers = []
+    for path in sorted(rlf.rglob("*.py")):
+        if path in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in DATA_PATH_SETTINGS:
+                readers.append(f"{path.relative_to(rlf.parent)}:{node.lineno} .{node.attr}")
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr"
+                    and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+                    and node.args[1].value in DATA_PATH_SETTINGS):
+                readers.append(f"{path.relative_to(rlf.parent)}:{node.lineno} getattr")
+    assert not readers, readers
+    assert len(DATA_PATH_SETTINGS) >= 17

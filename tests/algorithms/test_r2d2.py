@@ -117,7 +117,7 @@ def test_both_networks_start_from_the_stored_state_and_burn_in():
     exp = Experience(time_step=ts, action=torch.zeros(t_len, batch, dtype=torch.int64),
                      rollout_info=DQNInfo(action=torch.randint(0, 3, (t_len, batch))),
                      state=stored)
-    info = alg._collect_train_info(exp)
+    info = alg._training_path().sequences.train_info(alg, exp)
     assert info.q_values.shape == (4, 2, 3)  # [T-k, B, N]: the burn-in's 2 steps left out
 
     zeros = (torch.zeros(batch, 4), torch.zeros(batch, 4))

@@ -67,7 +67,7 @@ def _recorder(**config):
 def test_on_policy_epochs_preprocess_the_whole_unroll_then_shuffle_transitions():
     alg, env = _recorder(unroll_length=6, num_updates_per_train_iter=3, mini_batch_size=5,
                          mini_batch_length=1)
-    alg._is_on_policy = True
+    alg._is_on_policy, alg._path = True, None  # (the path follows: built anew)
     assert not alg.trains_on_rollout_graph
     steps = alg.train_iter()
     # One preprocess call on the whole [B=4, T=6] unroll. Each environment's final step has
@@ -95,13 +95,14 @@ def _train_summaries(tmp_path, iterations, on_policy=False, **config):
     the step, times the mini-batch's weight)."""
     from rlf.utils import summary
     alg, env = _recorder(**config)
-    alg._is_on_policy = on_policy
+    alg._is_on_policy, alg._path = on_policy, None  # (the path follows: built anew)
+    alg._training_path()
     summary.set_default_writer(summary.create_summary_writer(str(tmp_path), flush_secs=1))
     summary.set_summary_interval(1)
     summary.set_global_counter(0)
     losses = []
-    update = alg._update
-    alg._update = lambda mb, info, valid, weight: losses.append(
+    update = alg._learner._update
+    alg._learner._update = lambda mb, info, valid, weight: losses.append(
         float(alg.w.detach()) * weight) or update(mb, info, valid, weight)
     try:
         for _ in range(iterations):
@@ -143,8 +144,8 @@ def test_whole_buffer_split_into_single_steps_keeps_the_whole_experiences_mask(m
     alg, env = _recorder(unroll_length=5, whole_replay_buffer_training=True,
                          clear_replay_buffer=True, mini_batch_length=1, mini_batch_size=6)
     masks = []
-    update = alg._update
-    monkeypatch.setattr(alg, "_update", lambda mb, info, valid, weight: masks.append(
+    update = alg._learner._update
+    monkeypatch.setattr(alg._learner, "_update", lambda mb, info, valid, weight: masks.append(
         (mb.time_step.env_id, valid)) or update(mb, info, valid, weight))
     alg.train_iter()
     alg.train_iter()  # trains on the 6-step ring (the previous unroll's last step included)

@@ -274,7 +274,8 @@ def test_training_with_async_actors_learns_and_sigint_leaves_no_processes(tmp_pa
 
 def test_async_config_errors():
     env = load("CartPole-v1", 2)
-    config = TrainerConfig(async_unroll=True, num_actors=3)
+    config = TrainerConfig(async_unroll=True, num_actors=3, mini_batch_size=4,
+                           mini_batch_length=2)
     alg = Deterministic(env=env, config=config)
 
     class SixEnvironments(Unroller):  # as 3 actors of 2 environments

@@ -1,0 +1,700 @@
+"""Data paths: how experience reaches the gradient updates, one object per path.
+
+``make_data_path`` is the only reader of the data-path settings (``DATA_PATH_SETTINGS``;
+``tests/algorithms/test_data_paths.py`` enforces it) and builds one named path from them,
+each part validating its own settings as it is built:
+
+| ``name`` | class | what trains |
+|---|---|---|
+| ``"rollout_graph"`` | ``RolloutGraph`` | one update on ``calc_loss`` of the rollout's own ``[T, B]`` infos, with their graph (A2C) |
+| ``"unroll_epochs"`` | ``UnrollEpochs`` | the unroll (after the previous one's last step), without graph, in epochs of shuffled mini-batches through ``train_step`` (PPO) |
+| ``"replay_epochs"`` | ``Replay`` | epochs over all the replay buffer holds (IMPALA's conf, with ``clear_replay_buffer``) |
+| ``"replay_samples"`` | ``Replay`` | sampled mini-batches of ``mini_batch_size`` sequences of ``mini_batch_length`` steps (SAC, TD3, DQN) |
+| ``"offline"`` | ``Replay`` | sampled mini-batches of offline data only (``unroll_length = 0``) |
+
+The parts a path is composed of: ``Sequences`` (how ``train_step`` runs over a stored sequence:
+stored state, burn-in, all steps at once), ``MiniBatches`` (epochs of shuffled mini-batches and
+their masks) and ``Mixer`` (sequences from a second source appended to each mini-batch: offline
+data in hybrid training, IMPALA's experience replay). A path's ``observe`` takes each unroll and
+its ``batches`` yield the ``Batch`` es that ``Learner.update`` trains on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional
+
+import torch
+
+from rlf import nest
+from rlf.data_structures import Experience, valid_step_mask
+from rlf.utils import summary
+from rlf.utils.common import detach
+from rlf.utils.errors import UserError
+
+__all__ = ["DATA_PATH_SETTINGS", "Batch", "Sequences", "MiniBatches", "Mixer", "mixed_count",
+           "DataPath", "RolloutGraph", "UnrollEpochs", "Replay", "make_data_path", "data_path_name",
+           "trains_on_rollout_graph", "replay_buffer_length", "check_sequence_length",
+           "offline_data_settings",
+           "check_uses_rollout_state"]
+
+logger = logging.getLogger(__name__)
+
+#: The ``TrainerConfig`` fields that choose and shape the data path: read here only.
+DATA_PATH_SETTINGS = (
+    "unroll_with_grad", "use_rollout_state", "burn_in_steps", "temporally_independent_train_step",
+    "mini_batch_size", "mini_batch_length", "num_updates_per_train_iter",
+    "whole_replay_buffer_training", "clear_replay_buffer", "replay_buffer_length",
+    "priority_replay", "priority_replay_alpha", "priority_replay_beta", "initial_collect_steps",
+    "update_counter_every_mini_batch", "offline_buffer_dir", "offline_buffer_length",
+    "offline_normalized_actions", "offline_fraction")
+
+
+class Batch(NamedTuple):
+    """One mini-batch for ``Learner.update``.
+
+    Attributes:
+        experience: batch-major ``[N, T]`` ``Experience`` on the learner's device.
+        valid: ``[N, T]`` loss mask (``valid_step_mask``, computed before the split).
+        batch_info: the replay buffer's ``BatchInfo`` of the rows (prioritised replay), or
+            None.
+        weight: the mini-batch's size relative to a full one (a last, partial one < 1).
+        record: whether the update writes its training summaries.
+    """
+
+    experience: Experience
+    valid: torch.Tensor
+    batch_info: Any
+    weight: float
+    record: bool
+
+
+# ---------------------------------------------------------------------- settings checks
+def trains_on_rollout_graph(config) -> bool:
+    """Whether ``config`` lets an on-policy algorithm train on the rollout's own graph: one
+    update per unroll (``num_updates_per_train_iter = 1``) and no mini-batch settings (an
+    algorithm without a ``config`` does)."""
+    return config is None or (config.num_updates_per_train_iter == 1
+                              and config.mini_batch_size is None
+                              and config.mini_batch_length is None)
+
+
+def replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:
+    """The replay buffer length that whole-buffer training needs (ALF's
+    ``adjust_replay_buffer_length``).
+
+    With ``whole_replay_buffer_training`` and ``clear_replay_buffer`` the buffer holds
+    ``unroll_length + 1`` steps per environment: the ring then "clears" itself by overwriting,
+    and the extra step is the last step of the previous unroll, so the transition from it to
+    this unroll's first step is trained on and no step is wasted. Frames ignored at the start
+    of the ring (frame stacking) are added on top.
+
+    Args:
+        config: the ``TrainerConfig``.
+        num_earliest_frames_ignored: see ``ReplayBuffer``.
+
+    Returns:
+        Steps per environment.
+    """
+    if not config.whole_replay_buffer_training:
+        return config.replay_buffer_length
+    length = config.replay_buffer_length
+    if config.clear_replay_buffer:
+        length = int(config.unroll_length) + 1
+    return length + num_earliest_frames_ignored
+
+
+def check_sequence_length(config, owner: str, what: str, steps: str, need: int) -> None:
+    """Refuses sampled sequences shorter than the burn-in plus ``need`` steps (an
+    algorithm's own requirement, checked at its construction: DQN's n-step targets).
+
+    Args:
+        config: the ``TrainerConfig`` or None.
+        owner: the algorithm's name; ``what``: what needs them (``"n_step = 3"``);
+            ``steps``: ``need`` in words (``"n_step + 1"``), for the message.
+        need: steps needed after the burn-in.
+
+    Raises:
+        ValueError: naming them and the value to set.
+    """
+    length = getattr(config, "mini_batch_length", None)
+    need = need + getattr(config, "burn_in_steps", 0)
+    if length is not None and length < need:
+        raise ValueError(f"{owner}: {what} needs sequences of burn_in_steps + {steps} steps; "
+                         f"set TrainerConfig.mini_batch_length = {need} (it is {length})")
+
+
+def offline_data_settings(config) -> Optional[Dict[str, Any]]:
+    """``{"files", "length", "normalized_actions"}`` of ``config``'s offline data
+    (``offline_buffer_dir``, ``offline_buffer_length``, ``offline_normalized_actions``), or
+    None without offline data."""
+    if config is None or not config.offline_buffer_dir:
+        return None
+    return dict(files=config.offline_buffer_dir, length=config.offline_buffer_length,
+                normalized_actions=config.offline_normalized_actions)
+
+
+def check_uses_rollout_state(config, owner: str) -> None:
+    """Refuses training a recurrent network from stored sequences without their stored
+    state (an algorithm's own requirement: recurrent PPO).
+
+    Raises:
+        ValueError: naming ``owner`` and the setting.
+    """
+    if config is not None and not config.use_rollout_state:
+        raise ValueError(f"{owner}: a recurrent network trains each sequence from the state "
+                         f"the actor had at its first step: set "
+                         f"TrainerConfig.use_rollout_state = True")
+
+
+def mixed_count(n: int, fraction: float) -> int:
+    """How many sequences from a second source join ``n`` sequences so that they make
+    ``fraction`` of the mixed mini-batch: ``round(n f / (1 - f))``."""
+    return int(round(n * fraction / (1.0 - fraction)))
+
+
+# ---------------------------------------------------------------------- parts
+class Sequences:
+    """How ``train_step`` runs over a stored ``[T, B]`` sequence (every path but
+    ``"rollout_graph"``).
+
+    Args:
+        train_state_spec: the algorithm's ``train_step`` state spec.
+        use_rollout_state: start the recurrent state from the rollout state stored with the
+            sequence's first step (mapped by ``train_state_from_rollout_state``) instead of
+            zeros.
+        burn_in_steps: the first ``k`` steps only warm the state up: no gradient, left out of
+            ``calc_loss`` and the loss mask (R2D2).
+        temporally_independent: call ``train_step`` once on ``[T*B]`` instead of ``T`` times
+            on ``[B]``; None: so when there is no recurrent state.
+        owner: the algorithm's name; ``path``: the data path's name (messages).
+
+    Raises:
+        UserError: for settings that contradict each other or the state spec, with one line.
+    """
+
+    def __init__(self, train_state_spec: Any, use_rollout_state: bool, burn_in_steps: int,
+                 temporally_independent: Optional[bool], owner: str = "",
+                 path: str = ""):
+        recurrent = bool(nest.flatten(train_state_spec))
+        if use_rollout_state and temporally_independent:
+            raise UserError("TrainerConfig.use_rollout_state carries a recurrent state through "
+                            "train_step's steps, which temporally_independent_train_step = "
+                            "True computes all at once; set one of them")
+        if burn_in_steps and (not recurrent or temporally_independent):
+            raise UserError(f"TrainerConfig.burn_in_steps = {burn_in_steps} warms up a "
+                            f"recurrent train_step state, which {owner} has not on its data "
+                            f"path '{path}' (a recurrent train_state_spec, trained through "
+                            f"train_step step by step); remove it")
+        if temporally_independent and recurrent:
+            raise UserError(f"TrainerConfig.temporally_independent_train_step = True, but "
+                            f"{owner} has a recurrent train_state_spec, which needs "
+                            f"train_step step by step; remove it")
+        self.use_rollout_state = use_rollout_state
+        self.burn_in_steps = burn_in_steps
+        self.independent = (not recurrent) if temporally_independent is None \
+            else temporally_independent
+
+    def train_info(self, algorithm, experience: Experience) -> Any:
+        """``train_step`` over ``[T, B]`` experience; returns the ``[T, B]`` infos, or the
+        ``[T-k, B]`` infos after a burn-in of ``k`` steps.
+
+        With a recurrent state the steps run one by one from the stored rollout state of the
+        first step (``use_rollout_state``) or zeros, the state reset wherever a step is FIRST.
+        The burn-in steps run without gradient and their infos are dropped; the state they
+        leave is carried on, detached."""
+        from rlf.utils.common import reset_state_if_necessary
+        time_step, rollout_info = experience.time_step, experience.rollout_info
+        t_len, batch = time_step.step_type.shape[:2]
+        if self.independent:
+            # Flattened batch-major: replayed experience is a [T, B] view of [B, T] storage,
+            # so this reshape is a view where a time-major one copies every field (the
+            # frames: ~1.5 ms per 336 Pong observations).
+            flat = nest.map_structure(
+                lambda x: x.transpose(0, 1).reshape(batch * t_len, *x.shape[2:]),
+                (time_step, rollout_info))
+            step = algorithm.train_step(flat[0], (), flat[1])
+            return nest.map_structure(
+                lambda x: x.reshape(batch, t_len, *x.shape[1:]).transpose(0, 1), step.info)
+        if self.use_rollout_state:
+            state = algorithm.train_state_from_rollout_state(
+                nest.map_structure(lambda x: x[0], experience.state))
+        else:
+            state = algorithm.get_initial_train_state(batch)
+        initial_state = algorithm.get_initial_train_state(batch)
+        infos = []
+        for t in range(t_len):
+            inputs = nest.map_structure(lambda x: x[t], time_step)
+            state = reset_state_if_necessary(state, initial_state, inputs.is_first())
+            info_t = nest.map_structure(lambda x: x[t], rollout_info)
+            if t < self.burn_in_steps:
+                with torch.no_grad():
+                    state = detach(algorithm.train_step(inputs, state, info_t).state)
+                continue
+            step = algorithm.train_step(inputs, state, info_t)
+            infos.append(step.info)
+            state = step.state
+        return nest.utils.stack_nests(infos)
+
+    def after_burn_in(self, experience: Experience, valid: torch.Tensor):
+        """``(experience, valid)`` (``[T, B]``) without the burn-in steps, as ``calc_loss``
+        saw them."""
+        k = self.burn_in_steps
+        if not k:
+            return experience, valid
+        return nest.map_structure(lambda x: x[k:], experience), valid[k:]
+
+
+class Mixer:
+    """Appends ``mixed_count(N, fraction)`` sequences of the mini-batch's length from a second
+    source to each mini-batch of ``N`` (hybrid training's offline data).
+
+    Args:
+        sample: ``sample(k, length) -> [k, length] Experience`` of the source.
+        data_spec: the source's spec: the mixed mini-batch keeps the fields both have.
+        fraction: the source's share of the mixed mini-batch, in ``[0, 1)``.
+    """
+
+    def __init__(self, sample: Callable[[int, int], Experience], data_spec: Any,
+                 fraction: float):
+        self._sample, self._spec, self._fraction = sample, data_spec, fraction
+
+    def __call__(self, experience: Experience, batch_info: Any):
+        n, length = nest.flatten(experience)[0].shape[:2]
+        k = mixed_count(n, self._fraction)
+        if k == 0:
+            return experience, None
+        other = self._sample(k, length)
+        online = nest.pack_sequence_as(self._spec, [
+            nest.get_field(experience, p) for p, _ in nest.flatten_with_path(self._spec)])
+        return nest.utils.cat_nests([online, other]), None
+
+
+class MiniBatches:
+    """Epochs of shuffled mini-batches over a batch-major ``[N, L]`` experience.
+
+    1. The loss mask (``valid_step_mask``) is computed on the whole experience and the
+       algorithm's ``preprocess_experience`` is called once on all of it (GAE, returns, ...).
+    2. With ``mini_batch_length`` shorter than ``L``, each row is cut into
+       ``L // mini_batch_length`` sequences (the oldest ``L % mini_batch_length`` steps, which
+       fill none, are dropped); sequences with no valid step are dropped (they would add
+       nothing to a loss but an extra, nearly empty mini-batch and optimizer step).
+    3. The sequences are moved to the algorithm's device at once (one copy per call), then
+       each epoch goes through them in mini-batches of ``mini_batch_size`` (all if None), in a
+       new random order if ``shuffle`` (drawn on the CPU generator whatever the device), each
+       passed through ``mixer`` (if any) and the algorithm's ``mix_experience``.
+    4. Training summaries are written for the last mini-batch of a summary iteration only, as
+       in ALF, or, with the counter advanced per mini-batch, for each mini-batch whose counter
+       is due.
+
+    Args:
+        mini_batch_size: sequences per update (None: all).
+        mini_batch_length: steps per sequence (None: the whole rows).
+        counter_per_mini_batch: advance the global counter per mini-batch.
+    """
+
+    def __init__(self, mini_batch_size: Optional[int], mini_batch_length: Optional[int],
+                 counter_per_mini_batch: bool = False):
+        self.mini_batch_size = mini_batch_size
+        self.mini_batch_length = mini_batch_length
+        self.counter_per_mini_batch = counter_per_mini_batch
+
+    def epochs(self, algorithm, experience: Experience, batch_info: Any, num_epochs: int,
+               shuffle: bool, mixer: Optional[Mixer] = None,
+               counter_per_mini_batch: bool = False) -> Iterator[Batch]:
+        """The ``Batch`` es of ``num_epochs`` epochs over ``experience`` (``[N, L]``; CPU or
+        the algorithm's device); ``batch_info`` only without a cut. Yields nothing if
+        ``mini_batch_length > L``."""
+        length = nest.flatten(experience)[0].shape[1]
+        valid = valid_step_mask(experience.time_step.step_type.transpose(0, 1)).transpose(0, 1)
+        time_step, rollout_info = algorithm.preprocess_experience(
+            experience.time_step, experience.rollout_info, batch_info)
+        experience = experience._replace(time_step=time_step, rollout_info=rollout_info)
+        seq = self.mini_batch_length or length
+        if seq > length:
+            return
+        if seq < length:
+            usable = length - length % seq
+
+            def _split(x):
+                x = x[:, length - usable:]
+                return x.reshape(x.shape[0] * (usable // seq), seq, *x.shape[2:])
+
+            experience, valid = nest.map_structure(_split, (experience, valid))
+            batch_info = None
+            keep = valid.any(1)
+            if not bool(keep.all()):
+                experience, valid = nest.map_structure(lambda x: x[keep], (experience, valid))
+        # One host-to-device copy of the whole batch: each mini-batch is then gathered on the
+        # device, not gathered on the CPU and copied from pageable memory update by update.
+        experience, valid = nest.utils.convert_device((experience, valid), algorithm._device)
+        batch_size = valid.shape[0]
+        mini_batch_size = self.mini_batch_size or batch_size
+        per_mini_batch = counter_per_mini_batch and self.counter_per_mini_batch
+        record = summary.should_record_summaries()
+        for epoch in range(num_epochs):
+            order = (torch.randperm(batch_size) if shuffle and mini_batch_size < batch_size
+                     else None)
+            for b in range(0, batch_size, mini_batch_size):
+                # In order, a slice (a view): the buffer's batch is already a copy, and
+                # indexing would copy it again (~16 ms for a whole [16, 20] Pong batch).
+                idx = (slice(b, b + mini_batch_size) if order is None
+                       else order[b:b + mini_batch_size])
+                mb, mb_valid = nest.map_structure(lambda x: x[idx], (experience, valid))
+                mb_info = (None if batch_info is None
+                           else nest.map_structure(lambda x: x[idx], batch_info))
+                n = mb_valid.shape[0]
+                if mixer is not None:
+                    mb, mb_info = mixer(mb, mb_info)
+                mb, mb_info = algorithm.mix_experience(mb, mb_info)
+                added = nest.flatten(mb)[0].shape[0] - n
+                if added:  # appended whole sequences: their own mask
+                    extra = mb.time_step.step_type[n:].transpose(0, 1)
+                    mb_valid = torch.cat([mb_valid, valid_step_mask(extra).transpose(0, 1)])
+                if per_mini_batch:
+                    summary.increment_global_counter()
+                    record = summary.should_record_summaries()
+                last = epoch == num_epochs - 1 and b + mini_batch_size >= batch_size
+                size = min(b + mini_batch_size, batch_size) - b
+                yield Batch(mb, mb_valid, mb_info, size / mini_batch_size,
+                            record and (last or per_mini_batch))
+
+
+# ---------------------------------------------------------------------- paths
+class DataPath:
+    """What every data path offers: its ``name``, whether the unroll keeps its graph
+    (``grad_in_unroll``), ``observe`` for each unroll and ``batches`` for the updates.
+
+    Args:
+        algorithm: the ``RLAlgorithm`` whose hooks the path calls.
+        sequences: how ``train_step`` runs over stored sequences (None: no ``train_step``).
+    """
+
+    name = ""
+
+    def __init__(self, algorithm, sequences: Optional[Sequences]):
+        self.algorithm = algorithm
+        self.sequences = sequences
+
+    @property
+    def grad_in_unroll(self) -> bool:
+        """Whether the unroll keeps ``rollout_step``'s graph."""
+        return False
+
+    def observe(self, experience: Experience) -> None:
+        """Takes the ``[T, B]`` unroll (detached, on CPU)."""
+
+    def batches(self) -> Iterator[Batch]:
+        """The mini-batches of this iteration's updates."""
+        return iter(())
+
+    def get_extra_state(self) -> Dict[str, Any]:
+        """What the path carries from one iteration to the next, for checkpoints."""
+        return {}
+
+    def set_extra_state(self, state: Dict[str, Any]) -> None:
+        """Restores ``get_extra_state()`` output."""
+
+
+class RolloutGraph(DataPath):
+    """On-policy, one update per unroll on ``calc_loss`` of the rollout's own ``[T, B]``
+    infos, with their graph (A2C): ``Learner.update_on_rollout``; no ``train_step``."""
+
+    name = "rollout_graph"
+
+    @property
+    def grad_in_unroll(self) -> bool:
+        return True
+
+
+class UnrollEpochs(DataPath):
+    """On-policy in epochs (PPO): the unroll without graph, preceded by the previous unroll's
+    last step (whose transition into this unroll's first step would else never be trained
+    on, as in ALF's ``unroll_length + 1`` ring), through ``preprocess_experience`` once and
+    ``num_epochs`` epochs of shuffled mini-batches. The carried step is checkpointed, so a
+    resumed run trains on the transition across the checkpoint too; where the environments
+    restart at a resume, the step precedes a FIRST and ``valid_step_mask`` removes it as a
+    cut. A first unroll of one step holds no transition and trains nothing.
+
+    Args:
+        algorithm, sequences: see ``DataPath``.
+        mini_batches: the epochs' mini-batches.
+        num_epochs: passes over each unroll.
+    """
+
+    name = "unroll_epochs"
+
+    def __init__(self, algorithm, sequences: Sequences, mini_batches: MiniBatches,
+                 num_epochs: int):
+        super().__init__(algorithm, sequences)
+        self.mini_batches, self.num_epochs = mini_batches, num_epochs
+        self._carried = None  # the previous unroll's last step, flat, as checkpoints hold it
+        self._experience = None
+
+    def observe(self, experience: Experience) -> None:
+        self._experience = experience
+
+    def batches(self) -> Iterator[Batch]:
+        experience, self._experience = detach(self._experience), None
+        # A copy: a view would keep (and checkpoint) the whole unroll's storage.
+        last = nest.map_structure(lambda x: x[-1:].clone(), experience)
+        previous = self._carried_step(last)
+        self._carried = nest.flatten(last)
+        if previous is not None:
+            experience = nest.utils.cat_nests([previous, experience])
+        elif experience.time_step.step_type.shape[0] < 2:
+            return  # one step, no transition yet: it is carried into the next unroll
+        yield from self.mini_batches.epochs(
+            self.algorithm, nest.map_structure(lambda x: x.transpose(0, 1), experience), None,
+            self.num_epochs, shuffle=True)
+
+    def _carried_step(self, template: Experience):
+        """The previous unroll's last step rebuilt like ``template`` (a ``[1, B]`` step of the
+        new unroll); None if there is none or it does not fit (a checkpoint of another
+        configuration: the first unroll then trains without it, with a warning)."""
+        flat = self._carried
+        if flat is None:
+            return None
+        leaves = nest.flatten(template)
+        if len(flat) != len(leaves) or any(
+                a.shape != b.shape or a.dtype != b.dtype for a, b in zip(flat, leaves)):
+            logger.warning("%s: the checkpoint's carried unroll step does not fit this "
+                           "algorithm's experience; the first unroll trains without it",
+                           self.algorithm.name)
+            return None
+        return nest.pack_sequence_as(template, [a.to(b.device) for a, b in zip(flat, leaves)])
+
+    def get_extra_state(self) -> Dict[str, Any]:
+        """The carried last step of the previous unroll, as a flat list of ``[1, B, ...]``
+        tensors (``torch.load(weights_only=True)`` accepts lists, not namedtuples), or
+        None."""
+        return {"last_unroll_step": self._carried}
+
+    def set_extra_state(self, state: Dict[str, Any]) -> None:
+        self._carried = state.get("last_unroll_step")
+
+
+class Replay(DataPath):
+    """Off-policy: from the replay buffer, and from offline data (ALF's semantics).
+
+    With ``whole`` every held step is used ``num_epochs`` times (epochs over the whole
+    buffer, ``"replay_epochs"``); otherwise ``mini_batch_size * num_epochs`` sequences of
+    ``mini_batch_length`` steps are sampled and each is used once, in order
+    (``"replay_samples"``). ``preprocess_experience`` sees the whole buffer (or the whole
+    sampled batch) once, before it is split. Nothing trains until the buffer holds
+    ``initial_collect_steps`` steps and (sampling) an environment holds a whole sequence.
+    With offline data (``offline``, a ``ReplayBuffer``) training samples only from it while
+    there is no online data (``unroll_length = 0``: ``"offline"``), and appends
+    ``offline_fraction`` of each mini-batch from it in hybrid training.
+
+    Args:
+        algorithm, sequences: see ``DataPath``.
+        mini_batches: the mini-batches.
+        num_epochs: ``num_updates_per_train_iter``.
+        whole: ``whole_replay_buffer_training``.
+        clear: ``clear_replay_buffer`` (with sampling: clear the buffer after training).
+        initial_collect_steps: see above (whole-buffer training with ``clear`` raises it to
+            the buffer's capacity once the buffer is built: the first iteration holds
+            ``unroll_length`` steps only, and training starts from the second, as in ALF).
+        offline_fraction: the offline share of a hybrid mini-batch.
+        unroll_with_grad: keep ``rollout_step``'s graph (for ``after_train_iter``).
+        offline_only: no environment steps (``unroll_length = 0``).
+    """
+
+    def __init__(self, algorithm, sequences: Sequences, mini_batches: MiniBatches,
+                 num_epochs: int, whole: bool, clear: bool, initial_collect_steps: int,
+                 offline_fraction: float, unroll_with_grad: bool, offline_only: bool,
+                 length: int, priority: Dict[str, Any]):
+        super().__init__(algorithm, sequences)
+        self.mini_batches, self.num_epochs = mini_batches, num_epochs
+        self.whole, self.clear = whole, clear
+        self.initial_collect_steps = initial_collect_steps
+        self.offline_fraction = offline_fraction
+        self._unroll_with_grad = unroll_with_grad
+        self.name = ("offline" if offline_only else "replay_epochs" if whole
+                     else "replay_samples")
+        self.length = length
+        self.priority = priority
+        self.prioritized = bool(priority["prioritized_sampling"])
+
+    @property
+    def length_setting(self) -> str:
+        """The setting that sizes the buffer's rings, for messages."""
+        return ("TrainerConfig.unroll_length + 1" if self.whole and self.clear
+                else "TrainerConfig.replay_buffer_length")
+
+    def check_fits(self, num_envs: int, usable_length: int) -> None:
+        """Refuses a buffer in which training would never start: ``initial_collect_steps``
+        beyond what ``num_envs`` rings of ``length`` steps hold, or sampled sequences longer
+        than a ring's ``usable_length`` steps (its length less the oldest frames that frame
+        stacking ignores).
+
+        Raises:
+            UserError: naming the setting and the fix.
+        """
+        capacity = num_envs * self.length
+        owner = self.algorithm.name
+        if self.initial_collect_steps > capacity:
+            raise UserError(
+                f"{owner}: TrainerConfig.initial_collect_steps = {self.initial_collect_steps} "
+                f"exceeds what the replay buffer holds (environments x steps each: "
+                f"{num_envs} x {self.length} = {capacity}), so training would never start; "
+                f"lower it or raise TrainerConfig.replay_buffer_length")
+        self.check_sequence_fits(usable_length)
+
+    def check_sequence_fits(self, usable_length: int) -> None:
+        """Refuses sampled sequences longer than a ring's ``usable_length`` steps.
+
+        Raises:
+            UserError: naming the setting and the fix.
+        """
+        length = self.mini_batches.mini_batch_length
+        if not self.whole and length is not None and length > usable_length:
+            raise UserError(
+                f"{self.algorithm.name}: TrainerConfig.mini_batch_length = {length} is longer "
+                f"than a replay ring's usable steps ({usable_length}: its length less the "
+                f"oldest frames that frame stacking ignores), so no sequence could ever be "
+                f"sampled; raise TrainerConfig.replay_buffer_length")
+
+    @property
+    def grad_in_unroll(self) -> bool:
+        return self._unroll_with_grad
+
+    def observe(self, experience: Experience) -> None:
+        """Adds each ``[B]`` step of the unroll through the algorithm's
+        ``observe_for_replay``."""
+        for t in range(experience.time_step.step_type.shape[0]):
+            self.algorithm.observe_for_replay(nest.map_structure(lambda x: x[t], experience))
+
+    def buffer_built(self, buffer) -> None:
+        """Called once the online buffer is built: whole-buffer training with ``clear``
+        trains from the second iteration on, when the buffer holds ``unroll_length + 1``
+        steps (ALF)."""
+        if self.whole and self.clear:
+            self.initial_collect_steps = max(self.initial_collect_steps,
+                                             buffer.max_length * buffer.num_environments)
+
+    def offline_mixer(self) -> Optional[Mixer]:
+        """The ``Mixer`` of hybrid training (offline sequences in each online mini-batch), or
+        None without offline data."""
+        offline = self.algorithm.offline_replay_buffer
+        if offline is None:
+            return None
+        return Mixer(lambda k, length: offline.get_batch(k, length)[0], offline.data_spec,
+                     self.offline_fraction)
+
+    def batches(self, update_global_counter: bool = True) -> Iterator[Batch]:
+        """As ``DataPath.batches``; ``update_global_counter``: advance the global counter per
+        mini-batch where ``update_counter_every_mini_batch`` says so."""
+        algorithm, mb = self.algorithm, self.mini_batches
+        buffer, offline = algorithm.replay_buffer, algorithm.offline_replay_buffer
+        online_ready = buffer is not None and buffer.total_size >= max(
+            self.initial_collect_steps, 1)
+        if online_ready and not self.whole and mb.mini_batch_length is not None:
+            # A small initial_collect_steps: nothing to sample until a whole sequence is held.
+            online_ready = buffer.can_sample(mb.mini_batch_length)
+        if not online_ready and offline is None:
+            return
+        need_sampling = not online_ready or not self.whole
+        if need_sampling and (mb.mini_batch_size is None or mb.mini_batch_length is None):
+            raise ValueError("TrainerConfig.mini_batch_size and mini_batch_length must be set "
+                             "for training from sampled (or offline) batches")
+        mixer = self.offline_mixer() if online_ready else None
+        if not online_ready:  # offline only: no environment data (yet)
+            experience, _ = offline.get_batch(mb.mini_batch_size * self.num_epochs,
+                                              mb.mini_batch_length)
+            yield from mb.epochs(algorithm, experience, None, 1, shuffle=False,
+                                 counter_per_mini_batch=update_global_counter)
+        elif self.whole:
+            experience = buffer.gather_all(ignore_earliest_frames=True)  # [E, L]
+            yield from mb.epochs(algorithm, experience, None, self.num_epochs, shuffle=True,
+                                 mixer=mixer, counter_per_mini_batch=update_global_counter)
+        else:
+            experience, batch_info = buffer.get_batch(mb.mini_batch_size * self.num_epochs,
+                                                      mb.mini_batch_length)
+            yield from mb.epochs(algorithm, experience, batch_info, 1, shuffle=False,
+                                 mixer=mixer, counter_per_mini_batch=update_global_counter)
+        if self.clear and not self.whole:
+            buffer.clear()
+
+
+# ---------------------------------------------------------------------- the factory
+def data_path_name(algorithm, config) -> str:
+    """The name of the path ``config`` selects for ``algorithm`` (``make_data_path``'s), without
+    building or checking it."""
+    if algorithm.on_policy:
+        return "rollout_graph" if algorithm.trains_on_rollout_graph else "unroll_epochs"
+    if config is not None and not config.unroll_length and config.offline_buffer_dir:
+        return "offline"
+    if config is not None and config.whole_replay_buffer_training:
+        return "replay_epochs"
+    return "replay_samples"
+
+
+def make_data_path(algorithm, config) -> DataPath:
+    """The data path that ``config``'s settings select for ``algorithm`` (the module
+    docstring's table), its parts built and checked; the only reader of
+    ``DATA_PATH_SETTINGS``.
+
+    Args:
+        algorithm: the ``RLAlgorithm`` (its ``on_policy``, ``trains_on_rollout_graph``,
+            ``train_state_spec`` and hooks).
+        config: its ``TrainerConfig``.
+
+    Raises:
+        UserError: one line naming a setting that the path would ignore, or settings that
+            contradict each other or the algorithm, and the fix.
+    """
+    name, path = algorithm.name, data_path_name(algorithm, config)
+    on_policy = bool(algorithm.on_policy)
+    if on_policy and config.offline_buffer_dir:
+        raise UserError("TrainerConfig.offline_buffer_dir needs an off-policy algorithm")
+    ignored = []
+    if on_policy and config.unroll_with_grad:
+        ignored.append(("unroll_with_grad", "an on-policy algorithm keeps the rollout's "
+                        "graph exactly when it trains on it"))
+    if path == "rollout_graph":
+        ignored += [(key, "training on the rollout's own graph calls no train_step")
+                    for key in ("use_rollout_state", "temporally_independent_train_step")
+                    if getattr(config, key)]
+    if ignored:
+        key, why = ignored[0]
+        raise UserError(f"TrainerConfig.{key} changes nothing for {name}'s data path "
+                        f"'{path}' ({why}); remove it")
+    k = config.burn_in_steps
+    if path == "rollout_graph":
+        if k:
+            raise UserError(f"TrainerConfig.burn_in_steps = {k} warms up a recurrent "
+                            f"train_step state, which {name} has not on its data path "
+                            f"'{path}' (a recurrent train_state_spec, trained through "
+                            f"train_step step by step); remove it")
+        return RolloutGraph(algorithm, None)
+    sequences = Sequences(algorithm.train_state_spec, config.use_rollout_state, k,
+                          config.temporally_independent_train_step, name, path)
+    if k and config.mini_batch_length is not None and config.mini_batch_length <= k:
+        raise UserError(f"TrainerConfig.burn_in_steps = {k} leaves no step to train in "
+                        f"sequences of mini_batch_length = {config.mini_batch_length}; set "
+                        f"mini_batch_length > burn_in_steps")
+    mini_batches = MiniBatches(config.mini_batch_size, config.mini_batch_length,
+                               config.update_counter_every_mini_batch)
+    if on_policy:
+        replay_settings = config.changed_settings(config.REPLAY_SETTINGS)
+        if replay_settings:
+            raise UserError(config.without_effect(
+                replay_settings, f"with an off-policy algorithm's replay buffer; "
+                f"{name} is on-policy", "remove {it}"))
+        return UnrollEpochs(algorithm, sequences, mini_batches,
+                            config.num_updates_per_train_iter)
+    if (config.mini_batch_size is None or config.mini_batch_length is None) and (
+            not config.whole_replay_buffer_training or config.offline_buffer_dir):
+        raise UserError(f"{name} trains from sampled replay batches, which need "
+                        f"TrainerConfig.mini_batch_size and mini_batch_length (or, without "
+                        f"offline data, TrainerConfig.whole_replay_buffer_training = True)")
+    return Replay(algorithm, sequences, mini_batches, config.num_updates_per_train_iter,
+                  config.whole_replay_buffer_training, config.clear_replay_buffer,
+                  config.initial_collect_steps, config.offline_fraction,
+                  config.unroll_with_grad, offline_only=path == "offline",
+                  length=replay_buffer_length(config),
+                  priority=dict(prioritized_sampling=config.priority_replay,
+                                alpha=config.priority_replay_alpha,
+                                beta=config.priority_replay_beta))
