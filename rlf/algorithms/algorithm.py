@@ -13,23 +13,24 @@ replay buffer hands out batch-major ``[B, T, ...]`` data, which the learner tran
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
 
-from rlf.algorithms.algorithm_state import AlgorithmStateMixin
+from rlf.algorithms.algorithm_state import (load_initial_checkpoint, load_optimizer_states,
+                                            state_problems)
 from rlf.algorithms.counters import Counters
 from rlf.algorithms.reserved import check_reserved_name, check_subclass_members
-from rlf.algorithms.optimization import (LOSS_AVERAGES, NonFiniteLossError,
-                                         OptimizationMixin, check_optimizer_args)
+from rlf.algorithms.learner import Learner
+from rlf.algorithms.optimization import LOSS_AVERAGES, NonFiniteLossError, check_optimizer_args
 from rlf.data_structures import AlgStep, Experience, LossInfo
 from rlf.utils.common import zeros_from_spec
 
 __all__ = ["Algorithm", "NonFiniteLossError"]
 
 
-class Algorithm(OptimizationMixin, AlgorithmStateMixin, nn.Module):
+class Algorithm(nn.Module):
     """Base class of algorithms (ALF's ``Algorithm``).
 
     Args:
@@ -104,18 +105,16 @@ class Algorithm(OptimizationMixin, AlgorithmStateMixin, nn.Module):
                                     else predict_state_spec)
         self._is_on_policy = is_on_policy
         self._optimizer_arg = optimizer
-        self._optimizers: Optional[List[torch.optim.Optimizer]] = None
         self._lr_scheduler_arg = lr_scheduler
-        # one entry per optimizer (None: constant rate), built with ``optimizers``
-        self._lr_schedulers: List[Any] = []
+        self._added_optimizers: List[Dict[str, Any]] = []  # add_optimizer's declarations
         self._config = config
         self._checkpoint = checkpoint
         self._debug_summaries = debug_summaries
         self._gradient_clipping = gradient_clipping
         self._clip_by_global_norm = clip_by_global_norm
         self._device = torch.device(getattr(config, "device", None) or "cpu")
-        self._grad_scaler = None
         self._counters = Counters()
+        self._learner = Learner(self, Algorithm)  # the optimizers (built at first use), updates
 
     # ------------------------------------------------------------------ reserved names
     def __setattr__(self, name: str, value: Any) -> None:
@@ -201,6 +200,257 @@ class Algorithm(OptimizationMixin, AlgorithmStateMixin, nn.Module):
             ``[B, ...]`` nest matching ``train_state_spec``.
         """
         return state
+
+    # ------------------------------------------------------------------ optimizers
+    def add_optimizer(self, optimizer: Any, modules: Any, lr_scheduler: Any = None,
+                      gradient_clipping: Any = "inherit",
+                      clip_by_global_norm: Optional[bool] = None,
+                      name: Optional[str] = None, every: int = 1) -> None:
+        """Gives some sub-modules an optimizer of their own (ALF's ``add_optimizer``), e.g.
+        SAC's actor, critics and temperature, each with its own rate.
+
+        The ``optimizer`` argument of the constructor then covers only the parameters no
+        ``add_optimizer`` claimed. Each optimizer has its own schedule and clipping and is
+        checkpointed with its schedule and step count, in the order: per algorithm (root
+        first), its added optimizers in the order added, then its default one.
+
+        Which loss trains it: when ``calc_loss`` returns ``LossInfo.loss`` as a dict of
+        named terms, the term named ``name`` is back-propagated into this optimizer's
+        parameters only (``backward(inputs=...)``: a term through another's module leaves
+        that module's gradients alone, without ``requires_grad`` toggling), and an update
+        without that term does not step it. A single (unnamed) loss trains every optimizer.
+        Either way the optimizer steps only on updates ``every, 2 every, ...`` (counted from
+        1; ``is_due``), and its schedule advances and its ``learning_rate/...`` summary is
+        written only when it stepped.
+
+        Args:
+            optimizer: a ``torch.optim.Optimizer`` class or factory called with the
+                parameters (gin: ``@torch.optim.Adam``), or None to leave these modules to
+                the default optimizer.
+            modules: an ``nn.Module``, an ``nn.Parameter``, or a list of them.
+            lr_scheduler: like ``Algorithm``'s ``lr_scheduler``, for this optimizer.
+            gradient_clipping: like ``Algorithm``'s, for this optimizer; by default the
+                algorithm's.
+            clip_by_global_norm: like ``Algorithm``'s; by default the algorithm's.
+            name: the optimizer's name: the key of its term in a dict ``LossInfo.loss``,
+                of ``optimizer_steps`` and of its summaries (``learning_rate/<alg>/<name>``);
+                by default its index.
+            every: it steps on every ``every``-th update (TD3's ``policy_delay``: 2).
+
+        Raises:
+            RuntimeError: once the optimizers exist (the trainer builds them right after the
+                algorithm; otherwise the first update or ``state_dict`` does): call it in
+                the constructor.
+            ValueError: for a module or parameter that is not an attribute of this
+                algorithm (or of its sub-modules), an ``optimizer`` or ``lr_scheduler``
+                that cannot be called, a ``gradient_clipping`` <= 0, ``every`` < 1 or a
+                ``name`` used already.
+        """
+        if self._learner.built:
+            raise RuntimeError(f"{self._name}: add_optimizer must be called before the "
+                               f"optimizers are created (in the constructor)")
+        check_optimizer_args(f"{self._name}.add_optimizer", optimizer, lr_scheduler,
+                             None if gradient_clipping == "inherit" else gradient_clipping)
+        if not (isinstance(every, int) and every >= 1):
+            raise ValueError(f"{self._name}.add_optimizer: every must be an int >= 1 "
+                             f"(updates), got {every!r}")
+        if name is not None and (not isinstance(name, str) or name == "default" or name in [
+                e["name"] for e in self._added_optimizers]):
+            raise ValueError(f"{self._name}.add_optimizer: name {name!r} is taken or not a "
+                             f"string; give each optimizer its own name")
+        if optimizer is None:
+            return
+        if isinstance(modules, (nn.Module, nn.Parameter)):
+            modules = [modules]
+        names = []  # by name: moving or loading the algorithm may replace a Parameter object
+        for m in modules:
+            found = (self.named_parameters() if isinstance(m, nn.Parameter)
+                     else self.named_modules())
+            key = next((("p", n) if isinstance(m, nn.Parameter) else ("m", n)
+                        for n, x in found if x is m), None)
+            if key is None:
+                raise ValueError(f"{self._name}: add_optimizer got a {type(m).__name__} that "
+                                 f"is not part of this algorithm; assign it to an attribute "
+                                 f"first")
+            names.append(key)
+        self._added_optimizers.append(dict(
+            optimizer=optimizer, modules=names, lr_scheduler=lr_scheduler, name=name,
+            every=every, clipping=(self._gradient_clipping if gradient_clipping == "inherit"
+                                   else gradient_clipping,
+                                   self._clip_by_global_norm if clip_by_global_norm is None
+                                   else clip_by_global_norm)))
+
+    @property
+    def optimizers(self) -> List[torch.optim.Optimizer]:
+        """All optimizers of this algorithm and its sub-algorithms (created on first use,
+        with their ``lr_scheduler``s; ``Trainer`` uses it right after building the algorithm,
+        so that a setting they refuse stops the run before it starts).
+
+        Raises:
+            UserError: (a ``ValueError``) naming parameters no optimizer covers, or an
+                algorithm with an ``lr_scheduler`` but no ``optimizer`` of its own, or a
+                schedule whose length (``total_iters``, ``T_max``, ``step_size``) is below 1.
+        """
+        return self._learner.optimizers
+
+    @property
+    def optimizer_names(self) -> List[str]:
+        """The optimizers' names in ``optimizers`` order: the ``name`` given to
+        ``add_optimizer``, ``"default"`` for an algorithm's own ``optimizer`` (a
+        sub-algorithm's: ``"<its name>/default"``), else its index."""
+        return self._learner.names
+
+    @property
+    def num_updates(self) -> int:
+        """The number of gradient updates (``update_with_gradient`` calls that applied one)
+        so far, checkpointed; an optimizer with ``every = N`` steps on updates ``N, 2N, ...``
+        (counted from 1). On an actor, the learner's count as of the parameters it acts
+        with."""
+        return self._counters.num_updates
+
+    @property
+    def optimizer_steps(self) -> Dict[str, int]:
+        """How many times each optimizer stepped, by its name (``optimizer_names``),
+        checkpointed. An optimizer steps on an update where it is due (``is_due``) and
+        received a loss; AMP's GradScaler skipping a step does not count."""
+        names = self.optimizer_names  # (builds the optimizers, sizing the counts)
+        return dict(zip(names, self._counters.optimizer_steps))
+
+    def is_due(self, name: str) -> bool:
+        """Whether optimizer ``name`` steps in the next update (its ``every`` divides the
+        next update's number, counted from 1): ``calc_loss`` may skip computing a term whose
+        optimizer is not due (TD3's delayed actor).
+
+        Raises:
+            KeyError: for a name that is not in ``optimizer_names``.
+        """
+        return self._learner.is_due(self._learner.index(name))
+
+    def update_with_gradient(self, loss_info: LossInfo,
+                             valid_masks: Optional[torch.Tensor] = None,
+                             weight: float = 1.0) -> Tuple[LossInfo, List[nn.Parameter]]:
+        """One gradient update on ``loss_info``: each due optimizer steps on its loss
+        (``Learner.update_with_gradient``).
+
+        Each loss (the single ``loss``, or each term of a dict ``loss``) is reduced to a
+        scalar with ``masked_loss_mean`` under its mask: its ``LossInfo.mask`` if given,
+        else the loop's step mask ``valid_masks`` (``valid_step_mask``: 0 at LAST steps,
+        steps before a cut and the sequence's last step) fitted to its shape: ``[T, B]`` per
+        step, ``[T-k, B]`` the first ``T - k`` rows (``k = 1``: transitions), ``[B]`` (one
+        loss per sequence) by whether the sequence has a valid step, scalars unmasked. It is
+        averaged by ``loss_average`` (``"all"``, ALF's: over all entries, so the gradient
+        scale does not depend on how many are masked; or ``"valid"``: over the kept ones),
+        ``scalar_loss`` is added, and the sum is multiplied by ``weight``.
+
+        A single loss is back-propagated once into every due optimizer's parameters; a dict
+        of terms ``{name: loss}`` is back-propagated term by term, each into the parameters
+        of the optimizer of that name only (``add_optimizer(name=...)``), and terms whose
+        optimizer is not due (``is_due``) are left out. Gradients are clipped per optimizer
+        (its ``gradient_clipping``) before its step; its schedule advances only if it
+        stepped. Loss terms, gradient norms and learning rates are kept from the last update
+        that produced each and written at the next update that records summaries, so a term
+        that alternates with the summary interval still reaches TensorBoard.
+
+        Args:
+            loss_info: from ``calc_loss``: ``loss`` a tensor (``[T-k, B, ...]`` for
+                ``k >= 0``, ``[B]`` or a scalar) or a dict of such tensors keyed by
+                optimizer name; ``mask`` None/``()``, a tensor (the loss's leading dims) or a
+                dict of them keyed like ``loss``; ``scalar_loss`` a scalar (with a dict
+                loss: a dict keyed like it).
+            valid_masks: ``[T, B]`` float or bool, or None (all valid).
+            weight: multiplies the loss (e.g. the size of a last, partial mini-batch relative
+                to a full one).
+
+        Returns:
+            ``(loss_info with the scalar total loss, parameters that received gradients)``.
+
+        Raises:
+            NonFiniteLossError: if the loss or any of its terms is NaN or infinite, naming the
+                term and the iteration; no parameter is changed then.
+            UserError: if a learning-rate schedule sets a negative or non-finite rate for
+                the next update; (a ``ValueError``) for a loss term and an ``extra`` entry of
+                the same name, which would write one summary tag (``loss/<name>/<key>``).
+            ValueError: if a loss fits neither its mask nor ``[T-k, B]``/``[B]``, or a term
+                names no optimizer.
+        """
+        return self._learner.update_with_gradient(loss_info, valid_masks, weight)
+
+    def _autocast(self):
+        """``Learner.autocast``: ``torch.autocast`` when ``config.enable_amp``."""
+        return self._learner.autocast()
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
+        """The module's state plus, at the root, ``"_optimizers"``: the list of optimizer
+        states (in ``optimizers`` order), and ``"_lr_schedulers"`` when any optimizer has
+        one (None for those without)."""
+        state = super().state_dict(*args, destination=destination, prefix=prefix,
+                                   keep_vars=keep_vars)
+        if prefix == "" and not args:
+            state["_optimizers"] = [opt.state_dict() for opt in self.optimizers]
+            schedules = self._learner.schedules
+            if any(s is not None for s in schedules):
+                state["_lr_schedulers"] = [None if s is None else s.state_dict()
+                                           for s in schedules]
+        return state
+
+    def load_state_dict(self, state_dict: Dict[str, Any], strict: bool = True, assign=False):
+        """Restores ``state_dict()`` output, checking everything first.
+
+        Raises:
+            ValueError: naming missing and unexpected keys, parameters whose shape or dtype
+                differs (expected vs found), and optimizers that do not fit (other group
+                sizes, or another optimizer class's hyperparameters); nothing is changed
+                then.
+        """
+        state_dict = dict(state_dict)
+        opt_states = state_dict.pop("_optimizers", None)
+        sched_states = state_dict.pop("_lr_schedulers", None)
+        own = super().state_dict()
+        own.pop("_optimizers", None)
+        optimizers = self.optimizers if opt_states is not None else []
+        schedules = self._learner.schedules if opt_states is not None else []
+        problems = state_problems(self._name, own, state_dict, strict, optimizers, schedules,
+                                  opt_states, sched_states)
+        if problems:
+            raise ValueError(f"{self._name}: the checkpoint does not fit this algorithm: "
+                             + "; ".join(problems) + " (nothing was loaded)")
+        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        if opt_states is not None:
+            load_optimizer_states(self._name, optimizers, schedules, opt_states, sched_states)
+        return result
+
+    def load_initial_checkpoint(self) -> None:
+        """Loads the parameters named by the ``checkpoint`` argument (``"prefix@path"``;
+        ``algorithm_state.load_initial_checkpoint``).
+
+        Raises:
+            UserError: (a ``ValueError``) for a missing or unreadable file, no parameters
+                under the prefix, or parameters that do not fit, naming the file; nothing is
+                loaded then.
+        """
+        if self._checkpoint:
+            load_initial_checkpoint(self, self._checkpoint)
+
+    def get_extra_state(self) -> Dict[str, Any]:
+        """What ``state_dict`` saves beside tensors (``nn.Module`` hook): the counters (the
+        training iteration, the update count and the optimizers' step counts, in
+        ``optimizers`` order). Subclasses extend the dict (call ``super()``)."""
+        return {"train_iter_num": self._counters.train_iter_num,
+                "num_updates": self.num_updates,
+                "optimizer_steps": self._counters.optimizer_steps}
+
+    def set_extra_state(self, state: Dict[str, Any]) -> None:
+        """Restores ``get_extra_state()`` output; keys missing in older checkpoints get their
+        defaults (counts of other optimizers start from 0)."""
+        self._counters.train_iter_num = int(state.get("train_iter_num", 0))
+        self._counters.num_updates = int(state.get("num_updates", 0))
+        steps = [int(c) for c in state.get("optimizer_steps") or []]
+        if not self._learner.built:  # sized now; building the optimizers keeps a fitting size
+            self._counters.set_num_optimizers(len(steps))
+        if len(steps) != len(self._counters.optimizer_steps):
+            steps = [0] * len(self._counters.optimizer_steps)
+        self._counters.set_optimizer_steps(steps)
 
     # ------------------------------------------------------------------ steps (subclasses)
     def predict_step(self, inputs: Any, state: Any) -> AlgStep:

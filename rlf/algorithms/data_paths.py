@@ -516,6 +516,27 @@ class Replay(DataPath):
         self.length = length
         self.priority = priority
         self.prioritized = bool(priority["prioritized_sampling"])
+        self.buffer = None  # the online ReplayBuffer, built from the first step (set_buffer)
+        self.offline = None  # the offline data's ReplayBuffer, if any
+        self.pending_state = None  # a checkpoint's buffer state, loaded once it is built
+
+    def set_buffer(self, buffer) -> None:
+        """Takes the online buffer, built from the first step's experience: checks that
+        sampled sequences fit its rings and restores a checkpoint's state read before it
+        existed. Whole-buffer training with ``clear`` trains from the second iteration on,
+        when the buffer holds ``unroll_length + 1`` steps (ALF).
+
+        Raises:
+            UserError: for sequences longer than a ring's usable steps.
+        """
+        self.buffer = buffer
+        if self.whole and self.clear:
+            self.initial_collect_steps = max(self.initial_collect_steps,
+                                             buffer.max_length * buffer.num_environments)
+        self.check_sequence_fits(buffer.max_length - buffer.num_earliest_frames_ignored)
+        if self.pending_state is not None:
+            buffer.load_state_dict(self.pending_state)
+            self.pending_state = None
 
     @property
     def length_setting(self) -> str:
@@ -566,18 +587,10 @@ class Replay(DataPath):
         for t in range(experience.time_step.step_type.shape[0]):
             self.algorithm.observe_for_replay(nest.map_structure(lambda x: x[t], experience))
 
-    def buffer_built(self, buffer) -> None:
-        """Called once the online buffer is built: whole-buffer training with ``clear``
-        trains from the second iteration on, when the buffer holds ``unroll_length + 1``
-        steps (ALF)."""
-        if self.whole and self.clear:
-            self.initial_collect_steps = max(self.initial_collect_steps,
-                                             buffer.max_length * buffer.num_environments)
-
     def offline_mixer(self) -> Optional[Mixer]:
         """The ``Mixer`` of hybrid training (offline sequences in each online mini-batch), or
         None without offline data."""
-        offline = self.algorithm.offline_replay_buffer
+        offline = self.offline
         if offline is None:
             return None
         return Mixer(lambda k, length: offline.get_batch(k, length)[0], offline.data_spec,
@@ -587,7 +600,7 @@ class Replay(DataPath):
         """As ``DataPath.batches``; ``update_global_counter``: advance the global counter per
         mini-batch where ``update_counter_every_mini_batch`` says so."""
         algorithm, mb = self.algorithm, self.mini_batches
-        buffer, offline = algorithm.replay_buffer, algorithm.offline_replay_buffer
+        buffer, offline = self.buffer, self.offline
         online_ready = buffer is not None and buffer.total_size >= max(
             self.initial_collect_steps, 1)
         if online_ready and not self.whole and mb.mini_batch_length is not None:

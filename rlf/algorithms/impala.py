@@ -54,6 +54,13 @@ class ImpalaInfo(NamedTuple):
     value: Any = ()
 
 
+class _Memory:
+    """Holds IMPALA's experience-replay ``ReplayBuffer`` outside the module tree (it is not
+    checkpointed)."""
+
+    buffer = None
+
+
 @gin.configurable
 class ImpalaAlgorithm(RLAlgorithm):
     """IMPALA's learner: policy gradient with V-trace advantages, a V-trace value baseline and
@@ -170,7 +177,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         self._replay_fraction = experience_replay_fraction
         self._memory_args = dict(max_length=experience_replay_length, max_use=max_use,
                                  stacked_frames=experience_replay_stacked_frames)
-        self.__dict__["_memory"] = None  # the experience-replay memory (not checkpointed)
+        self._memory = _Memory()  # the experience-replay memory (not checkpointed)
 
     @property
     def entropy_regularization(self) -> float:
@@ -181,7 +188,7 @@ class ImpalaAlgorithm(RLAlgorithm):
     def experience_replay_memory(self):
         """The experience-replay ``ReplayBuffer`` (None until the first step is stored, or
         without ``experience_replay_fraction``)."""
-        return self.__dict__["_memory"]
+        return self._memory.buffer
 
     def observe_for_replay(self, exp) -> None:
         """Stores the step in the training buffer and, with experience replay, the memory."""
@@ -190,7 +197,7 @@ class ImpalaAlgorithm(RLAlgorithm):
             return
         if self.experience_replay_memory is None:
             spec = spec_from_tensors(exp)
-            self.__dict__["_memory"] = self._replay_buffer_ctor(
+            self._memory.buffer = self._replay_buffer_ctor(
                 data_spec=spec, num_environments=self._num_envs,
                 name=f"{self._name}_experience_replay", **self._memory_args)
         self.experience_replay_memory.add_batch(exp, exp.time_step.env_id)

@@ -1,19 +1,36 @@
-"""The learner: one gradient update per ``Batch`` of a data path, or on an unroll's own
-graph, through the algorithm's ``train_step``, ``calc_loss`` and ``after_update``."""
+"""The learner: an algorithm's optimizers and its gradient updates (ALF's
+``update_with_gradient``), one per ``Batch`` of a data path or on an unroll's own graph.
+
+It owns the optimizers (built from the algorithm tree's ``optimizer`` and ``add_optimizer``
+declarations) with their schedules, periods (``every``) and clipping, mixed precision, the
+reduction and masking of losses, the summaries of loss terms, gradient norms and learning
+rates, and it advances the algorithm's counters. The pure pieces (masks, reductions, argument
+checks) are in ``optimization.py``.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import functools
+import logging
+import math
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
+from torch import nn
 
 from rlf import nest
 from rlf.algorithms.data_paths import Batch, Sequences
-from rlf.data_structures import Experience, valid_step_mask
+from rlf.algorithms.optimization import (NonFiniteLossError, checked_schedule, extra_mean,
+                                         masked_loss_mean, term_mask)
+from rlf.data_structures import Experience, LossInfo, valid_step_mask
 from rlf.utils import summary
 from rlf.utils.common import is_empty
+from rlf.utils.errors import UserError
 
 __all__ = ["Learner", "importance_weighted"]
+
+logger = logging.getLogger(__name__)
 
 
 def importance_weighted(name: str, loss: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -32,22 +49,84 @@ def importance_weighted(name: str, loss: torch.Tensor, weights: torch.Tensor) ->
     return loss * weights.view((1, -1) + (1,) * (loss.ndim - 2))
 
 
+class _Optimizer:
+    """One optimizer with what the learner needs beside it."""
+
+    def __init__(self, optimizer, schedule, clipping, name: str, tag: str, every: int):
+        self.optimizer, self.schedule, self.clipping = optimizer, schedule, clipping
+        self.name, self.tag, self.every = name, tag, every
+
+
 class Learner:
-    """Trains an algorithm on what its data path yields.
+    """The optimizers and gradient updates of ``algorithm`` (the root of an algorithm tree).
 
     Args:
-        algorithm: the ``RLAlgorithm``; its ``update_with_gradient`` applies each update.
-        sequences: how ``train_step`` runs over a stored sequence (None on the
-            ``"rollout_graph"`` path, which calls no ``train_step``).
+        algorithm: the ``Algorithm``; its sub-algorithms' declarations are included.
+        base: the ``Algorithm`` class, which tells sub-algorithms among the modules.
+
+    Attributes:
+        sequences: how ``train_step`` runs over a stored sequence; the data path sets it
+            (None on the ``"rollout_graph"`` path, which calls no ``train_step``).
         prioritized: the replay buffer samples by priority: losses are weighted by the
             batch's importance weights and ``LossInfo.priority`` goes back to the buffer.
     """
 
-    def __init__(self, algorithm, sequences: Sequences = None, prioritized: bool = False):
+    def __init__(self, algorithm, base: type):
         self.algorithm = algorithm
-        self.sequences = sequences
-        self.prioritized = prioritized
+        self._base = base
+        self.sequences: Optional[Sequences] = None
+        self.prioritized = False
+        self._entries: Optional[List[_Optimizer]] = None
+        self._grad_scaler = None
+        # Loss terms, gradient norms and learning rates of the last update that produced
+        # each, written at the next update that records summaries.
+        self._pending: Dict[str, Any] = {}
 
+    # ------------------------------------------------------------------ optimizers
+    @property
+    def built(self) -> bool:
+        """Whether the optimizers exist (``add_optimizer`` is refused from then on)."""
+        return self._entries is not None
+
+    @property
+    def optimizers(self) -> List[torch.optim.Optimizer]:
+        """The optimizers, built at the first call (``Algorithm.optimizers``)."""
+        return [e.optimizer for e in self._built()]
+
+    @property
+    def names(self) -> List[str]:
+        """The optimizers' names, in ``optimizers`` order."""
+        return [e.name for e in self._built()]
+
+    @property
+    def schedules(self) -> List[Any]:
+        """Each optimizer's learning-rate schedule, or None."""
+        return [e.schedule for e in self._built()]
+
+    def _built(self) -> List[_Optimizer]:
+        if self._entries is None:
+            self._entries = _build_optimizers(self.algorithm, self._base)
+            self.algorithm._counters.set_num_optimizers(len(self._entries))
+        return self._entries
+
+    def index(self, name: str) -> int:
+        """The index of optimizer ``name``.
+
+        Raises:
+            KeyError: for a name that is not among the optimizers.
+        """
+        names = self.names
+        if name not in names:
+            raise KeyError(f"{self.algorithm.name}: no optimizer named {name!r}; the "
+                           f"optimizers are {names} (add_optimizer(..., name=...))")
+        return names.index(name)
+
+    def is_due(self, index: int) -> bool:
+        """Whether optimizer ``index`` steps in the next update (its ``every`` divides the
+        next update's number, counted from 1)."""
+        return (self.algorithm.num_updates + 1) % self._built()[index].every == 0
+
+    # ------------------------------------------------------------------ updates
     def update(self, batch: Batch) -> int:
         """One gradient update on a batch-major ``[B, T]`` mini-batch and its ``[B, T]`` loss
         mask, both on the algorithm's device, writing its summaries if ``batch.record``.
@@ -62,7 +141,7 @@ class Learner:
                 weight: float) -> int:
         alg = self.algorithm
         experience, valid = nest.map_structure(lambda x: x.transpose(0, 1), (experience, valid))
-        with alg._autocast():
+        with self.autocast():
             train_info = self.sequences.train_info(alg, experience)
             loss_info = alg.calc_loss(train_info)
         # calc_loss saw the [T-k, B] steps after a burn-in: so does the mask
@@ -71,7 +150,7 @@ class Learner:
             weights = batch_info.importance_weights.to(alg._device)
             loss_info = loss_info._replace(loss=nest.map_structure(
                 lambda x: importance_weighted(alg.name, x, weights), loss_info.loss))
-        loss_info, params = alg.update_with_gradient(loss_info, valid, weight)
+        loss_info, params = self.update_with_gradient(loss_info, valid, weight)
         alg.after_update(experience.time_step, train_info)
         if (batch_info is not None and self.prioritized
                 and not is_empty(loss_info.priority)):
@@ -93,9 +172,314 @@ class Learner:
         """
         alg = self.algorithm
         valid_masks = valid_step_mask(experience.time_step.step_type)
-        with alg._autocast():
+        with self.autocast():
             loss_info = alg.calc_loss(train_info)
-        loss_info, params = alg.update_with_gradient(loss_info, valid_masks)
+        loss_info, params = self.update_with_gradient(loss_info, valid_masks)
         alg.after_update(experience.time_step, train_info)
         alg.summarize_train(experience, train_info, loss_info, params)
         return int(valid_masks.numel())
+
+    def update_with_gradient(self, loss_info: LossInfo,
+                             valid_masks: Optional[torch.Tensor] = None,
+                             weight: float = 1.0) -> Tuple[LossInfo, List[nn.Parameter]]:
+        """``Algorithm.update_with_gradient`` (its docstring has the contract)."""
+        alg = self.algorithm
+        entries = self._built()
+        names = [e.name for e in entries]
+        _check_summary_tags(alg.name, loss_info)
+        terms = self._reduced_loss_terms(loss_info, valid_masks, weight, names)
+        total = sum(terms.values())
+        # (meta tensors, which the device-placement tests train on, hold no values to check)
+        if total.device.type != "meta" and not bool(torch.isfinite(total.detach())):
+            _raise_non_finite(alg, loss_info, total)
+        due = [self.is_due(i) for i in range(len(entries))]
+        if None in terms:
+            backward = [(terms[None], [i for i in range(len(entries)) if due[i]])]
+        else:
+            backward = [(term, [names.index(key)]) for key, term in terms.items()
+                        if due[names.index(key)]]
+        for e in entries:
+            e.optimizer.zero_grad(set_to_none=True)
+        scaler = self._grad_scaler
+        for n, (term, indices) in enumerate(backward):
+            inputs = [p for i in indices for g in entries[i].optimizer.param_groups
+                      for p in g["params"]]
+            if not inputs or not term.requires_grad:
+                continue  # (a term that no parameter reaches gives no gradient)
+            (scaler.scale(term) if scaler is not None else term).backward(
+                inputs=inputs, retain_graph=n < len(backward) - 1)
+        pending = self._pending
+        active = summary.is_active()
+        params = []
+        for i in sorted({i for _, indices in backward for i in indices}):
+            entry = entries[i]
+            opt = entry.optimizer
+            if scaler is not None:
+                scaler.unscale_(opt)
+            group_params = [p for g in opt.param_groups for p in g["params"]
+                            if p.grad is not None]
+            params.extend(group_params)
+            tag = f"{alg.name}/{entry.tag}"
+            norm = _clip_grads(group_params, *entry.clipping, active)
+            stepped = True
+            if scaler is not None:
+                # GradScaler skips the step when a gradient is inf/NaN; the schedule must
+                # then stay where it is too.
+                stepped = not group_params or bool(torch.stack(
+                    [p.grad.isfinite().all() for p in group_params]).all())
+                scaler.step(opt)
+            else:
+                opt.step()
+            if not stepped:
+                continue
+            alg._counters.count_optimizer_step(i)
+            if active:  # the rate this update used
+                pending[f"learning_rate/{tag}"] = opt.param_groups[0]["lr"]
+                if norm is not None:
+                    pending[f"global_grad_norm/{tag}"] = norm
+            if entry.schedule is not None:
+                entry.schedule.step()
+                _check_scheduled_rates(alg.name, i, entry)
+        if scaler is not None:
+            scaler.update()
+        alg._counters.num_updates += 1
+        total = total.detach()
+        if active:
+            self._summarize_loss(total, terms, loss_info, valid_masks)
+            if summary.should_record_summaries():
+                for tag, value in pending.items():
+                    summary.scalar(tag, value() if callable(value) else value)
+                pending.clear()
+        return loss_info._replace(loss=total), params
+
+    def _reduced_loss_terms(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor],
+                            weight: float, names: List[str]
+                            ) -> Dict[Optional[str], torch.Tensor]:
+        """``{None: scalar}`` for a single loss, ``{name: scalar}`` for a dict of terms: each
+        masked, averaged, plus its ``scalar_loss``, times ``weight``."""
+        alg = self.algorithm
+        loss, masks, scalar_loss = loss_info.loss, loss_info.mask, loss_info.scalar_loss
+        if isinstance(loss, dict):
+            unknown = sorted(set(loss) - set(names))
+            if unknown:
+                raise ValueError(f"{alg.name}: loss terms {unknown} name no optimizer; the "
+                                 f"optimizers are {names} (add_optimizer(..., name=...))")
+            for what, value in (("mask", masks), ("scalar_loss", scalar_loss)):
+                if not is_empty(value) and not (isinstance(value, dict)
+                                                and set(value) <= set(loss)):
+                    raise ValueError(f"{alg.name}: with a dict of loss terms, "
+                                     f"LossInfo.{what} is a dict keyed like it, got "
+                                     f"{type(value).__name__}")
+            items = [(k, loss[k], (masks or {}).get(k), (scalar_loss or {}).get(k))
+                     for k in loss]
+        else:
+            items = [(None, loss, None if is_empty(masks) else masks,
+                      None if is_empty(scalar_loss) else scalar_loss)]
+        terms = {}
+        for key, x, mask, extra in items:
+            if isinstance(x, torch.Tensor):
+                mask_x = term_mask(valid_masks, x, mask)
+                if alg.num_updates == 0:
+                    _warn_if_masked_out(alg.name, key, mask_x)
+                x = masked_loss_mean(x, mask_x, alg._loss_average)
+            elif is_empty(x):
+                x = 0.0
+            if extra is not None:
+                x = x + extra
+            if not isinstance(x, torch.Tensor):
+                raise ValueError(f"{alg.name}: calc_loss gave no loss tensor"
+                                 f"{'' if key is None else f' for term {key!r}'}")
+            terms[key] = x * weight
+        return terms
+
+    def _summarize_loss(self, total: torch.Tensor, terms: Dict[Optional[str], torch.Tensor],
+                        loss_info: LossInfo, valid_masks: Optional[torch.Tensor]) -> None:
+        """Puts the update's total loss, its named terms and ``extra`` terms in the pending
+        summaries, to be written at the next update that records summaries; an ``extra`` term
+        is kept unreduced and reduced (``extra_mean``) only when written, so updates whose
+        values are overwritten before then pay nothing for it."""
+        name, pending = self.algorithm.name, self._pending
+        pending[f"loss/{name}"] = total
+        for key, term in terms.items():
+            if key is not None:
+                pending[f"loss/{name}/{key}"] = term.detach()
+        # A single loss's own mask (LossInfo.mask) replaces the loop's for its extras too.
+        mask = loss_info.mask if isinstance(loss_info.mask, torch.Tensor) else valid_masks
+        for path, value in nest.flatten_with_path(loss_info.extra):
+            if isinstance(value, torch.Tensor):  # reduced only if it is the one written
+                pending[f"loss/{name}/{path}"] = functools.partial(
+                    extra_mean, value.detach(), mask)
+
+    @contextlib.contextmanager
+    def autocast(self):
+        """``torch.autocast`` when ``config.enable_amp``; float16 on CUDA (with a
+        ``GradScaler``), bfloat16 on CPU."""
+        alg = self.algorithm
+        config, device = alg.config, alg._device
+        if config is None or not config.enable_amp:
+            yield
+            return
+        dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+        if device.type == "cuda" and self._grad_scaler is None:
+            self._grad_scaler = torch.amp.GradScaler("cuda")
+        with torch.autocast(device.type, dtype=dtype):
+            yield
+
+
+# ---------------------------------------------------------------------- building
+def _parameters_of(algorithm, names) -> List[nn.Parameter]:
+    params = []
+    for kind, name in names:
+        params.extend([algorithm.get_parameter(name)] if kind == "p"
+                      else algorithm.get_submodule(name).parameters())
+    return [p for p in params if p.requires_grad]
+
+
+def _own_parameters(algorithm, base, claimed=frozenset()) -> List[nn.Parameter]:
+    """Parameters of ``algorithm`` not owned by a sub-algorithm with its own optimizer nor
+    by an ``add_optimizer`` optimizer (``claimed``: their ids)."""
+    excluded = set(claimed)
+    for module in algorithm.modules():
+        if module is not algorithm and isinstance(module, base) and (
+                module._optimizer_arg is not None):
+            excluded.update(id(p) for p in module.parameters())
+    return [p for p in algorithm.parameters() if id(p) not in excluded and p.requires_grad]
+
+
+def _build_optimizers(root, base: type) -> List[_Optimizer]:
+    """The optimizers of ``root`` and its sub-algorithms, in checkpoint order: per algorithm
+    (root first), its added optimizers in the order added, then its default one.
+
+    Raises:
+        UserError: (a ``ValueError``) naming parameters no optimizer covers, an algorithm
+            with an ``lr_scheduler`` but no ``optimizer`` of its own, repeated names, or a
+            schedule whose length is below 1.
+    """
+    algorithms = [m for m in root.modules() if isinstance(m, base)]
+    claimed = set()
+    for module in algorithms:
+        for entry in module._added_optimizers:
+            claimed.update(id(p) for p in _parameters_of(module, entry["modules"]))
+    entries: List[_Optimizer] = []
+
+    def _add(opt, params, ctor, clip, name, period):
+        if not isinstance(opt, torch.optim.Optimizer):
+            if not params:
+                return
+            opt = opt(params)
+        index = len(entries)
+        tag = (str(index) if name in (None, "default") or name.endswith("/default")
+               else name)
+        entries.append(_Optimizer(opt, None if ctor is None else checked_schedule(ctor(opt)),
+                                  clip, str(index) if name is None else name, tag, period))
+
+    for module in algorithms:
+        taken = set()
+        for entry in module._added_optimizers:
+            params = [p for p in _parameters_of(module, entry["modules"]) if id(p) not in taken]
+            taken.update(id(p) for p in params)
+            _add(entry["optimizer"], params, entry["lr_scheduler"], entry["clipping"],
+                 entry["name"] if module is root or entry["name"] is None
+                 else f"{module.name}/{entry['name']}", entry["every"])
+        if module._optimizer_arg is None:
+            if module._lr_scheduler_arg is not None:
+                raise UserError(f"{module.name}: lr_scheduler needs an optimizer of its "
+                                f"own (set {type(module).__name__}.optimizer)")
+            continue
+        _add(module._optimizer_arg, _own_parameters(module, base, claimed),
+             module._lr_scheduler_arg,
+             (module._gradient_clipping, module._clip_by_global_norm),
+             "default" if module is root else f"{module.name}/default", 1)
+    names = [e.name for e in entries]
+    if len(set(names)) != len(names):
+        raise UserError(f"{root.name}: optimizer names {names} repeat; give each "
+                        f"add_optimizer its own name (sub-algorithms need their own "
+                        f"names too)")
+    covered = {id(p) for e in entries for g in e.optimizer.param_groups for p in g["params"]}
+    uncovered = [n for n, p in root.named_parameters()
+                 if p.requires_grad and id(p) not in covered]
+    if uncovered:
+        raise UserError(
+            f"{root.name}: parameters {uncovered[:5]}{'...' if len(uncovered) > 5 else ''}"
+            f" have no optimizer; pass optimizer=... (e.g. in gin "
+            f"`{type(root).__name__}.optimizer = @torch.optim.Adam`)")
+    return entries
+
+
+# ---------------------------------------------------------------------- checks and helpers
+def _check_summary_tags(name: str, loss_info: LossInfo) -> None:
+    """Refuses a loss term and an ``extra`` entry that would write one summary tag
+    (``loss/<name>/<key>``), where the later would silently replace the other.
+
+    Raises:
+        UserError: naming both and the tag.
+    """
+    if not isinstance(loss_info.loss, dict) or is_empty(loss_info.extra):
+        return
+    clash = sorted(set(loss_info.loss) & {path for path, _ in
+                                          nest.flatten_with_path(loss_info.extra)})
+    if clash:
+        tag = f"loss/{name}/{clash[0]}"
+        raise UserError(f"{name}: the loss term {clash[0]!r} (LossInfo.loss) and the "
+                        f"extra {clash[0]!r} (LossInfo.extra) would both write the summary "
+                        f"'{tag}'; rename the extra (e.g. '{clash[0]}_loss')")
+
+
+def _warn_if_masked_out(name: str, key: Optional[str], mask: Optional[torch.Tensor]) -> None:
+    """Logs a warning if ``mask`` keeps no entry of a loss (checked at the first update
+    only: a later all-zero mini-batch can be chance, a first one is most likely a setting).
+    The usual cause: a per-step ``[T, B]`` loss on sampled sequences of one step, which the
+    default step mask (no LAST step, not a sequence's last step) empties; the loss is then 0
+    and nothing learns."""
+    if mask is None or mask.device.type == "meta" or bool(mask.detach().any()):
+        return
+    term = "the loss" if key is None else f"loss term {key!r}"
+    logger.warning(
+        "%s: the mask of %s keeps no entry at the first update, so it trains nothing; "
+        "the default step mask leaves out LAST steps and each sequence's last step, so "
+        "with mini_batch_length = 1 a per-step loss keeps none: give LossInfo.mask or "
+        "sample longer sequences", name, term)
+
+
+def _check_scheduled_rates(name: str, index: int, entry: _Optimizer) -> None:
+    """Raises ``UserError`` if optimizer ``index``'s schedule set a negative or non-finite
+    learning rate (``MultiStepLR(gamma=-0.1)``): torch accepts it, and a negative rate
+    ascends the loss without a word."""
+    for group in entry.optimizer.param_groups:
+        lr = float(group["lr"])
+        if not math.isfinite(lr) or lr < 0:
+            schedule = entry.schedule
+            raise UserError(
+                f"{name}: the learning-rate schedule {type(schedule).__name__} of optimizer "
+                f"{index} set the learning rate to {lr} after "
+                f"{getattr(schedule, 'last_epoch', '?')} updates; a rate must be finite and "
+                f">= 0: check the schedule's settings (e.g. its gamma)")
+
+
+def _clip_grads(params: List[nn.Parameter], clip: Optional[float], by_global_norm: bool,
+                want_norm: bool) -> Optional[torch.Tensor]:
+    """Clips ``params``' gradients; returns their global L2 norm (before clipping by norm,
+    after clipping by value) if computed (clipping by norm or ``want_norm``)."""
+    if not params:
+        return None
+    if clip is not None and not by_global_norm:
+        torch.nn.utils.clip_grad_value_(params, clip)
+        clip = None
+    if clip is None and not want_norm:
+        return None
+    # foreach kernels (faster on CPU too) exist for every device but meta
+    return torch.nn.utils.clip_grad_norm_(
+        params, max_norm=math.inf if clip is None else clip,
+        foreach=params[0].device.type != "meta").detach()
+
+
+def _raise_non_finite(algorithm, loss_info: LossInfo, loss: torch.Tensor) -> None:
+    bad = [p for p, v in nest.flatten_with_path(
+        {"loss": loss_info.loss, "scalar_loss": loss_info.scalar_loss,
+         "extra": loss_info.extra})
+        if isinstance(v, torch.Tensor) and not bool(torch.isfinite(v.detach()).all())]
+    where = ", ".join(bad) if bad else "the weighted total"
+    raise NonFiniteLossError(
+        f"{algorithm.name}: the loss is {float(loss.detach())} at training iteration "
+        f"{algorithm.train_iter_num} (non-finite terms: {where}); no update was applied. "
+        f"Lower the learning rate, clip gradients, or restart from the last good checkpoint.")

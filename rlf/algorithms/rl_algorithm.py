@@ -43,7 +43,6 @@ from rlf.algorithms.counters import COUNTERS_KEY
 from rlf.algorithms.data_paths import (DataPath, RolloutGraph, data_path_name, make_data_path,
                                        offline_data_settings, replay_buffer_length)
 from rlf.algorithms.data_paths import trains_on_rollout_graph as _rollout_graph_settings
-from rlf.algorithms.learner import Learner
 from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.networks.normalizers import ObservationNormalizer
@@ -195,14 +194,13 @@ class RLAlgorithm(Algorithm):
         self._rollout_info_spec = None
         self._remaining_unroll_length_fraction = 0.0
         self._replay_buffer_ctor = replay_buffer_ctor or ReplayBuffer
-        self.__dict__["_replay_buffer"] = None  # not a submodule: saved in its own file
-        self._pending_replay_state = None
+        self._actor_module_names: Optional[List[str]] = None  # found by a probe step
+        self._actor_index = None  # (index, num_actors) on an actor's copy
         self._metrics = None
         self._metric_discount = metric_discount
         self._unroller: Optional[Unroller] = None
         self._num_envs = 0
         self._path: Optional[DataPath] = None  # built from the config when first needed
-        self._learner: Optional[Learner] = None
         if env is not None:
             if config is None:
                 raise ValueError(f"{name}: an algorithm given an env needs config=TrainerConfig")
@@ -348,7 +346,8 @@ class RLAlgorithm(Algorithm):
             if self._config is None:
                 raise ValueError(f"{self._name}: training needs config=TrainerConfig")
             path = make_data_path(self, self._config)
-            self._learner = Learner(self, path.sequences, getattr(path, "prioritized", False))
+            self._learner.sequences = path.sequences
+            self._learner.prioritized = getattr(path, "prioritized", False)
             self._path = path
         return self._path
 
@@ -368,7 +367,7 @@ class RLAlgorithm(Algorithm):
         those whose ``forward`` runs in ``rollout_step`` (found once, by a probe step on a
         zero ``FIRST`` step), not the critics, target networks or metrics. Override it for a
         ``rollout_step`` that uses a module without calling it (its parameters directly)."""
-        names = self.__dict__.get("_actor_module_names")
+        names = self._actor_module_names
         if names is None:
             called = []
             hooks = [m.register_forward_pre_hook(lambda mod, args, n=n: called.append(n))
@@ -378,7 +377,7 @@ class RLAlgorithm(Algorithm):
             finally:
                 for h in hooks:
                     h.remove()
-            names = self.__dict__["_actor_module_names"] = sorted(set(called))
+            names = self._actor_module_names = sorted(set(called))
         return list(names)
 
     def actor_state_dict(self) -> Dict[str, torch.Tensor]:
@@ -414,18 +413,18 @@ class RLAlgorithm(Algorithm):
         """
         if not 0 <= index < num_actors:
             raise ValueError(f"{self._name}: actor index {index} is not in [0, {num_actors})")
-        self.__dict__["_actor_index"] = (int(index), int(num_actors))
+        self._actor_index = (int(index), int(num_actors))
 
     @property
     def actor_index(self) -> Optional[int]:
         """This copy's actor index, or None for the learner (and a synchronous unroll)."""
-        pair = self.__dict__.get("_actor_index")
+        pair = self._actor_index
         return None if pair is None else pair[0]
 
     @property
     def num_actors(self) -> Optional[int]:
         """The number of actors this copy is one of, or None for the learner."""
-        pair = self.__dict__.get("_actor_index")
+        pair = self._actor_index
         return None if pair is None else pair[1]
 
     @property
@@ -491,18 +490,11 @@ class RLAlgorithm(Algorithm):
                 a ``ReplayBuffer.stacked_frames`` path that is not a field of the experience)
                 or its sequences do not fit in it.
         """
-        if self.replay_buffer is None:
-            path = self._training_path()
-            spec = spec_from_tensors(exp)
-            self.__dict__["_replay_buffer"] = self._make_replay_buffer(
-                spec, self._num_envs, path.length)
-            path.buffer_built(self.replay_buffer)
-            path.check_sequence_fits(self.replay_buffer.max_length
-                                     - self.replay_buffer.num_earliest_frames_ignored)
-            if self._pending_replay_state is not None:
-                self.replay_buffer.load_state_dict(self._pending_replay_state)
-                self._pending_replay_state = None
-        self.replay_buffer.add_batch(exp, exp.time_step.env_id)
+        path = self._training_path()
+        if path.buffer is None:
+            path.set_buffer(self._make_replay_buffer(spec_from_tensors(exp), self._num_envs,
+                                                     path.length))
+        path.buffer.add_batch(exp, exp.time_step.env_id)
 
     def replay_buffer_state_dict(self) -> Optional[dict]:
         """The replay buffer's state under ALF's keys (``_replay_buffer.time_step|reward``,
@@ -536,7 +528,7 @@ class RLAlgorithm(Algorithm):
                         f"{self._name}: the checkpoint's replay buffer holds {found.shape[0]} "
                         f"environments x {found.shape[1]} steps, this configuration's "
                         f"{expected[0]} x {expected[1]} (load.num_envs x {length})")
-            self._pending_replay_state = state
+            self._training_path().pending_state = state
         else:
             self.replay_buffer.load_state_dict(state)
 
@@ -622,7 +614,7 @@ class RLAlgorithm(Algorithm):
         settings = offline_data_settings(self._config)
         if settings is None:
             return
-        self.__dict__["_offline_replay_buffer"] = make_offline_replay_buffer(
+        self._training_path().offline = make_offline_replay_buffer(
             settings["files"], self.offline_experience_spec(), length=settings["length"],
             aliases=self.offline_replay_aliases(), name=f"{self._name}_offline_replay_buffer",
             action_spec=self._action_spec, normalized_actions=settings["normalized_actions"],
@@ -827,13 +819,15 @@ class RLAlgorithm(Algorithm):
 
     @property
     def replay_buffer(self):
-        """The replay buffer, or None (on-policy algorithms, or before the first unroll)."""
-        return self.__dict__.get("_replay_buffer")
+        """The replay buffer (the data path's), or None (on-policy algorithms, or before the
+        first unroll)."""
+        return getattr(self._path, "buffer", None)
 
     @property
     def offline_replay_buffer(self):
-        """The buffer of offline data (``load_offline_replay_buffer``), or None."""
-        return self.__dict__.get("_offline_replay_buffer")
+        """The buffer of offline data (``load_offline_replay_buffer``; the data path's), or
+        None."""
+        return getattr(self._path, "offline", None)
 
     # ------------------------------------------------------------------ summaries
     def summarize_train(self, experience: Experience, train_info: Any, loss_info,

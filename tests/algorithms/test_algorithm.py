@@ -232,14 +232,14 @@ def test_update_skipped_by_grad_scaler_does_not_step_the_schedule():
     sched = functools.partial(torch.optim.lr_scheduler.LinearLR, start_factor=1.0,
                               end_factor=0.5, total_iters=2)
     a = Linear(lr_scheduler=sched)
-    a._grad_scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127)
+    a._learner._grad_scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127)
     a.update_with_gradient(LossInfo(loss=a.w * 1e10))  # scaled gradient 1.7e48: inf
     assert float(a.w.detach()) == 0.0
-    assert a._lr_schedulers[0].last_epoch == 0
-    assert a._grad_scaler.get_scale() == 2.0 ** 126  # the scaler did see the overflow
+    assert a._learner.schedules[0].last_epoch == 0
+    assert a._learner._grad_scaler.get_scale() == 2.0 ** 126  # the scaler did see the overflow
     a.update_with_gradient(LossInfo(loss=a.w * 1.0))  # finite: a step at the first rate
     assert float(a.w.detach()) == pytest.approx(-1.0)
-    assert a._lr_schedulers[0].last_epoch == 1
+    assert a._learner.schedules[0].last_epoch == 1
 
 
 def test_lr_scheduler_without_optimizer_is_named():

@@ -53,7 +53,7 @@ def test_each_term_trains_only_its_optimizer_and_a_delayed_one_steps_every_secon
     assert alg.num_updates == 4
     assert alg.optimizer_steps == {"a": 4, "b": 2}
     # The schedule of b advanced on b's two steps only, not on the a-only updates.
-    assert alg._lr_schedulers[1].last_epoch == 2
+    assert alg._learner.schedules[1].last_epoch == 2
     assert alg.optimizers[1].param_groups[0]["lr"] == pytest.approx(0.75)
 
 
@@ -61,7 +61,7 @@ def test_a_missing_term_leaves_its_optimizer_unstepped_and_an_unknown_one_is_ref
     alg = TwoParts(every_b=1)
     alg.update_with_gradient(LossInfo(loss={"a": alg.a * 2.0}))
     assert alg.optimizer_steps == {"a": 1, "b": 0}
-    assert alg._lr_schedulers[1].last_epoch == 0
+    assert alg._learner.schedules[1].last_epoch == 0
     with pytest.raises(ValueError, match=r"loss terms \['c'\] name no optimizer.*\['a', 'b'\]"):
         alg.update_with_gradient(LossInfo(loss={"c": alg.a * 1.0}))
     with pytest.raises(KeyError, match="no optimizer named 'c'"):
