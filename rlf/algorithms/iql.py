@@ -20,12 +20,12 @@ import gin
 import torch
 from torch import nn
 
-from rlf import nest
 from rlf.algorithms.action_bounds import ActionBounds
 from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
-from rlf.algorithms.target_network import TargetUpdater, make_target_network
-from rlf.algorithms.transition_info import TransitionInfo, transition_train_step
+from rlf.algorithms.target_network import TargetUpdater
+from rlf.algorithms.transitions import (TransitionInfo, transition_observations,
+                                        transition_train_step, twin_critics)
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
 from rlf.networks import CriticNetwork, DeterministicActorNetwork, ValueNetwork
@@ -135,9 +135,8 @@ class IQLAlgorithm(RLAlgorithm):
                          **kwargs)
         self._actor = actor_network_ctor(observation_spec, action_spec)
         self._log_std = nn.Parameter(torch.zeros(int(action_spec.numel)))
-        self._critics = nn.ModuleList(critic_network_ctor(observation_spec, action_spec)
-                                      for _ in range(2))
-        self._target_critics = make_target_network(self._critics)
+        self._critics, self._target_critics = twin_critics(critic_network_ctor,
+                                                           observation_spec, action_spec)
         self._target_updater = TargetUpdater([self._critics], [self._target_critics],
                                              target_update_tau, 1)
         self._value = value_network_ctor(observation_spec)
@@ -196,8 +195,7 @@ class IQLAlgorithm(RLAlgorithm):
         ``"value"``: ``L_2^tau(min_i Q'_i(x_t, a_t) - V(x_t))``; ``"critic"``:
         ``sum_i (r + gamma d V(x_{t+1}) - Q_i(x_t, a_t))^2``; ``"actor"``:
         ``-min(exp(beta (min_i Q'_i - V)), w_max) log pi(a_t|x_t)``."""
-        x, a = (nest.map_structure(lambda y: y[:-1], info.observation), info.action[:-1])
-        x_next = nest.map_structure(lambda y: y[1:], info.observation)
+        (x, x_next), a = transition_observations(info.observation), info.action[:-1]
         with torch.no_grad():
             q_target = torch.minimum(*[batch_apply(c, x, a) for c in self._target_critics])
             v_next = batch_apply(self._value, x_next)

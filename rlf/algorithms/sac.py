@@ -18,12 +18,12 @@ import gin
 import torch
 from torch import nn
 
-from rlf import nest
 from rlf.algorithms.action_bounds import ActionBounds, uniform_start_action
 from rlf.algorithms.counters import without_legacy_update_counter
 from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
-from rlf.algorithms.target_network import TargetUpdater, make_target_network
+from rlf.algorithms.target_network import TargetUpdater
+from rlf.algorithms.transitions import transition_observations, twin_critics
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
 from rlf.networks import ActorNetwork, CriticNetwork
@@ -204,9 +204,8 @@ class SACAlgorithm(RLAlgorithm):
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,
                          **kwargs)
         self._actor = actor_network_ctor(observation_spec, action_spec)
-        self._critics = nn.ModuleList(critic_network_ctor(observation_spec, action_spec)
-                                      for _ in range(2))
-        self._target_critics = make_target_network(self._critics)
+        self._critics, self._target_critics = twin_critics(critic_network_ctor,
+                                                           observation_spec, action_spec)
         self._target_updater = TargetUpdater([self._critics], [self._target_critics],
                                              target_update_tau, target_update_period)
         self._log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha)))
@@ -272,8 +271,7 @@ class SACAlgorithm(RLAlgorithm):
         """``sac_losses`` over the ``[T-1, B]`` transitions ``t -> t+1``: the critics at
         ``(x_t, a_t)`` and at ``(x_t, a'_t)`` (the actor's term, which trains the actor
         only); the target critics at ``(x_{t+1}, a'_{t+1})``."""
-        head = nest.map_structure(lambda x: x[:-1], info.observation)
-        tail = nest.map_structure(lambda x: x[1:], info.observation)
+        head, tail = transition_observations(info.observation)
         q_new = self._critic_values(self._critics, head, info.new_action[:-1])
         with torch.no_grad():
             next_q = self._critic_values(self._target_critics, tail, info.new_action[1:])

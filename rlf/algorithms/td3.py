@@ -17,13 +17,13 @@ import gin
 import torch
 from torch import nn
 
-from rlf import nest
 from rlf.algorithms.action_bounds import ActionBounds, uniform_start_action
 from rlf.algorithms.counters import without_legacy_update_counter
 from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
-from rlf.algorithms.transition_info import TransitionInfo, transition_train_step
+from rlf.algorithms.transitions import (TransitionInfo, transition_observations,
+                                        transition_train_step, twin_critics)
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
 from rlf.networks import CriticNetwork, DeterministicActorNetwork
@@ -145,10 +145,10 @@ class TD3Algorithm(RLAlgorithm):
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,
                          **kwargs)
         self._actor = actor_network_ctor(observation_spec, action_spec)
-        self._critics = nn.ModuleList(critic_network_ctor(observation_spec, action_spec)
-                                      for _ in range(2))
+        self._critics, target_critics = twin_critics(critic_network_ctor, observation_spec,
+                                                     action_spec)
         self._target_actor = make_target_network(self._actor)
-        self._target_critics = make_target_network(self._critics)
+        self._target_critics = target_critics
         self._target_updater = TargetUpdater([self._actor, self._critics],
                                              [self._target_actor, self._target_critics],
                                              target_update_tau, policy_delay)
@@ -206,8 +206,7 @@ class TD3Algorithm(RLAlgorithm):
         ``sum_i (Q_i(x_t, a_t) - y_t)^2`` with ``y_t`` the clipped double-Q target at the
         smoothed target action; when the actor's optimizer is due, the actor's term
         ``-Q_1(x_t, mu(x_t))`` (eq. 6's deterministic policy gradient)."""
-        head = nest.map_structure(lambda x: x[:-1], info.observation)
-        tail = nest.map_structure(lambda x: x[1:], info.observation)
+        head, tail = transition_observations(info.observation)
         with torch.no_grad():
             target_mu = batch_apply(self._target_actor, tail)
             next_action = smoothed_target_action(
