@@ -225,9 +225,12 @@ def _table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def _save(report: dict, out: str) -> None:
-    """Writes the report so far (atomically), so that a run cut short keeps what it measured."""
+def _save(report: dict, out) -> None:
+    """Writes the report so far (atomically), so that a run cut short keeps what it measured;
+    nothing without ``out``."""
     from rlf.utils.atomic_file import atomic_write
+    if not out:
+        return
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as tmp:
@@ -239,7 +242,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cuda", help="the learner's device")
     p.add_argument("--smoke", action="store_true",
                    help="every part on the CPU, short and small: checks the script")
-    p.add_argument("--out", default="device_report.json", help="the JSON report")
+    p.add_argument("--out", default=None,
+                   help="the JSON report (default: device_report.json; with --smoke: none)")
     p.add_argument("--learner_seconds", type=float, default=2.0, help="per measurement")
     p.add_argument("--cpu_max_update_seconds", type=float, default=6.0,
                    help="skip a CPU measurement whose update would take longer than this "
@@ -251,6 +255,8 @@ def main(argv=None) -> int:
                    help="a gin binding for the end-to-end runs (repeatable)")
     p.add_argument("--skip", nargs="*", default=[], choices=["tests", "learner", "e2e"])
     args = p.parse_args(argv)
+    if args.out is None and not args.smoke:
+        args.out = "device_report.json"
     if args.smoke:
         args.device, args.learner_seconds, args.e2e_seconds = "cpu", 0.0, 3.0
         args.actors = [1]
@@ -316,7 +322,8 @@ def main(argv=None) -> int:
     report["seconds"] = round(time.perf_counter() - t_start, 1)
     _save(report, args.out)
     print(_table(report))
-    print(f"report: {args.out}")
+    if args.out:
+        print(f"report: {args.out}")
     return 1 if report["tests"].get("failed") else 0
 
 

@@ -1,5 +1,6 @@
 """``bench/device_checks.py --smoke``: the device script runs every part on the CPU and
-writes its report, so that it is known to work before GPU time is spent on it."""
+writes its report (only where asked), so that it is known to work before GPU time is spent on
+it."""
 
 import json
 import subprocess
@@ -23,3 +24,12 @@ def test_the_device_checks_run_in_smoke_mode(tmp_path):
     assert row["num_actors"] == 1 and row["agent_steps_per_s"] > 0
     assert 0.0 <= row["learner_idle"] <= 1.0 and row["policy_lag"] >= 0
     assert "end to end" in done.stdout and "learner alone" in done.stdout
+
+
+def test_the_smoke_mode_writes_nothing_unasked(tmp_path):
+    # Without --out, --smoke prints its tables and leaves the current directory alone.
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "device_checks.py"), "--smoke",
+                           "--skip", "tests", "learner", "e2e"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "report:" not in done.stdout and list(tmp_path.iterdir()) == []

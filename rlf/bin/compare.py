@@ -23,6 +23,7 @@ from absl import flags
 
 from rlf.bin.cli import debug_mode, run_main
 from rlf.utils.errors import UserError, one_line
+from rlf.utils.extras import require
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("out", None, "where compare.md and the plot go (default: the first "
@@ -37,14 +38,15 @@ def compare(dirs, out: Path, reps: int = 2000) -> str:
 
     Raises:
         UserError: for fewer than two suites, a suite without results, the same directory
-            twice, no game common to all, or uneven seeds.
-        ImportError: without rliable.
+            twice, no game common to all, or uneven seeds; ``MissingExtraError`` (one too)
+            without rliable.
     """
     from rlf.bin.suite_aggregates import (aggregate_row, format_estimate, read_results,
                                           score_matrix)
     from rlf.utils.aggregates import (AGGREGATES, aggregate_estimates,
                                       plot_performance_profiles, probability_of_improvement)
     from rlf.utils.atomic_file import atomic_write
+    require("rliable", "suite", "rlf.bin.compare")  # before anything is read or written
     if len(dirs) < 2:
         raise UserError("give at least two suite directories: a baseline and a variant")
     names = [str(d) for d in dirs]

@@ -32,6 +32,7 @@ from typing import List
 import numpy as np
 from absl import flags
 
+from rlf import nest
 from rlf.bin.cli import debug_mode, run_main
 from rlf.bin.gin_utils import configured_values_refused_as_config_errors, parse_config
 from rlf.utils.errors import UserError, one_line
@@ -140,6 +141,10 @@ def _play() -> int:
                         f"it with the configuration it was trained with (without the "
                         f"--conf_param that changes it)") from None
 
+    if FLAGS.zero_state and not nest.flatten(algorithm.predict_state_spec):
+        raise UserError(f"--zero_state resets a recurrent state at every step, and "
+                        f"{algorithm.name}'s policy has none (it is feed-forward); remove "
+                        f"--zero_state")
     if FLAGS.zero_state:
         predict_step = algorithm.predict_step
         algorithm.predict_step = lambda time_step, state: predict_step(

@@ -18,6 +18,7 @@ from gymnasium.vector import AutoresetMode
 from rlf.environments.atari import register_ale
 from rlf.environments.vector_environment import OBSERVATION_MISMATCH, VectorEnvironment
 from rlf.utils.errors import UserError
+from rlf.utils.extras import MissingExtraError
 
 __all__ = ["load_gym"]
 
@@ -63,8 +64,8 @@ def _masked_observations(env: gym.Env, indices: Sequence[int]) -> gym.Env:
         raise UserError(f"load_gym.masked_observation_indices: {name}'s observations are "
                         f"{space}, not a flat Box (a vector) whose entries could be masked")
     n = space.shape[0]
-    wrong = [i for i in indices if not -n <= i < n]
-    normalised = sorted({i % n for i in indices if -n <= i < n})
+    wrong = [i for i in indices if not 0 <= i < n]  # no negative index: [-1] is no entry
+    normalised = sorted({i for i in indices if 0 <= i < n})
     if wrong or len(normalised) != len(indices) or len(normalised) == n:
         raise UserError(f"load_gym.masked_observation_indices = {list(indices)}: {name}'s "
                         f"observation has {n} entries; give distinct indices in [0, {n}) that "
@@ -301,5 +302,6 @@ def load_gym(env_name: str,
                                vector_kwargs=vector_kwargs, wrappers=list(wrappers),
                                **env_kwargs)
     except gym.error.DependencyNotInstalled as e:  # e.g. Box2D for LunarLander
-        raise UserError(f"{env_name}: {e}") from e
+        extra = " (with rlf: pip install -e '.[mujoco]')" if "mujoco" in str(e).lower() else ""
+        raise MissingExtraError(f"{env_name}: {e}{extra}") from None
     return VectorEnvironment(env, seed=seed, name=env_name)

@@ -25,6 +25,7 @@ from rlf.unrollers.actor_unroller import (ActorUnroller, actor_torch_seed, build
 from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
 from rlf.utils.errors import UserError, one_line
+from rlf.utils.extras import require
 
 __all__ = ["RayUnroller"]
 
@@ -112,7 +113,8 @@ class RayUnroller(ActorUnroller):
             (``ActorUnroller``); None: free-running.
 
     Raises:
-        ImportError: if Ray is not installed (``pip install -e ".[ray]"``).
+        MissingExtraError: (an ``ImportError`` and a ``UserError``) if Ray is not installed
+            (``pip install -e ".[ray]"``).
         UserError: (a ``ValueError``) if no Ray cluster answers at ``address``.
     """
 
@@ -127,10 +129,7 @@ class RayUnroller(ActorUnroller):
                  address: Optional[str] = None, num_cpus_per_actor: float = 1.0,
                  resources_per_actor: Optional[Dict[str, float]] = None,
                  timeout: float = 600.0, fixed_lag: Optional[int] = None):
-        try:
-            import ray
-        except ImportError as e:
-            raise ImportError("RayUnroller needs Ray: pip install -e '.[ray]'") from e
+        ray = require("ray", "ray", "Ray actors (TrainerConfig.use_ray)")
         super().__init__(algorithm, num_actors, num_envs_per_actor, unroll_length,
                          restart_failed_actors, max_restarts, restart_window, log_dir,
                          fixed_lag)

@@ -19,6 +19,8 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
+from rlf.utils.extras import require
+
 __all__ = ["AGGREGATES", "Estimate", "aggregate_estimates", "per_game_estimates",
            "probability_of_improvement", "plot_performance_profiles"]
 
@@ -30,11 +32,9 @@ Estimate = Tuple[float, float, float]
 
 
 def _rliable():
-    try:
-        from rliable import library, metrics
-    except ImportError as e:  # an optional dependency: say how to get it
-        raise ImportError("suite aggregates need rliable: pip install -e '.[suite]'") from e
-    return library, metrics
+    purpose = "aggregates with confidence intervals (rlf.bin.suite, rlf.bin.compare)"
+    return (require("rliable.library", "suite", purpose),
+            require("rliable.metrics", "suite", purpose))
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from typing import Iterator, List
 import numpy as np
 
 from rlf.utils.atomic_file import atomic_write
+from rlf.utils.extras import require
 
 __all__ = ["VIDEO_SUFFIXES", "check_video_path", "save_video"]
 
@@ -78,7 +79,7 @@ def save_video(frames: List[np.ndarray], path: str, fps: int = 30) -> None:
     suffix = path.suffix.lower()
     with atomic_write(path, suffix=suffix) as tmp:  # OpenCV picks the container by suffix
         if suffix == ".gif":
-            from PIL import Image
+            Image = require("PIL.Image", "play", f"recording {path.name}")
             images = [Image.fromarray(f) for f in frames]
             images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:],
                            duration=int(1000 / fps), loop=0)

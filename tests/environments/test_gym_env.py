@@ -369,7 +369,8 @@ def test_masked_observation_indices_remove_cartpoles_velocities():
     assert torch.equal(masked.step(action).observation, after)
     full.close()
     masked.close()
-    for bad in ([1, 1], [4], [0, 1, 2, 3]):
+    for bad in ([1, 1], [4], [0, 1, 2, 3], [-1], [1, -1]):  # [-1] is no entry, not the last
         with pytest.raises(UserError, match=r"masked_observation_indices = .*CartPole-v1's "
-                                            r"observation has 4 entries"):
+                                            r"observation has 4 entries; give distinct "
+                                            r"indices in \[0, 4\)"):
             load("CartPole-v1", 1, masked_observation_indices=bad)

@@ -448,3 +448,19 @@ def test_old_settings_are_one_warning_line_each_and_the_run_goes_on(tmp_path):
         "warning: TrainerConfig.max_unroll_length was removed and is ignored",
         "warning: ImpalaAlgorithm.discount is deprecated; use ImpalaAlgorithm.gamma (the same "
         "quantity, ALF's name)"]
+
+
+def test_play_zero_state_on_a_feed_forward_policy_is_refused(tmp_path):
+    # --zero_state resets a recurrent state; a feed-forward policy has none, so it would
+    # change nothing.
+    import shutil
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "data" / "impala_cartpole_run_v0", run)
+    r = run_cli("play", "--root_dir", str(run), "--num_episodes", "1", "--zero_state",
+                "--record", str(tmp_path / "ep.mp4"))
+    assert r.returncode == 2, r.stderr[-2000:]
+    errors = [line for line in r.stderr.splitlines() if not line.startswith("warning: ")]
+    assert errors == [  # (the old run's config.gin warns of its deprecated names)
+        "error: --zero_state resets a recurrent state at every step, and ImpalaAlgorithm's "
+        "policy has none (it is feed-forward); remove --zero_state"]
+    assert not (tmp_path / "ep.mp4").exists()
