@@ -479,10 +479,12 @@ class Algorithm(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} must implement rollout_step")
 
     def train_step(self, inputs: Any, state: Any, rollout_info: Any) -> AlgStep:
-        """One step of recomputation on replayed experience (off-policy training).
+        """One step of recomputation on stored experience (replay, and on-policy epochs).
 
         Args:
-            inputs: ``[B, ...]`` nest (the ``TimeStep`` of one time index).
+            inputs: ``[B, ...]`` nest (the ``TimeStep`` of one time index), or all the
+                sequence's steps at once, ``[T*B, ...]``, when they are temporally
+                independent (no recurrent ``train_state_spec``).
             state: nest matching ``train_state_spec``.
             rollout_info: the ``[B, ...]`` ``rollout_info`` stored with the step.
 
@@ -496,12 +498,18 @@ class Algorithm(nn.Module):
         """The loss of ``[T, B]`` training information.
 
         Args:
-            info: the ``rollout_info`` of an unroll (on-policy) or the stacked ``train_step``
-                infos (off-policy), leaves ``[T, B, ...]``.
+            info: the ``rollout_info`` of an unroll (the ``"rollout_graph"`` path) or the
+                stacked ``train_step`` infos, leaves ``[T, B, ...]`` (``[T-k, B, ...]`` after
+                a burn-in of ``k`` steps).
 
         Returns:
-            ``LossInfo`` with ``loss`` ``[T, B]`` (masked and averaged by
-            ``update_with_gradient``) and ``extra`` terms for summaries.
+            ``LossInfo`` whose ``loss`` (a tensor or a dict of them by optimizer name) is
+            ``[T, B]`` per step, ``[T-k, B]`` over the first ``T - k`` steps (``k = 1``:
+            transitions), ``[B]`` per sequence or a scalar: the learner masks each with
+            ``valid_step_mask`` (or ``LossInfo.mask``) and averages it
+            (``update_with_gradient``); keep the ``[T-k, B]`` dims of a loss over steps
+            (``rlf.nest.utils.batch_apply``), since a flattened one cannot be masked.
+            ``extra`` terms are summarised as ``loss/<name>/<key>``, a key no loss term has.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement calc_loss")
 
