@@ -22,6 +22,7 @@ from gin import config as gin_config
 from gin import config_parser
 
 from rlf.utils.errors import ConfigWarning, UserError, one_line
+from rlf.utils.gin_bindings import binding_owner, written_name
 
 __all__ = ["ConfigError", "conf_values", "parse_config", "query", "register_all",
            "schedules_bound", "schedules_note", "validate_bindings"]
@@ -356,7 +357,7 @@ def validate_bindings() -> None:
             continue
         if configurable is None:
             continue
-        where = _written_name(scope, configurable)
+        where = written_name(scope, configurable)
         parameters, open_kwargs, functions = _signature_chain(configurable.wrapped)
         by_name = {p.name: p for p in parameters}
         hints = _hints(functions)
@@ -401,24 +402,6 @@ def _referenced_scopes(value: Any) -> set:
     return set()
 
 
-def _written_name(scope: str, configurable) -> str:
-    """A configurable's name as a conf writes it: ``ImpalaAlgorithm`` for rlf's,
-    ``torch.optim.Adam`` for others, after ``scope/`` if scoped."""
-    name = configurable.name
-    if configurable.module and not configurable.module.startswith("rlf"):
-        name = f"{configurable.module}.{name}"
-    return f"{scope}/{name}" if scope else name
-
-
-def _binding_owner(scope: str, selector: str) -> str:
-    """``_written_name`` of the configurable a ``_CONFIG`` key selects (the selector itself
-    where the registry cannot say)."""
-    try:
-        return _written_name(scope, gin_config._REGISTRY.get_match(selector))
-    except Exception:  # judged by validate_bindings
-        return f"{scope}/{selector}" if scope else selector
-
-
 _warned_scopes: set = set()
 
 
@@ -429,7 +412,7 @@ def _warn_unentered_scopes() -> None:
     for (scope, selector), params in gin_config._CONFIG.items():
         missing = [s for s in scope.split("/") if s and s not in entered]
         for param in params if missing else ():
-            binding = f"{_binding_owner(scope, selector)}.{param}"
+            binding = f"{binding_owner(scope, selector)}.{param}"
             if binding not in _warned_scopes:
                 _warned_scopes.add(binding)
                 used = ", ".join(sorted(entered)) or "none"
@@ -472,7 +455,7 @@ def schedules_bound() -> List[str]:
             points = (isinstance(value, (list, tuple)) and len(value) >= 2
                       and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in value))
             if points or (param == "lr_scheduler" and _is_reference(value)):
-                found.append(f"{_binding_owner(scope, selector)}.{param}")
+                found.append(f"{binding_owner(scope, selector)}.{param}")
     return sorted(found)
 
 

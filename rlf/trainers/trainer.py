@@ -29,6 +29,7 @@ from rlf.unrollers import ActorError
 from rlf.utils import summary
 from rlf.utils.checkpoint import remove_stale_temp_files
 from rlf.utils.errors import UserError, one_line
+from rlf.utils.gin_bindings import unapplied_bindings
 
 __all__ = ["Trainer", "CheckpointMismatchError", "CheckpointWriteError", "ActorFailure"]
 
@@ -159,10 +160,12 @@ class Trainer:
             The algorithm.
 
         Raises:
-            UserError: if the environment cannot be created from the gin config, or the
+            UserError: if the environment cannot be created from the gin config, the
                 config combines options that do not fit (e.g. ``offline_buffer_dir`` with an
-                on-policy algorithm); whatever the environment and algorithm constructors
-                raise. What was built is closed again.
+                on-policy algorithm), or a gin binding took no effect in what was built (its
+                configurable never called with it: ``unapplied_bindings``); whatever the
+                environment and algorithm constructors raise. What was built is closed
+                again, and a new run directory is not made.
             RunDirectoryError: (a ``UserError``) if another process trains in ``root_dir``
                 (``lock_run_directory``; the lock is held until ``close()``).
             RuntimeError: after ``close()`` (its environments are closed; make a new
@@ -178,6 +181,7 @@ class Trainer:
                 if self._root_dir.is_dir():
                     self._lock_fd = lock_run_directory(self._root_dir)
                 self._build()
+                _refuse_unapplied_bindings()
                 if self._lock_fd is None:
                     self._lock_fd = lock_run_directory(self._root_dir)
             except BaseException:
@@ -506,3 +510,20 @@ class Trainer:
     def algorithm(self):
         """The algorithm (None until ``build`` or ``train`` has created it)."""
         return self._algorithm
+
+
+def _refuse_unapplied_bindings() -> None:
+    """Refuses gin bindings that nothing the run built received (a setting that would do
+    nothing: ``load_gym.masked_observation_indices`` on an Atari id, which ``load_atari``
+    loads).
+
+    Raises:
+        UserError: one line naming them.
+    """
+    unapplied = unapplied_bindings()
+    if unapplied:
+        more = f" and {len(unapplied) - 3} more" if len(unapplied) > 3 else ""
+        raise UserError(f"{'; '.join(unapplied[:3])}{more}: no part of this run takes "
+                        f"{'this binding' if len(unapplied) == 1 else 'these bindings'} (its "
+                        f"configurable is never called with it), so it would change nothing; "
+                        f"remove it")

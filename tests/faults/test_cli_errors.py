@@ -464,3 +464,21 @@ def test_play_zero_state_on_a_feed_forward_policy_is_refused(tmp_path):
         "error: --zero_state resets a recurrent state at every step, and ImpalaAlgorithm's "
         "policy has none (it is feed-forward); remove --zero_state"]
     assert not (tmp_path / "ep.mp4").exists()
+
+
+@pytest.mark.parametrize("binding", [
+    "load_gym.masked_observation_indices=[1, 3]",  # an Atari id loads through load_atari
+    "MLPEncoder.normalize_observations=True",  # the Atari conf's encoder is a CNN
+])
+def test_a_binding_that_nothing_in_the_run_takes_is_refused_before_anything_is_written(
+        tmp_path, binding):
+    run = tmp_path / "run"
+    r = run_cli("train", "--conf", "confs/impala_atari_sync.gin", "--noprogress",
+                "--root_dir", str(run), "--conf_param", "load.num_envs=2",
+                "--conf_param", binding)
+    assert r.returncode == 2, r.stderr[-2000:]
+    name = binding.split("=")[0]
+    assert lines(r.stderr) == [f"error: {name} = {binding.split('=')[1].strip()}: no part of "
+                               f"this run takes this binding (its configurable is never "
+                               f"called with it), so it would change nothing; remove it"]
+    assert not run.exists()
