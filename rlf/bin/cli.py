@@ -8,6 +8,7 @@ import warnings
 from typing import Callable, Iterable, List
 
 from absl import app, flags
+from absl import logging as absl_logging
 
 from rlf.utils.errors import ConfigWarning
 
@@ -92,7 +93,8 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = (),
     and exit status 2 too, not absl's two lines and status 1. ``--help`` (``-?``,
     ``--helpshort``, ``--helpfull``, ``--helpxml``) prints absl's usage on stdout and exits
     with status 0, where absl's own status is 1. A ``ConfigWarning`` (an old setting's name)
-    is one ``warning:`` line.
+    is one ``warning:`` line. Logged records below WARNING (libraries' INFO lines) are not
+    shown unless ``--verbosity`` asks for them.
 
     Args:
         main: the tool's ``main(argv) -> int`` (exit status).
@@ -116,6 +118,10 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = (),
             sys.exit(2)
 
     def _checked(argv: List[str]) -> None:
+        if not flags.FLAGS["verbosity"].present:
+            # The tools print their own lines; libraries' INFO records (TensorBoard's event
+            # reader, matplotlib) would come out in absl's format between them.
+            absl_logging.set_verbosity(absl_logging.WARNING)
         extra = argv[1:]
         if extra and not positional:
             print(f"error: unexpected argument(s) {' '.join(extra)!r}: a flag takes one value; "

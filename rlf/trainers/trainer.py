@@ -144,7 +144,7 @@ class Trainer:
         seed = self._config.random_seed
         if seed is None:
             seed = int.from_bytes(os.urandom(4), "little") % RANDOM_SEED_LIMIT
-            logger.info("random_seed is None; using %d", seed)
+            tqdm.write(f"random_seed is None; using {seed}")
         random.seed(seed)
         np.random.seed(seed)
         torch.manual_seed(seed)
@@ -405,6 +405,12 @@ class Trainer:
             if saved_at != self._state.iter_num:
                 self._save()
             it = self._state.iter_num
+            if self._stop_signal is None and (it == start_iter or it % config.summary_interval):
+                # The run's final metrics reach TensorBoard even where its budget ends between
+                # two summary iterations (a run shorter than summary_interval wrote none), and
+                # a finished run started again writes them (it may have been written without).
+                with summary.record_if(lambda: True):
+                    algorithm.summarize_metrics()
             if (config.evaluate and self._stop_signal is None and it > start_iter
                     and it % config.eval_interval):
                 # The run reached its budget between two evaluations: its final policy is

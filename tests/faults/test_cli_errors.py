@@ -482,3 +482,22 @@ def test_a_binding_that_nothing_in_the_run_takes_is_refused_before_anything_is_w
                                f"this run takes this binding (its configurable is never "
                                f"called with it), so it would change nothing; remove it"]
     assert not run.exists()
+
+
+def test_the_tools_print_their_own_lines_only(tmp_path):
+    # Logged INFO records (rlf's "loaded offline replay data", libraries' own) stay out of a
+    # tool's output unless --verbosity asks for them.
+    alf = REPO / "tests" / "data" / "alf_pendulum_sac_replay_buffer.pt"
+    args = ["--conf", "confs/iql_mujoco.gin", "--noprogress", "--root_dir", str(tmp_path / "r"),
+            "--conf_param", "load.env_name='Pendulum-v1'", "--conf_param",
+            f"TrainerConfig.offline_buffer_dir='{alf}'", "--conf_param",
+            "TrainerConfig.offline_normalized_actions=True", "--conf_param",
+            "TrainerConfig.num_iterations=2", "--conf_param", "TrainerConfig.evaluate=False"]
+    quiet = run_cli("train", *args)
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    info = re.compile(r"^I\d{4} ", re.M)
+    assert not info.search(quiet.stdout + quiet.stderr), quiet.stderr[-2000:]
+    assert lines(quiet.stdout)[-1].startswith("finished: 2 iterations")
+    asked = run_cli("train", *args[:-4], "--conf_param", "TrainerConfig.num_iterations=3",
+                    "--conf_param", "TrainerConfig.evaluate=False", "--verbosity", "0")
+    assert asked.returncode == 0 and "loaded offline replay data" in asked.stderr

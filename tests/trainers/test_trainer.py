@@ -4,6 +4,7 @@ checkpoints, and the command line (SIGINT, bad input)."""
 import functools
 import hashlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from rlf.algorithms import TrainerConfig
 from rlf.trainers import CheckpointMismatchError, Trainer
 from rlf.trainers.run_dir import model_state
 from rlf.utils.checkpoint import load_checkpoint_file
-from rlf.utils.tensorboard_reader import read_scalars
+from rlf.utils.tensorboard_reader import read_scalar_tags, read_scalars
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,8 +41,9 @@ def _config(num_iterations, on_policy=True, hidden=(16,), lr_scheduler=None, **k
                                       clear_replay_buffer=True, save_replay_buffer=True)
     extra = dict(checkpoint_interval=100, **extra)
     extra.update(kw)
+    extra.setdefault("summary_interval", 1)
     return TrainerConfig(algorithm_ctor=ctor, random_seed=3, unroll_length=8,
-                         num_iterations=num_iterations, summary_interval=1, **extra)
+                         num_iterations=num_iterations, **extra)
 
 
 def _scalars(root: Path, tag: str) -> dict:
@@ -484,3 +486,19 @@ def test_a_shortened_run_notes_the_schedules_that_keep_the_confs_lengths(tmp_pat
                       "actor/torch.optim.Adam.lr = 1e-3",
                       "ImpalaAlgorithm.lr_scheduler = @torch.optim.lr_scheduler.StepLR"])
     assert schedules_bound() == ["DQNAlgorithm.epsilon_greedy", "ImpalaAlgorithm.lr_scheduler"]
+
+
+def test_a_run_shorter_than_its_summary_interval_writes_its_final_metrics(tmp_path):
+    # 6 iterations at summary_interval 100 recorded no summary: a suite then found no score.
+    def metrics():
+        return read_scalar_tags(tmp_path / "train", ["Metrics/AverageReturn"])[
+            "Metrics/AverageReturn"]
+
+    Trainer(_config(6, summary_interval=100), tmp_path, progress=False).train()
+    steps, values, _ = metrics()
+    assert steps == [6] and values[0] > 0
+    # A finished run without them (written before they were): started again, it trains
+    # nothing and writes them, from the checkpoint's metrics.
+    shutil.rmtree(tmp_path / "train")
+    result = Trainer(_config(6, summary_interval=100), tmp_path, progress=False).train()
+    assert result["iterations"] == 6 and metrics()[:2] == (steps, values)
