@@ -1,17 +1,31 @@
-r"""Compares finished suites (a baseline first, then variants) with confidence intervals.
+r"""Compares finished suites, or training runs, with confidence intervals (a baseline first,
+then variants).
 
     python -m rlf.bin.compare runs/suite_baseline runs/suite_variant [...] \
         [--out runs/compare] [--reps 2000] [--debug]
+    python -m rlf.bin.compare RUN_A RUN_B [...] [--metric Eval/AverageReturn] [--out DIR]
+    python -m rlf.bin.compare --baseline 'runs/a_seed*' --variant 'runs/b_seed*' [...]
 
-Each argument is the ``--root_dir`` of a finished ``rlf.bin.suite`` (its ``results.csv``).
-On the games all of them ran, with each suite's own seeds (every game of a suite needs the
-same seeds), it prints and writes ``OUT/compare.md``: per suite the IQM, median and mean
-human-normalised score over the last tenth of the frames and the optimality gap, each with
-its 95 % stratified-bootstrap confidence interval, and per variant the probability of
-improvement over the first suite, ``P(variant > baseline)``, with its 95 % CI (Agarwal et
-al. 2021, through rliable: ``pip install -e ".[suite]"``); and ``OUT/performance_profile.png``.
-A mistake (fewer than two suites, a directory without ``results.csv``, no game in common,
-uneven seeds) prints one line and exits with status 2.
+Suites: each argument is the ``--root_dir`` of a finished ``rlf.bin.suite`` (its
+``results.csv``). On the games all of them ran, with each suite's own seeds (every game of a
+suite needs the same seeds), it prints and writes ``OUT/compare.md``: per suite the IQM,
+median and mean human-normalised score over the last tenth of the frames and the optimality
+gap, each with its 95 % stratified-bootstrap confidence interval, and per variant the
+probability of improvement over the first suite, ``P(variant > baseline)``, with its 95 % CI
+(Agarwal et al. 2021, through rliable: ``pip install -e ".[suite]"``); and
+``OUT/performance_profile.png``.
+
+Runs: each argument is a training run's ``--root_dir`` (a group of one run), or
+``--baseline`` and ``--variant`` (repeatable) name groups of runs by a glob pattern (the seeds
+of a method). Per group it reports a metric's final value (``--metric``; by default the first
+of ``Eval/AverageReturn``, ``Metrics/AverageEpisodeScore``, ``Metrics/AverageReturn`` that
+every run wrote) with a 95 % bootstrap interval over the runs, and ``P(variant > baseline)``
+with its interval, in ``OUT/compare.md``, and the learning curves with 95 % bands in
+``OUT/learning_curves.png`` (``rlf.bin.compare_runs``).
+
+A mistake (fewer than two suites or groups, a directory that is neither a suite nor a run, a
+pattern that names nothing, no game or metric in common, uneven seeds, rliable missing)
+prints one line and exits with status 2.
 """
 
 from __future__ import annotations
@@ -27,7 +41,12 @@ from rlf.utils.extras import require
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("out", None, "where compare.md and the plot go (default: the first "
-                                 "suite's directory)")
+                                 "suite's or run's directory)")
+flags.DEFINE_string("baseline", None, "runs of the baseline: a glob pattern of run directories")
+flags.DEFINE_multi_string("variant", [], "runs of a variant: a glob pattern (repeatable)")
+flags.DEFINE_string("metric", None, "the summary compared between runs (default: the first of "
+                                    "Eval/AverageReturn, Metrics/AverageEpisodeScore, "
+                                    "Metrics/AverageReturn that every run wrote)")
 flags.DEFINE_integer("reps", 2000, "bootstrap replications", lower_bound=100)
 flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
 
@@ -80,11 +99,47 @@ def compare(dirs, out: Path, reps: int = 2000) -> str:
     return text
 
 
+def _run_groups(dirs) -> dict:
+    """``{label: run directories}`` from ``--baseline``/``--variant`` or from run directories
+    given as arguments (one group each); {} for suites.
+
+    Raises:
+        UserError: for groups and arguments together, a variant without a baseline, or
+            arguments that mix suites and runs.
+    """
+    from rlf.bin.compare_runs import expand_group, is_run_directory
+    if FLAGS.baseline or FLAGS.variant:
+        if dirs:
+            raise UserError(f"give either directories or --baseline/--variant, not both "
+                            f"({' '.join(dirs)})")
+        if not FLAGS.baseline or not FLAGS.variant:
+            raise UserError("--baseline and --variant go together: a baseline's runs and at "
+                            "least one variant's")
+        patterns = [FLAGS.baseline, *FLAGS.variant]
+        return {p: expand_group(p) for p in patterns}
+    runs = [d for d in dirs if is_run_directory(Path(d))]
+    if runs and len(runs) != len(dirs):
+        raise UserError(f"{' '.join(d for d in dirs if d not in runs)}: give suites' "
+                        f"directories or runs' directories, not both")
+    return {d: [Path(d)] for d in runs}
+
+
 def main(argv) -> int:
-    """Compares the suites named on the command line; returns the exit status."""
+    """Compares the suites or runs named on the command line; returns the exit status."""
     dirs = argv[1:]
     try:
-        out = Path(FLAGS.out) if FLAGS.out else Path(dirs[0] if dirs else ".")
+        groups = _run_groups(dirs)
+        first = dirs[0] if dirs else (next(iter(groups.values()))[0] if groups else ".")
+        out = Path(FLAGS.out) if FLAGS.out else Path(first)
+        if groups:
+            from rlf.bin.compare_runs import compare_runs
+            require("rliable", "suite", "rlf.bin.compare")
+            print(compare_runs(groups, out, FLAGS.metric, FLAGS.reps), end="")
+            print(f"wrote {out / 'compare.md'} and {out / 'learning_curves.png'}")
+            return 0
+        if FLAGS.metric:
+            raise UserError("--metric compares runs; suites are compared by their "
+                            "human-normalised scores")
         print(compare(dirs, out, FLAGS.reps), end="")
         print(f"wrote {out / 'compare.md'} and {out / 'performance_profile.png'}")
     except UserError as e:

@@ -21,8 +21,8 @@ import numpy as np
 
 from rlf.utils.extras import require
 
-__all__ = ["AGGREGATES", "Estimate", "aggregate_estimates", "per_game_estimates",
-           "probability_of_improvement", "plot_performance_profiles"]
+__all__ = ["AGGREGATES", "Estimate", "aggregate_estimates", "curve_estimates",
+           "per_game_estimates", "probability_of_improvement", "plot_performance_profiles"]
 
 #: The aggregates over games, in report order.
 AGGREGATES = ("IQM", "median", "mean", "optimality_gap")
@@ -139,6 +139,29 @@ def probability_of_improvement(x: np.ndarray, y: np.ndarray, reps: int = 2000,
         lambda a, b: np.array([metrics.probability_of_improvement(a, b)]), reps, seed)
     return (float(points["pair"][0]), float(intervals["pair"][0][0]),
             float(intervals["pair"][1][0]))
+
+
+def curve_estimates(curves: Mapping[str, np.ndarray], reps: int = 2000, seed: int = 0
+                    ) -> Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Each method's mean learning curve over its runs with a pointwise 95 % bootstrap band
+    (runs resampled at each point, rliable's stratified bootstrap).
+
+    Args:
+        curves: ``{method: [runs, points] float array}``: each run's metric at the same points
+            (environment steps).
+        reps, seed: as ``aggregate_estimates``.
+
+    Returns:
+        ``{method: (mean [points], lower [points], upper [points])}``.
+
+    Raises:
+        MissingExtraError: without rliable.
+    """
+    points, intervals = _interval_estimates(
+        {k: np.asarray(v, np.float64) for k, v in curves.items()}, lambda x: x.mean(0), reps,
+        seed)
+    return {k: (np.asarray(points[k]), np.asarray(intervals[k][0]), np.asarray(intervals[k][1]))
+            for k in points}
 
 
 def plot_performance_profiles(score_dict: Mapping[str, np.ndarray], out: Path,
