@@ -107,3 +107,21 @@ def test_tiny_suites_write_aggregates_and_compare(tmp_path):
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 2 and message in r.stderr and len(r.stderr.splitlines()) == 1, (
             r.stderr)
+
+
+def test_the_documented_headline_is_what_the_suites_aggregates_give(tmp_path):
+    # docs/data/suite_det/results.csv: the six runs of docs/results.md's headline; the suite's
+    # own code gives the table and the plots of the home and results pages.
+    import shutil
+    repo = Path(__file__).resolve().parents[1]
+    shutil.copy(repo / "docs" / "data" / "suite_det" / "results.csv", tmp_path)
+    r = subprocess.run([sys.executable, "-m", "rlf.bin.suite_aggregates", "--root_dir",
+                        str(tmp_path), "--label", "rlf IMPALA"], cwd=repo,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    table = (tmp_path / "aggregates.md").read_text()
+    assert "| rlf IMPALA | 3 x 2 | 1.394 [1.312, 1.462] |" in table
+    assert "| Dopamine Rainbow | 5 x 2 | 1.193 [1.154, 1.244] |" in table
+    assert table == (repo / "docs" / "data" / "suite_det" / "aggregates.md").read_text()
+    for image in ("aggregates.png", "performance_profile.png"):
+        assert (tmp_path / image).read_bytes()[:4] == b"\x89PNG"

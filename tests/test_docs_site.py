@@ -51,8 +51,8 @@ def _is_plain_link(page: Path, url: str) -> bool:
 
 
 def test_the_formulas_are_typeset_by_the_katex_served_with_the_site(site):
-    page = (site / "api" / "algorithms" / "index.html").read_text(encoding="utf-8")
-    assert 'class="arithmatex"' in page  # the V-trace and TD3 docstrings' formulas
+    page = (site / "api" / "value_ops" / "index.html").read_text(encoding="utf-8")
+    assert 'class="arithmatex"' in page  # the V-trace docstrings' formulas
     for asset in ("vendor/katex/katex.min.js", "vendor/katex/contrib/auto-render.min.js",
                   "vendor/katex/katex.min.css", "javascripts/katex.js"):
         assert (site / asset).is_file(), asset

@@ -1,12 +1,16 @@
 """The aggregate part of a suite's report: human-normalised scores over the last tenth of the
 frames (Dopamine's measure) as ``[seeds, games]`` matrices, their aggregates with 95 %
 confidence intervals (``rlf.utils.aggregates``, through rliable), ``aggregates.md`` /
-``aggregates.json`` and the performance-profile plot. Used by ``rlf.bin.suite`` for one suite
-and by ``rlf.bin.compare`` for several."""
+``aggregates.json`` and the plots. Used by ``rlf.bin.suite`` for one suite and by
+``rlf.bin.compare`` for several; run as a module it writes them again for a finished suite:
+
+    python -m rlf.bin.suite_aggregates --root_dir runs/suite [--label NAME] [--reps 2000]
+"""
 
 from __future__ import annotations
 
 import csv
+import sys
 import json
 from pathlib import Path
 from typing import Dict, List, Mapping, Sequence, Tuple
@@ -14,7 +18,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 import numpy as np
 
 from rlf.utils.aggregates import (AGGREGATES, Estimate, aggregate_estimates, per_game_estimates,
-                                  plot_performance_profiles)
+                                  plot_interval_estimates, plot_performance_profiles)
 from rlf.utils.atari_scores import human_normalized_score
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.dopamine_scores import DOPAMINE_FRAMES, DOPAMINE_SOURCE, dopamine_matrix
@@ -88,8 +92,9 @@ def aggregate_row(name: str, matrix: np.ndarray, estimates: Mapping[str, Estimat
 
 def write_aggregates(rows: Sequence[Mapping], root_dir: Path, label: str = "this suite",
                      reps: int = 2000) -> Dict:
-    """Writes ``aggregates.md``, ``aggregates.json`` and ``performance_profile.png`` in
-    ``root_dir`` (atomically) and returns the JSON's content.
+    """Writes ``aggregates.md``, ``aggregates.json``, ``aggregates.png`` (the aggregates'
+    interval estimates) and ``performance_profile.png`` in ``root_dir`` (atomically) and
+    returns the JSON's content.
 
     ``aggregates.md``: per game the mean score over the last tenth of the frames with its
     95 % CI over seeds; over games the IQM, median and mean human-normalised score and the
@@ -139,4 +144,39 @@ def write_aggregates(rows: Sequence[Mapping], root_dir: Path, label: str = "this
     with atomic_write(root_dir / "aggregates.json") as tmp:
         tmp.write_text(json.dumps(content, indent=1, allow_nan=True))
     plot_performance_profiles(methods, root_dir / "performance_profile.png", reps=reps)
+    plot_interval_estimates(estimates, root_dir / "aggregates.png")
     return content
+
+
+def main(argv) -> int:
+    """Writes the aggregates of the suite in ``--root_dir``; returns the exit status."""
+    from absl import flags
+
+    from rlf.bin.cli import debug_mode
+    from rlf.utils.errors import one_line
+    del argv
+    flags_ = flags.FLAGS
+    try:
+        root = Path(flags_.root_dir)
+        write_aggregates(read_results(root), root, label=flags_.label or root.name,
+                         reps=flags_.reps)
+    except UserError as e:
+        if debug_mode():
+            raise
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+    print(f"wrote {root / 'aggregates.md'}, aggregates.json, aggregates.png and "
+          f"performance_profile.png")
+    return 0
+
+
+if __name__ == "__main__":
+    from absl import flags as _flags
+
+    from rlf.bin.cli import run_main
+    _flags.DEFINE_string("root_dir", None, "a finished suite's directory (its results.csv)",
+                         required=True)
+    _flags.DEFINE_string("label", None, "the suite's row name (default: the directory's)")
+    _flags.DEFINE_integer("reps", 2000, "bootstrap replications", lower_bound=100)
+    _flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
+    run_main(main)

@@ -22,7 +22,8 @@ import numpy as np
 from rlf.utils.extras import require
 
 __all__ = ["AGGREGATES", "Estimate", "aggregate_estimates", "curve_estimates",
-           "per_game_estimates", "probability_of_improvement", "plot_performance_profiles"]
+           "per_game_estimates", "probability_of_improvement", "plot_interval_estimates",
+           "plot_performance_profiles"]
 
 #: The aggregates over games, in report order.
 AGGREGATES = ("IQM", "median", "mean", "optimality_gap")
@@ -162,6 +163,37 @@ def curve_estimates(curves: Mapping[str, np.ndarray], reps: int = 2000, seed: in
         seed)
     return {k: (np.asarray(points[k]), np.asarray(intervals[k][0]), np.asarray(intervals[k][1]))
             for k in points}
+
+
+def plot_interval_estimates(estimates: Mapping[str, Mapping[str, Estimate]], out: Path,
+                            xlabel: str = "human-normalised score") -> None:
+    """Writes the aggregates of ``aggregate_estimates`` (IQM, median, mean, optimality gap) as
+    rliable's interval-estimate plot, each method a row with its 95 % interval, to the image
+    ``out`` (atomically).
+
+    Raises:
+        MissingExtraError: without rliable.
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlf.utils.atomic_file import atomic_write
+    _rliable()
+    plot_utils = require("rliable.plot_utils", "suite", "the aggregates' plot")
+    methods = list(estimates)
+    points = {m: np.array([estimates[m][a][0] for a in AGGREGATES]) for m in methods}
+    intervals = {m: np.array([[estimates[m][a][1] for a in AGGREGATES],
+                              [estimates[m][a][2] for a in AGGREGATES]]) for m in methods}
+    names = ["IQM", "Median", "Mean", "Optimality gap"]
+    fig, axes = plot_utils.plot_interval_estimates(
+        points, intervals, metric_names=names, algorithms=methods[::-1], xlabel=xlabel,
+        subfigure_width=3.4, row_height=0.6, max_ticks=3)
+    fig.tight_layout()
+    out = Path(out)
+    with atomic_write(out, suffix=out.suffix) as tmp:
+        fig.savefig(tmp, dpi=100, bbox_inches="tight")
+    plt.close(fig)
 
 
 def plot_performance_profiles(score_dict: Mapping[str, np.ndarray], out: Path,
