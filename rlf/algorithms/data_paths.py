@@ -29,7 +29,7 @@ import torch
 from rlf import nest
 from rlf.data_structures import Experience, valid_step_mask
 from rlf.utils import summary
-from rlf.utils.common import detach
+from rlf.utils.common import detach, reset_state_if_necessary
 from rlf.utils.errors import UserError
 
 __all__ = ["DATA_PATH_SETTINGS", "Batch", "Sequences", "MiniBatches", "Mixer", "mixed_count",
@@ -203,7 +203,6 @@ class Sequences:
         first step (``use_rollout_state``) or zeros, the state reset wherever a step is FIRST.
         The burn-in steps run without gradient and their infos are dropped; the state they
         leave is carried on, detached."""
-        from rlf.utils.common import reset_state_if_necessary
         time_step, rollout_info = experience.time_step, experience.rollout_info
         t_len, batch = time_step.step_type.shape[:2]
         if self.independent:
