@@ -457,3 +457,27 @@ def test_a_subclass_taking_a_reserved_name_is_refused_at_construction_in_one_lin
             self.register_buffer("_num_updates", torch.zeros(()))
 
     Hooks()
+
+
+def test_the_old_training_entry_points_warn_with_their_replacement():
+    from rlf.utils import deprecation
+    env = load("CartPole-v1", 2, seed=0)
+    config = TrainerConfig(unroll_length=4, mini_batch_size=2, mini_batch_length=2)
+
+    class Replayed(RLAlgorithm):
+        def __init__(self, **kw):
+            super().__init__(env.observation_spec(), env.action_spec(), is_on_policy=False,
+                             optimizer=SGD, **kw)
+            self.w = nn.Parameter(torch.zeros(()))
+
+        def rollout_step(self, time_step, state):
+            return AlgStep(output=torch.zeros(time_step.step_type.shape, dtype=torch.int64))
+
+    alg = Replayed(env=env, config=config)
+    alg.set_unroller(SyncUnroller(env, alg))
+    deprecation._warned.discard(("", "RLAlgorithm.train_from_replay_buffer"))
+    with pytest.warns(DeprecationWarning, match=r"RLAlgorithm.train_from_replay_buffer is "
+                                                r"deprecated and will be removed in rlf 0.3; "
+                                                r"use train_iter\(\)"):
+        assert alg.train_from_replay_buffer() == 0  # nothing collected yet
+    env.close()
