@@ -459,7 +459,7 @@ def test_a_subclass_taking_a_reserved_name_is_refused_at_construction_in_one_lin
     Hooks()
 
 
-def test_the_old_training_entry_points_warn_with_their_replacement():
+def test_the_deprecated_train_from_replay_buffer_warns_with_its_replacement():
     from rlf.utils import deprecation
     env = load("CartPole-v1", 2, seed=0)
     config = TrainerConfig(unroll_length=4, mini_batch_size=2, mini_batch_length=2)
