@@ -13,7 +13,6 @@ import re
 import tokenize
 import types
 import typing
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -21,8 +20,9 @@ import gin
 from gin import config as gin_config
 from gin import config_parser
 
-from rlf.utils.errors import ConfigWarning, UserError, one_line
-from rlf.utils.gin_bindings import binding_owner, written_name
+from rlf.utils.errors import UserError, one_line
+from rlf.utils.gin_bindings import (binding_keys, binding_owner, set_command_line_bindings,
+                                    written_name)
 
 __all__ = ["ConfigError", "conf_values", "parse_config", "query", "register_all",
            "schedules_bound", "schedules_note", "validate_bindings"]
@@ -145,7 +145,12 @@ def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
     quiet = _DropLog("Path not found", "system_path_file_exists", "gin-config opened")
     logging.getLogger().addFilter(quiet)
     try:
-        gin.parse_config_files_and_bindings(files, list(bindings), skip_unknown=False)
+        gin.parse_config_files_and_bindings(files, [], skip_unknown=False,
+                                            finalize_config=False)
+        from_files = binding_keys()
+        gin.parse_config_files_and_bindings([], list(bindings), skip_unknown=False)
+        set_command_line_bindings(k for k, v in binding_keys().items()
+                                  if k not in from_files or from_files[k] is not v)
     except (SyntaxError, tokenize.TokenError) as e:
         raise ConfigError(_malformed(e, conf_file, bindings)) from None
     except ImportError as e:  # an `import` statement of the conf
@@ -341,15 +346,14 @@ def validate_bindings() -> None:
       parameter whose default is a number or a bool is not given a string. Gin references
       (``@Foo``, ``%MACRO``) are not judged. A whole float for a parameter that takes an
       int but no float (``1e6``) is bound as that int.
-    - A scoped binding (``actor/torch.optim.Adam.lr``) whose scope no reference of the
-      configuration enters (``@actor/torch.optim.Adam``) would never apply: it is named in
-      one ``ConfigWarning`` (code may still enter the scope with ``gin.config_scope``).
+
+    A binding that nothing built takes (a scope no reference enters, a configurable never
+    called) is judged once the run is built (``rlf.utils.gin_bindings.unapplied_bindings``).
 
     Raises:
         ConfigError: one line naming ``Configurable.param``, the expected type and the value
             found, or the unknown name with the closest valid ones.
     """
-    _warn_unentered_scopes()
     for (scope, selector), params in list(gin_config._CONFIG.items()):
         try:
             configurable = gin_config._REGISTRY.get_match(selector)
@@ -389,36 +393,6 @@ def validate_bindings() -> None:
             if isinstance(value, float) and value.is_integer() and not _fits(0.5, annotation):
                 # 1e6 for an int parameter: the code behind it gets the int it expects
                 params[param] = int(value)
-
-
-def _referenced_scopes(value: Any) -> set:
-    """The scope names that the references in a bound ``value`` enter (``@a/b/Foo``: a, b)."""
-    if _is_reference(value) and hasattr(value, "scoped_selector"):
-        return set(value.scoped_selector.split("/")[:-1])
-    if isinstance(value, (list, tuple)):
-        return set().union(*map(_referenced_scopes, value)) if value else set()
-    if isinstance(value, dict):
-        return _referenced_scopes(list(value.values()))
-    return set()
-
-
-_warned_scopes: set = set()
-
-
-def _warn_unentered_scopes() -> None:
-    """One ``ConfigWarning`` per scoped binding whose scope no reference enters."""
-    entered = _referenced_scopes([list(params.values())
-                                  for params in gin_config._CONFIG.values()])
-    for (scope, selector), params in gin_config._CONFIG.items():
-        missing = [s for s in scope.split("/") if s and s not in entered]
-        for param in params if missing else ():
-            binding = f"{binding_owner(scope, selector)}.{param}"
-            if binding not in _warned_scopes:
-                _warned_scopes.add(binding)
-                used = ", ".join(sorted(entered)) or "none"
-                warnings.warn(f"{binding} never applies: no reference enters the scope "
-                              f"'{missing[0]}' (scopes the references enter: {used})",
-                              ConfigWarning)
 
 
 def query(name: str, default: Any) -> Any:

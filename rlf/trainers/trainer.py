@@ -9,6 +9,7 @@ import random
 import signal
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
@@ -28,7 +29,7 @@ from rlf.trainers.unrollers import make_unroller
 from rlf.unrollers import ActorError
 from rlf.utils import summary
 from rlf.utils.checkpoint import remove_stale_temp_files
-from rlf.utils.errors import UserError, one_line
+from rlf.utils.errors import ConfigWarning, UserError, one_line
 from rlf.utils.gin_bindings import unapplied_bindings
 
 __all__ = ["Trainer", "CheckpointMismatchError", "CheckpointWriteError", "ActorFailure"]
@@ -519,17 +520,23 @@ class Trainer:
 
 
 def _refuse_unapplied_bindings() -> None:
-    """Refuses gin bindings that nothing the run built received (a setting that would do
-    nothing: ``load_gym.masked_observation_indices`` on an Atari id, which ``load_atari``
-    loads).
+    """Refuses gin bindings of the command line that nothing the run built received (a
+    setting that would do nothing: ``load_gym.masked_observation_indices`` on an Atari id,
+    which ``load_atari`` loads), and warns once, one line each, of such bindings in the conf
+    files (a ``--conf_param`` that swaps the optimizer leaves the conf's bindings of the old
+    one unused, and cannot unbind them).
 
     Raises:
-        UserError: one line naming them.
+        UserError: one line naming the command line's unused bindings.
     """
     unapplied = unapplied_bindings()
-    if unapplied:
-        more = f" and {len(unapplied) - 3} more" if len(unapplied) > 3 else ""
-        raise UserError(f"{'; '.join(unapplied[:3])}{more}: no part of this run takes "
-                        f"{'this binding' if len(unapplied) == 1 else 'these bindings'} (its "
+    for text, _ in (u for u in unapplied if not u[1]):
+        warnings.warn(f"{text} (in the conf) takes no effect in this run: its configurable is "
+                      f"never called with it", ConfigWarning)
+    given = [text for text, from_command_line in unapplied if from_command_line]
+    if given:
+        more = f" and {len(given) - 3} more" if len(given) > 3 else ""
+        raise UserError(f"{'; '.join(given[:3])}{more}: no part of this run takes "
+                        f"{'this binding' if len(given) == 1 else 'these bindings'} (its "
                         f"configurable is never called with it), so it would change nothing; "
                         f"remove it")

@@ -426,16 +426,30 @@ def test_replay_settings_with_an_on_policy_algorithm_are_refused(tmp_path):
     assert not root.exists()
 
 
-def test_a_binding_in_a_scope_no_reference_enters_is_one_warning_line(tmp_path):
+def test_a_binding_in_a_scope_no_reference_enters_is_refused_and_the_confs_unused_ones_warn(
+        tmp_path):
     # gin keeps such a binding without a word, and nothing ever reads it (a typo in a scope).
+    # Swapping the optimizer on the command line leaves the conf's Adam binding unused: the
+    # command line cannot take it back, so it is one warning line, not a refusal.
     r = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path / "run"),
                 "--conf_param", "ImpalaAlgorithm.optimizer=@learner/torch.optim.RMSprop",
                 "--conf_param", "learner/torch.optim.RMSprop.lr=1e-3",
                 "--conf_param", "lerner/torch.optim.RMSprop.alpha=0.9")
+    assert r.returncode == 2, r.stderr
+    assert lines(r.stderr) == [
+        "warning: torch.optim.Adam.lr = 0.002 (in the conf) takes no effect in this run: its "
+        "configurable is never called with it",
+        "error: lerner/torch.optim.RMSprop.alpha = 0.9: no part of this run takes this "
+        "binding (its configurable is never called with it), so it would change nothing; "
+        "remove it"]
+    assert not (tmp_path / "run").exists()
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(tmp_path / "run"),
+                "--conf_param", "ImpalaAlgorithm.optimizer=@learner/torch.optim.RMSprop",
+                "--conf_param", "learner/torch.optim.RMSprop.lr=1e-3")
     assert r.returncode == 0, r.stderr
     assert lines(r.stderr) == [
-        "warning: lerner/torch.optim.RMSprop.alpha never applies: no reference enters the "
-        "scope 'lerner' (scopes the references enter: learner)"]
+        "warning: torch.optim.Adam.lr = 0.002 (in the conf) takes no effect in this run: its "
+        "configurable is never called with it"]
 
 
 def test_old_settings_are_one_warning_line_each_and_the_run_goes_on(tmp_path):
