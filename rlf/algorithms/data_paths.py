@@ -154,6 +154,14 @@ def mixed_count(n: int, fraction: float) -> int:
 
 
 # ---------------------------------------------------------------------- parts
+def _burn_in_without_state(burn_in_steps: int, owner: str, path: str) -> UserError:
+    """The refusal of a burn-in where no recurrent state is trained step by step."""
+    return UserError(f"TrainerConfig.burn_in_steps = {burn_in_steps} warms up a recurrent "
+                     f"train_step state, which {owner} has not on its data path '{path}' (a "
+                     f"recurrent train_state_spec, trained through train_step step by step); "
+                     f"remove it")
+
+
 class Sequences:
     """How ``train_step`` runs over a stored ``[T, B]`` sequence (every path but
     ``"rollout_graph"``).
@@ -182,10 +190,7 @@ class Sequences:
                             "train_step's steps, which temporally_independent_train_step = "
                             "True computes all at once; set one of them")
         if burn_in_steps and (not recurrent or temporally_independent):
-            raise UserError(f"TrainerConfig.burn_in_steps = {burn_in_steps} warms up a "
-                            f"recurrent train_step state, which {owner} has not on its data "
-                            f"path '{path}' (a recurrent train_state_spec, trained through "
-                            f"train_step step by step); remove it")
+            raise _burn_in_without_state(burn_in_steps, owner, path)
         if temporally_independent and recurrent:
             raise UserError(f"TrainerConfig.temporally_independent_train_step = True, but "
                             f"{owner} has a recurrent train_state_spec, which needs "
@@ -676,10 +681,7 @@ def make_data_path(algorithm, config) -> DataPath:
     k = config.burn_in_steps
     if path == "rollout_graph":
         if k:
-            raise UserError(f"TrainerConfig.burn_in_steps = {k} warms up a recurrent "
-                            f"train_step state, which {name} has not on its data path "
-                            f"'{path}' (a recurrent train_state_spec, trained through "
-                            f"train_step step by step); remove it")
+            raise _burn_in_without_state(k, name, path)
         return RolloutGraph(algorithm, None)
     sequences = Sequences(algorithm.train_state_spec, config.use_rollout_state, k,
                           config.temporally_independent_train_step, name, path)
