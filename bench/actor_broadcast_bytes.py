@@ -26,6 +26,7 @@ def main():
     from rlf.algorithms import TrainerConfig
     from rlf.bin.gin_utils import parse_config
     from rlf.environments import load
+    from rlf.unrollers.actor_params import actor_state_dict
     print(f"{'conf':<26} {'all but metrics':>16} {'actor_state_dict':>17} {'ratio':>6}")
     for conf in args.confs:
         gin.clear_config()
@@ -38,7 +39,7 @@ def main():
         env.close()
         everything = [v for k, v in nn.Module.state_dict(alg, keep_vars=True).items()
                       if isinstance(v, torch.Tensor) and not k.startswith("_metrics.")]
-        before, after = _bytes(everything), _bytes(alg.actor_state_dict().values())
+        before, after = _bytes(everything), _bytes(actor_state_dict(alg).values())
         print(f"{conf:<26} {before:>16,} {after:>17,} {before / after:>5.2f}x")
 
 

@@ -64,15 +64,16 @@ def measure(conf, params, seconds):
                       reuse_freed_memory=config.reuse_freed_memory)  # as rlf.bin.train does
     trainer = Trainer(config, root_dir="/tmp/rlf_async_bench", progress=False)
     alg = trainer.build()  # environment, algorithm and (async) unroller
+    loop = trainer.loop
     try:
         for _ in range(3):
-            alg.train_iter()
+            loop.train_iter()
         summary.accumulated_times(reset=True)
-        pids = [os.getpid()] + [p.pid for p in getattr(alg.unroller, "processes", [])]
+        pids = [os.getpid()] + [p.pid for p in getattr(loop.unroller, "processes", [])]
         s0, t0 = alg.get_env_steps(), time.perf_counter()
         l0, a0 = _cpu_seconds(pids[:1]), _cpu_seconds(pids[1:])
         while time.perf_counter() - t0 < seconds:
-            alg.train_iter()
+            loop.train_iter()
         wall = time.perf_counter() - t0
         learner_cpu = _cpu_seconds(pids[:1]) - l0
         cpu = learner_cpu + _cpu_seconds(pids[1:]) - a0

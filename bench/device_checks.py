@@ -87,7 +87,7 @@ def pong_experience(unroll_length: int = 20):
     untrained policy on CPU: batch-major ``[16, unroll_length + 1]`` ``Experience`` with the
     behaviour logits in ``rollout_info``, and its ``[16, T]`` loss mask."""
     from rlf import nest
-    from rlf.algorithms import TrainerConfig
+    from rlf.algorithms import TrainerConfig, TrainingLoop
     from rlf.data_structures import valid_step_mask
     from rlf.environments import load
     from rlf.unrollers import SyncUnroller
@@ -97,10 +97,9 @@ def pong_experience(unroll_length: int = 20):
     alg = config.algorithm_ctor(observation_spec=env.observation_spec(),
                                 action_spec=env.action_spec(), reward_spec=env.reward_spec(),
                                 env=env, config=config)
-    unroller = SyncUnroller(env, alg)
-    alg.set_unroller(unroller)
+    loop = TrainingLoop(alg, SyncUnroller(env, alg))
     with torch.no_grad():
-        experience = alg.unroll(unroll_length + 1)
+        experience = loop.unroll(unroll_length + 1)
     env.close()
     experience = nest.map_structure(lambda x: x.transpose(0, 1).contiguous(), experience)
     valid = valid_step_mask(experience.time_step.step_type.transpose(0, 1)).transpose(0, 1)
@@ -132,7 +131,7 @@ def learner_throughput(experience, valid, specs, encoder: str, amp: bool, device
         batch, mask = nest.map_structure(
             lambda x: x.repeat(reps, *([1] * (x.ndim - 1)))[:sequences], (experience, valid))
         alg.check_training_settings()  # builds the data path, which sets up the learner
-        update = functools.partial(alg._learner.update, Batch(batch, mask, None, 1.0, False))
+        update = functools.partial(alg.learner.update, Batch(batch, mask, None, 1.0, False))
         update()  # warm-up: optimizer state, kernels, autotuning
         _sync(device)
         updates, t0 = 0, time.perf_counter()
@@ -173,15 +172,16 @@ def end_to_end(device: str, num_actors: int, seconds: float, warmup_iterations: 
     with tempfile.TemporaryDirectory() as root:
         trainer = Trainer(config, root_dir=root, progress=False)
         alg = trainer.build()
+        loop = trainer.loop
         try:
             for _ in range(warmup_iterations):
-                alg.train_iter()
+                loop.train_iter()
             summary.accumulated_times(reset=True)
             lags, iterations = [], 0
             s0, t0 = alg.get_env_steps(), time.perf_counter()
             while iterations == 0 or time.perf_counter() - t0 < seconds:
-                alg.train_iter()
-                lags.append(float(alg.unroller.policy_lag))
+                loop.train_iter()
+                lags.append(float(loop.unroller.policy_lag))
                 iterations += 1
             _sync(device)
             wall = time.perf_counter() - t0

@@ -64,7 +64,7 @@ def main():
 
     from rlf.bin.gin_utils import parse_config
     parse_config(args.conf, args.conf_param)
-    from rlf.algorithms import TrainerConfig
+    from rlf.algorithms import TrainerConfig, TrainingLoop
     from rlf.environments import load
     from rlf.unrollers import SyncUnroller
     from rlf.utils import summary
@@ -118,13 +118,13 @@ def main():
     alg = config.algorithm_ctor(observation_spec=env.observation_spec(),
                                 action_spec=env.action_spec(), reward_spec=env.reward_spec(),
                                 env=env, config=config)
-    alg.set_unroller(SyncUnroller(env, alg))
+    loop = TrainingLoop(alg, SyncUnroller(env, alg))
     for _ in range(3):  # warm-up (buffers, first training iteration)
-        alg.train_iter()
+        loop.train_iter()
     summary.accumulated_times(reset=True)
     start_steps, t0 = alg.get_env_steps(), time.perf_counter()
     while time.perf_counter() - t0 < args.seconds:
-        alg.train_iter()
+        loop.train_iter()
     wall = time.perf_counter() - t0
     sps = (alg.get_env_steps() - start_steps) / wall
     times = summary.accumulated_times()

@@ -52,13 +52,15 @@ def test_training_resumes_from_the_old_checkpoint_and_replay_buffer(old_run, cap
     assert result["iterations"] == 6
     # the old replay file was restored: 64 steps per environment written before, 2 x 16 now
     # (a fresh buffer would count 32)
-    assert trainer.algorithm.replay_buffer.state_dict()["_current_pos"].tolist() == [96] * 4
+    assert trainer.loop.replay_buffer.state_dict()["_current_pos"].tolist() == [96] * 4
 
 
 @contextlib.contextmanager
 def _two_learners(env_name):
-    """Two IMPALA learners with their metrics, on one environment."""
-    from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
+    """Two IMPALA learners with their metrics, on one environment: each as the trainer
+    checkpoints it (``RunCheckpoint``)."""
+    from rlf.algorithms import ImpalaAlgorithm, TrainerConfig, TrainingLoop
+    from rlf.algorithms.training_loop import RunCheckpoint
     from rlf.environments import load
     from rlf.unrollers import SyncUnroller
     env = load(env_name, 2)
@@ -68,8 +70,7 @@ def _two_learners(env_name):
             alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env,
                                   config=TrainerConfig(mini_batch_size=4, mini_batch_length=2),
                                   optimizer=torch.optim.Adam)
-            alg.set_unroller(SyncUnroller(env, alg))
-            algs.append(alg)
+            algs.append(RunCheckpoint(alg, TrainingLoop(alg, SyncUnroller(env, alg))))
         yield algs
     finally:
         env.close()
@@ -97,8 +98,8 @@ def test_a_checkpoint_without_a_metrics_new_counters_loads_silently(caplog):
         assert len(old) == len(state) - 2
         algs[1].load_state_dict(old)
         assert "start fresh" not in caplog.text
-        assert int(algs[1]._metrics[2]._num_episodes) == 7
-        assert int(algs[1]._metrics[2]._new_count) == 0
+        assert int(algs[1].loop.metrics[2]._num_episodes) == 7
+        assert int(algs[1].loop.metrics[2]._new_count) == 0
 
 
 @pytest.mark.parametrize("name", ["sac", "td3"])
@@ -120,4 +121,4 @@ def test_an_old_sac_or_td3_run_with_its_own_update_counter_resumes(name, tmp_pat
     assert "Resuming from iteration 8" in out and "WARNING" not in err
     assert trainer.algorithm.num_updates == 5 + 2  # one update in each of 2 more iterations
     assert "_num_updates" not in trainer.algorithm.state_dict()
-    assert sum(trainer.algorithm.optimizer_steps.values()) > 0
+    assert sum(trainer.algorithm.learner.optimizer_steps.values()) > 0

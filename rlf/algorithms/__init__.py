@@ -13,7 +13,9 @@ from rlf.algorithms.ppo import PPOAlgorithm
 from rlf.algorithms.r2d2 import R2D2Algorithm
 from rlf.algorithms.sac import SACAlgorithm
 from rlf.algorithms.td3 import TD3Algorithm
+from rlf.algorithms.training_loop import TrainingLoop
 
 __all__ = ["Algorithm", "DQNAlgorithm", "IQLAlgorithm", "ImpalaAlgorithm", "NonFiniteLossError",
            "PPOAlgorithm", "R2D2Algorithm", "RLAlgorithm", "SACAlgorithm", "TD3Algorithm",
-           "TrainerConfig", "adjust_replay_buffer_length", "check_unit_interval"]
+           "TrainerConfig", "TrainingLoop", "adjust_replay_buffer_length",
+           "check_unit_interval"]

@@ -1,10 +1,10 @@
 """Algorithm: the base of every algorithm: specs, states, the step and hook contract.
 
 A subclass writes ``rollout_step``, ``train_step`` and ``calc_loss`` and may override the hooks
-``preprocess_experience``, ``mix_experience``, ``after_update`` and ``after_train_iter``; the
-base class owns the optimizers and the gradient update (``optimization.py``) and the checkpoint
-state (``algorithm_state.py``). How experience reaches ``train_step`` is the data path's
-(``data_paths.py``), and the update on each mini-batch the learner's (``learner.py``).
+``preprocess_experience``, ``mix_experience``, ``after_update`` and ``after_train_iter``; its
+``learner`` (``learner.py``) owns the optimizers, the gradient updates and the counters, and
+``algorithm_state.py`` checks the checkpoint state. How experience reaches ``train_step`` is
+the data path's (``data_paths.py``), driven by the training loop (``training_loop.py``).
 
 Shapes: ``*_step`` functions see ``[B, ...]`` inputs (``train_step`` ``[T*B, ...]`` when the
 steps are temporally independent); ``calc_loss`` sees ``[T, B, ...]`` (time-major) infos; the
@@ -18,9 +18,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
-from rlf.algorithms.algorithm_state import (load_initial_checkpoint, load_optimizer_states,
-                                            state_problems)
-from rlf.algorithms.counters import Counters
+from rlf.algorithms.algorithm_state import load_optimizer_states, state_problems
+from rlf.algorithms.deprecated import deprecated_member
 from rlf.algorithms.reserved import check_reserved_name, check_subclass_members
 from rlf.algorithms.learner import Learner
 from rlf.algorithms.optimization import LOSS_AVERAGES, NonFiniteLossError, check_optimizer_args
@@ -28,6 +27,16 @@ from rlf.data_structures import AlgStep, Experience, LossInfo
 from rlf.utils.common import zeros_from_spec
 
 __all__ = ["Algorithm", "NonFiniteLossError"]
+
+
+def _base_setter(cls: type, name: str) -> bool:
+    """Whether ``name`` is a property with a setter of one of rlf's base classes."""
+    for klass in cls.__mro__:
+        member = vars(klass).get(name)
+        if member is not None:
+            return (isinstance(member, property) and member.fset is not None
+                    and bool(vars(klass).get("_rlf_base_class")))
+    return False
 
 
 class Algorithm(nn.Module):
@@ -48,7 +57,8 @@ class Algorithm(nn.Module):
         config: the ``TrainerConfig`` of the algorithm that runs the training loop.
         checkpoint: ``"path"`` or ``"prefix@path"``: initial parameters from an rlf checkpoint
             file, optionally only those under ``prefix.`` (loaded by
-            ``load_initial_checkpoint``, which the trainer calls).
+            ``rlf.algorithms.algorithm_state.load_initial_checkpoint``, which the trainer
+            calls).
         debug_summaries: write extra summaries.
         name: used in summaries and messages.
         gradient_clipping: clip gradients to this global L2 norm (per optimizer), or by
@@ -61,8 +71,8 @@ class Algorithm(nn.Module):
             It is stepped once per gradient update (not per epoch, as torch's examples do;
             not for updates that AMP's GradScaler skips), and its state is checkpointed
             with the optimizer's.
-        loss_average: how ``update_with_gradient`` averages a masked loss
-            (``masked_loss_mean``): ``"all"`` (ALF's rule: over all entries, so the gradient
+        loss_average: how the learner (``Learner.update_with_gradient``) averages a masked
+            loss (``masked_loss_mean``): ``"all"`` (ALF's rule: over all entries, so the gradient
             scale does not depend on how many the mask removes) or ``"valid"`` (over the
             entries the mask keeps).
 
@@ -113,14 +123,25 @@ class Algorithm(nn.Module):
         self._gradient_clipping = gradient_clipping
         self._clip_by_global_norm = clip_by_global_norm
         self._device = torch.device(getattr(config, "device", None) or "cpu")
-        self._counters = Counters()
         self._learner = Learner(self, Algorithm)  # the optimizers (built at first use), updates
 
     # ------------------------------------------------------------------ reserved names
     def __setattr__(self, name: str, value: Any) -> None:
-        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``)."""
-        check_reserved_name(type(self).__name__, name, "the attribute")
+        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``) unless
+        it is a settable property of theirs (``RLAlgorithm.actor_identity``)."""
+        if not _base_setter(type(self), name):
+            check_reserved_name(type(self).__name__, name, "the attribute")
         super().__setattr__(name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        """``nn.Module``'s (parameters, buffers, modules), then the members of rlf 0.1 that
+        moved (``rlf.algorithms.deprecated``), with a deprecation warning naming where."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("_"):
+                raise
+            return deprecated_member(self, name)
 
     def register_buffer(self, name: str, tensor: Optional[torch.Tensor],
                         persistent: bool = True) -> None:
@@ -145,10 +166,12 @@ class Algorithm(nn.Module):
         return self._name
 
     @property
-    def train_iter_num(self) -> int:
-        """Training iterations begun so far (``RLAlgorithm.train_iter`` calls), checkpointed;
-        on an actor, the learner's count as of the parameters it acts with."""
-        return self._counters.train_iter_num
+    def learner(self) -> Learner:
+        """The ``Learner``: this algorithm's optimizers (``optimizers``, ``names``,
+        ``optimizer_steps``), its gradient updates (``update_with_gradient``) and its
+        counters (``counters``: ``num_updates``, ``env_steps``, ``train_iter_num``, the
+        optimizers' steps)."""
+        return self._learner
 
     @property
     def on_policy(self) -> Optional[bool]:
@@ -169,11 +192,6 @@ class Algorithm(nn.Module):
     def predict_state_spec(self) -> Any:
         """Spec of ``predict_step``'s state."""
         return self._predict_state_spec
-
-    @property
-    def config(self):
-        """The ``TrainerConfig`` (None for algorithms that do not run the loop)."""
-        return self._config
 
     def get_initial_predict_state(self, batch_size: int) -> Any:
         """Zeros of ``predict_state_spec`` with outer dim ``[batch_size]``."""
@@ -233,7 +251,8 @@ class Algorithm(nn.Module):
                 algorithm's.
             clip_by_global_norm: like ``Algorithm``'s; by default the algorithm's.
             name: the optimizer's name: the key of its term in a dict ``LossInfo.loss``,
-                of ``optimizer_steps`` and of its summaries (``learning_rate/<alg>/<name>``);
+                of ``learner.optimizer_steps`` and of its summaries
+                (``learning_rate/<alg>/<name>``);
                 by default its index.
             every: it steps on every ``every``-th update (TD3's ``policy_delay``: 2).
 
@@ -281,40 +300,12 @@ class Algorithm(nn.Module):
                                    else clip_by_global_norm)))
 
     @property
-    def optimizers(self) -> List[torch.optim.Optimizer]:
-        """All optimizers of this algorithm and its sub-algorithms (created on first use,
-        with their ``lr_scheduler``s; ``Trainer`` uses it right after building the algorithm,
-        so that a setting they refuse stops the run before it starts).
-
-        Raises:
-            UserError: (a ``ValueError``) naming parameters no optimizer covers, or an
-                algorithm with an ``lr_scheduler`` but no ``optimizer`` of its own, or a
-                schedule whose length (``total_iters``, ``T_max``, ``step_size``) is below 1.
-        """
-        return self._learner.optimizers
-
-    @property
-    def optimizer_names(self) -> List[str]:
-        """The optimizers' names in ``optimizers`` order: the ``name`` given to
-        ``add_optimizer``, ``"default"`` for an algorithm's own ``optimizer`` (a
-        sub-algorithm's: ``"<its name>/default"``), else its index."""
-        return self._learner.names
-
-    @property
     def num_updates(self) -> int:
         """The number of gradient updates (``update_with_gradient`` calls that applied one)
         so far, checkpointed; an optimizer with ``every = N`` steps on updates ``N, 2N, ...``
         (counted from 1). On an actor, the learner's count as of the parameters it acts
         with."""
-        return self._counters.num_updates
-
-    @property
-    def optimizer_steps(self) -> Dict[str, int]:
-        """How many times each optimizer stepped, by its name (``optimizer_names``),
-        checkpointed. An optimizer steps on an update where it is due (``is_due``) and
-        received a loss; AMP's GradScaler skipping a step does not count."""
-        names = self.optimizer_names  # (builds the optimizers, sizing the counts)
-        return dict(zip(names, self._counters.optimizer_steps))
+        return self._learner.counters.num_updates
 
     def is_due(self, name: str) -> bool:
         """Whether optimizer ``name`` steps in the next update (its ``every`` divides the
@@ -322,62 +313,9 @@ class Algorithm(nn.Module):
         optimizer is not due (TD3's delayed actor).
 
         Raises:
-            KeyError: for a name that is not in ``optimizer_names``.
+            KeyError: for a name that is not among ``learner.names``.
         """
         return self._learner.is_due(self._learner.index(name))
-
-    def update_with_gradient(self, loss_info: LossInfo,
-                             valid_masks: Optional[torch.Tensor] = None,
-                             weight: float = 1.0) -> Tuple[LossInfo, List[nn.Parameter]]:
-        """One gradient update on ``loss_info``: each due optimizer steps on its loss
-        (``Learner.update_with_gradient``).
-
-        Each loss (the single ``loss``, or each term of a dict ``loss``) is reduced to a
-        scalar with ``masked_loss_mean`` under its mask: its ``LossInfo.mask`` if given,
-        else the loop's step mask ``valid_masks`` (``valid_step_mask``: 0 at LAST steps,
-        steps before a cut and the sequence's last step) fitted to its shape: ``[T, B]`` per
-        step, ``[T-k, B]`` the first ``T - k`` rows (``k = 1``: transitions), ``[B]`` (one
-        loss per sequence) by whether the sequence has a valid step, scalars unmasked. It is
-        averaged by ``loss_average`` (``"all"``, ALF's: over all entries, so the gradient
-        scale does not depend on how many are masked; or ``"valid"``: over the kept ones),
-        ``scalar_loss`` is added, and the sum is multiplied by ``weight``.
-
-        A single loss is back-propagated once into every due optimizer's parameters; a dict
-        of terms ``{name: loss}`` is back-propagated term by term, each into the parameters
-        of the optimizer of that name only (``add_optimizer(name=...)``), and terms whose
-        optimizer is not due (``is_due``) are left out. Gradients are clipped per optimizer
-        (its ``gradient_clipping``) before its step; its schedule advances only if it
-        stepped. Loss terms, gradient norms and learning rates are kept from the last update
-        that produced each and written at the next update that records summaries, so a term
-        that alternates with the summary interval still reaches TensorBoard.
-
-        Args:
-            loss_info: from ``calc_loss``: ``loss`` a tensor (``[T-k, B, ...]`` for
-                ``k >= 0``, ``[B]`` or a scalar) or a dict of such tensors keyed by
-                optimizer name; ``mask`` None/``()``, a tensor (the loss's leading dims) or a
-                dict of them keyed like ``loss``; ``scalar_loss`` a scalar (with a dict
-                loss: a dict keyed like it).
-            valid_masks: ``[T, B]`` float or bool, or None (all valid).
-            weight: multiplies the loss (e.g. the size of a last, partial mini-batch relative
-                to a full one).
-
-        Returns:
-            ``(loss_info with the scalar total loss, parameters that received gradients)``.
-
-        Raises:
-            NonFiniteLossError: if the loss or any of its terms is NaN or infinite, naming the
-                term and the iteration; no parameter is changed then.
-            UserError: if a learning-rate schedule sets a negative or non-finite rate for
-                the next update; (a ``ValueError``) for a loss term and an ``extra`` entry of
-                the same name, which would write one summary tag (``loss/<name>/<key>``).
-            ValueError: if a loss fits neither its mask nor ``[T-k, B]``/``[B]``, or a term
-                names no optimizer.
-        """
-        return self._learner.update_with_gradient(loss_info, valid_masks, weight)
-
-    def _autocast(self):
-        """``Learner.autocast``: ``torch.autocast`` when ``config.enable_amp``."""
-        return self._learner.autocast()
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
@@ -387,7 +325,7 @@ class Algorithm(nn.Module):
         state = super().state_dict(*args, destination=destination, prefix=prefix,
                                    keep_vars=keep_vars)
         if prefix == "" and not args:
-            state["_optimizers"] = [opt.state_dict() for opt in self.optimizers]
+            state["_optimizers"] = [opt.state_dict() for opt in self._learner.optimizers]
             schedules = self._learner.schedules
             if any(s is not None for s in schedules):
                 state["_lr_schedulers"] = [None if s is None else s.state_dict()
@@ -408,7 +346,7 @@ class Algorithm(nn.Module):
         sched_states = state_dict.pop("_lr_schedulers", None)
         own = super().state_dict()
         own.pop("_optimizers", None)
-        optimizers = self.optimizers if opt_states is not None else []
+        optimizers = self._learner.optimizers if opt_states is not None else []
         schedules = self._learner.schedules if opt_states is not None else []
         problems = state_problems(self._name, own, state_dict, strict, optimizers, schedules,
                                   opt_states, sched_states)
@@ -420,37 +358,25 @@ class Algorithm(nn.Module):
             load_optimizer_states(self._name, optimizers, schedules, opt_states, sched_states)
         return result
 
-    def load_initial_checkpoint(self) -> None:
-        """Loads the parameters named by the ``checkpoint`` argument (``"prefix@path"``;
-        ``algorithm_state.load_initial_checkpoint``).
-
-        Raises:
-            UserError: (a ``ValueError``) for a missing or unreadable file, no parameters
-                under the prefix, or parameters that do not fit, naming the file; nothing is
-                loaded then.
-        """
-        if self._checkpoint:
-            load_initial_checkpoint(self, self._checkpoint)
-
     def get_extra_state(self) -> Dict[str, Any]:
         """What ``state_dict`` saves beside tensors (``nn.Module`` hook): the counters (the
         training iteration, the update count and the optimizers' step counts, in
         ``optimizers`` order). Subclasses extend the dict (call ``super()``)."""
-        return {"train_iter_num": self._counters.train_iter_num,
-                "num_updates": self.num_updates,
-                "optimizer_steps": self._counters.optimizer_steps}
+        return {"train_iter_num": self._learner.counters.train_iter_num,
+                "num_updates": self._learner.counters.num_updates,
+                "optimizer_steps": self._learner.counters.optimizer_steps}
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
         """Restores ``get_extra_state()`` output; keys missing in older checkpoints get their
         defaults (counts of other optimizers start from 0)."""
-        self._counters.train_iter_num = int(state.get("train_iter_num", 0))
-        self._counters.num_updates = int(state.get("num_updates", 0))
+        self._learner.counters.train_iter_num = int(state.get("train_iter_num", 0))
+        self._learner.counters.num_updates = int(state.get("num_updates", 0))
         steps = [int(c) for c in state.get("optimizer_steps") or []]
         if not self._learner.built:  # sized now; building the optimizers keeps a fitting size
-            self._counters.set_num_optimizers(len(steps))
-        if len(steps) != len(self._counters.optimizer_steps):
-            steps = [0] * len(self._counters.optimizer_steps)
-        self._counters.set_optimizer_steps(steps)
+            self._learner.counters.set_num_optimizers(len(steps))
+        if len(steps) != len(self._learner.counters.optimizer_steps):
+            steps = [0] * len(self._learner.counters.optimizer_steps)
+        self._learner.counters.set_optimizer_steps(steps)
 
     # ------------------------------------------------------------------ steps (subclasses)
     def predict_step(self, inputs: Any, state: Any) -> AlgStep:
@@ -507,7 +433,7 @@ class Algorithm(nn.Module):
             ``[T, B]`` per step, ``[T-k, B]`` over the first ``T - k`` steps (``k = 1``:
             transitions), ``[B]`` per sequence or a scalar: the learner masks each with
             ``valid_step_mask`` (or ``LossInfo.mask``) and averages it
-            (``update_with_gradient``); keep the ``[T-k, B]`` dims of a loss over steps
+            (``Learner.update_with_gradient``); keep the ``[T-k, B]`` dims of a loss over steps
             (``rlf.nest.utils.batch_apply``), since a flattened one cannot be masked.
             ``extra`` terms are summarised as ``loss/<name>/<key>``, a key no loss term has.
         """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -106,8 +106,10 @@ def _warn_replaced_hyperparameters(name: str, index: int, optimizer, configured)
                        type(optimizer).__name__, ", ".join(sorted(set(changed))))
 
 
-def load_initial_checkpoint(algorithm, checkpoint: str) -> None:
-    """Loads the parameters named by ``checkpoint`` (``"prefix@path"``) into ``algorithm``.
+def load_initial_checkpoint(algorithm, checkpoint: Optional[str] = None) -> None:
+    """Loads the parameters named by ``checkpoint`` (``"prefix@path"``; by default the
+    algorithm's ``checkpoint`` argument, and nothing without one) into ``algorithm`` (the
+    ``Trainer`` calls it right after building the algorithm).
 
     Raises:
         UserError: (a ``ValueError``) for a missing or unreadable file, no parameters under
@@ -115,6 +117,9 @@ def load_initial_checkpoint(algorithm, checkpoint: str) -> None:
             (``load_state_dict``), naming the file; nothing is loaded then.
     """
     from rlf.utils.checkpoint import load_checkpoint_file
+    checkpoint = algorithm._checkpoint if checkpoint is None else checkpoint
+    if not checkpoint:
+        return
     where = f"{algorithm.name}.checkpoint = {checkpoint!r}"
     prefix, _, path = checkpoint.rpartition("@")
     try:

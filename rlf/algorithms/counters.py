@@ -7,10 +7,9 @@ from typing import Any, Dict, List
 
 import torch
 
-__all__ = ["Counters", "COUNTERS_KEY", "without_legacy_update_counter"]
+from rlf.unrollers.actor_params import COUNTERS_KEY
 
-#: The key of the counters in ``RLAlgorithm.actor_state_dict()``.
-COUNTERS_KEY = "_counters"
+__all__ = ["Counters", "COUNTERS_KEY", "without_legacy_update_counter"]
 
 
 class Counters:
@@ -18,9 +17,9 @@ class Counters:
     one ``int64`` CPU tensor ``[3 + num_optimizers]``.
 
     One tensor, so that an actor's copy of the algorithm receives them with its parameters
-    (``RLAlgorithm.actor_state_dict`` holds it under ``COUNTERS_KEY``; the unrollers copy it in
-    place with the rest): a ``rollout_step`` on an actor reads the learner's counters as of the
-    parameters it acts with. It stays on the CPU whatever the learner's device (it is no
+    (``rlf.unrollers.actor_params.actor_state_dict`` holds it under ``COUNTERS_KEY``; the
+    unrollers copy it in place with the rest): a ``rollout_step`` on an actor reads the
+    learner's counters as of the parameters it acts with. It stays on the CPU whatever the learner's device (it is no
     registered buffer), so that reading a counter never waits for a device. Checkpoints keep
     the counters in the algorithm's extra state, as before.
     """
@@ -48,7 +47,8 @@ class Counters:
 
     @property
     def env_steps(self) -> int:
-        """Environment steps taken so far, as last synchronised from the metrics."""
+        """Environment steps taken so far (the ``EnvironmentSteps`` metric's, which the
+        ``TrainingLoop`` copies here after each unroll and at a restore)."""
         return self._get(self.ENV_STEPS)
 
     @env_steps.setter

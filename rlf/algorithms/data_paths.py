@@ -28,6 +28,7 @@ import torch
 
 from rlf import nest
 from rlf.data_structures import Experience, valid_step_mask
+from rlf.tensor_specs import spec_from_tensors
 from rlf.utils import summary
 from rlf.utils.common import detach, reset_state_if_necessary
 from rlf.utils.errors import UserError
@@ -521,6 +522,7 @@ class Replay(DataPath):
         self.priority = priority
         self.prioritized = bool(priority["prioritized_sampling"])
         self.buffer = None  # the online ReplayBuffer, built from the first step (set_buffer)
+        self.make_buffer: Optional[Callable[[Any], Any]] = None  # spec -> buffer (the loop's)
         self.offline = None  # the offline data's ReplayBuffer, if any
         self.pending_state = None  # a checkpoint's buffer state, loaded once it is built
 
@@ -586,10 +588,15 @@ class Replay(DataPath):
         return self._unroll_with_grad
 
     def observe(self, experience: Experience) -> None:
-        """Adds each ``[B]`` step of the unroll through the algorithm's
+        """Adds each ``[B]`` step of the unroll to the buffer (built from the first step with
+        ``make_buffer``, which the ``TrainingLoop`` sets), then gives it to the algorithm's
         ``observe_for_replay``."""
         for t in range(experience.time_step.step_type.shape[0]):
-            self.algorithm.observe_for_replay(nest.map_structure(lambda x: x[t], experience))
+            step = nest.map_structure(lambda x: x[t], experience)
+            if self.buffer is None:
+                self.set_buffer(self.make_buffer(spec_from_tensors(step)))
+            self.buffer.add_batch(step, step.time_step.env_id)
+            self.algorithm.observe_for_replay(step)
 
     def offline_mixer(self) -> Optional[Mixer]:
         """The ``Mixer`` of hybrid training (offline sequences in each online mini-batch), or
@@ -640,7 +647,8 @@ def data_path_name(algorithm, config) -> str:
     """The name of the path ``config`` selects for ``algorithm`` (``make_data_path``'s), without
     building or checking it."""
     if algorithm.on_policy:
-        return "rollout_graph" if algorithm.trains_on_rollout_graph else "unroll_epochs"
+        return ("rollout_graph" if algorithm._trains_on_rollout_graph() and
+                trains_on_rollout_graph(config) else "unroll_epochs")
     if config is not None and not config.unroll_length and config.offline_buffer_dir:
         return "offline"
     if config is not None and config.whole_replay_buffer_training:
@@ -654,7 +662,7 @@ def make_data_path(algorithm, config) -> DataPath:
     ``DATA_PATH_SETTINGS``.
 
     Args:
-        algorithm: the ``RLAlgorithm`` (its ``on_policy``, ``trains_on_rollout_graph``,
+        algorithm: the ``RLAlgorithm`` (its ``on_policy``, ``rollout_graph_training``,
             ``train_state_spec`` and hooks).
         config: its ``TrainerConfig``.
 

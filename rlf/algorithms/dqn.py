@@ -265,8 +265,8 @@ class DQNAlgorithm(RLAlgorithm):
         ``actor_epsilons``, its fixed Ape-X rate; else the schedule's at the current
         ``EnvironmentSteps`` (actors, which count no steps, act with the learner's latest
         value, a buffer sent with the parameters)."""
-        if self.actor_index is not None and self._actor_epsilons is not None:
-            return apex_epsilon(self.actor_index, self.num_actors, *self._actor_epsilons)
+        if self.actor_identity is not None and self._actor_epsilons is not None:
+            return apex_epsilon(*self.actor_identity, *self._actor_epsilons)
         return self._epsilon(self.get_env_steps())
 
     def _state_specs(self, network) -> dict:
@@ -293,7 +293,7 @@ class DQNAlgorithm(RLAlgorithm):
 
     def rollout_step(self, time_step, state) -> AlgStep:
         """``epsilon``-greedy action (``epsilon``)."""
-        if self.actor_index is None or self._actor_epsilons is not None:
+        if self.actor_identity is None or self._actor_epsilons is not None:
             # the learner's own (synchronous) unroll, or an Ape-X actor's fixed rate
             self._behaviour_epsilon.fill_(self.epsilon)
         q, state = self._q_values(time_step.observation, state)

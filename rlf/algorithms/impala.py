@@ -191,14 +191,14 @@ class ImpalaAlgorithm(RLAlgorithm):
         return self._memory.buffer
 
     def observe_for_replay(self, exp) -> None:
-        """Stores the step in the training buffer and, with experience replay, the memory."""
-        super().observe_for_replay(exp)
+        """With experience replay, stores the step (stored in the training buffer already)
+        in the memory too."""
         if not self._replay_fraction:
             return
         if self.experience_replay_memory is None:
             spec = spec_from_tensors(exp)
             self._memory.buffer = self._replay_buffer_ctor(
-                data_spec=spec, num_environments=self._num_envs,
+                data_spec=spec, num_environments=exp.time_step.step_type.shape[0],
                 name=f"{self._name}_experience_replay", **self._memory_args)
         self.experience_replay_memory.add_batch(exp, exp.time_step.env_id)
 
@@ -223,27 +223,25 @@ class ImpalaAlgorithm(RLAlgorithm):
         """The actor-critic network."""
         return self._network
 
-    def offline_experience_spec(self):
+    def offline_layout(self):
         """Offline data for IMPALA carries the recorded action and behaviour policy
         (``rollout_info|action``, ``rollout_info|behaviour_params...``), so V-trace corrects
-        for the policy that collected it."""
-        spec = super().offline_experience_spec()
+        for the policy that collected it; ALF's names for a Normal behaviour policy
+        (``rollout_info|rl|...``) are aliases. ALF's SAC records a tanh-squashed Normal; its
+        importance weights against rlf's unsquashed ``NormalHead`` are then only
+        approximate."""
+        layout = super().offline_layout()
         with torch.no_grad():
             obs = nest.map_structure(lambda s: s.zeros((1,)), self._observation_spec)
             state = nest.map_structure(lambda s: s.zeros((1,)), self._network.state_spec)
             params = self._network(obs, state)[0]
         params_spec = spec_from_tensors(params)
-        return spec._replace(rollout_info=ImpalaRolloutInfo(action=self._action_spec,
-                                                            behaviour_params=params_spec))
-
-    def offline_replay_aliases(self):
-        """ALF's names for a Normal behaviour policy (``rollout_info|rl|...``). ALF's SAC
-        records a tanh-squashed Normal; its importance weights against rlf's unsquashed
-        ``NormalHead`` are then only approximate."""
-        return {**super().offline_replay_aliases(),
-                "rollout_info|behaviour_params|0": "rollout_info|rl|action_distribution|loc",
-                "rollout_info|behaviour_params|1":
-                    "rollout_info|rl|action_distribution|scale"}
+        spec = layout.spec._replace(rollout_info=ImpalaRolloutInfo(
+            action=self._action_spec, behaviour_params=params_spec))
+        return layout._replace(spec=spec, aliases={
+            **layout.aliases,
+            "rollout_info|behaviour_params|0": "rollout_info|rl|action_distribution|loc",
+            "rollout_info|behaviour_params|1": "rollout_info|rl|action_distribution|scale"})
 
     def _step(self, time_step, state, action=None):
         params, value, state = self._network(time_step.observation, state)

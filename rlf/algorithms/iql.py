@@ -8,7 +8,7 @@ outside the dataset is ever evaluated. Each of the three terms trains its own op
 (``"value"``, ``"critic"``, ``"actor"``); all are computed from the same parameters in one
 update. Trains on sampled transitions (``mini_batch_length = 2``), purely offline with
 ``TrainerConfig.unroll_length = 0`` and ``offline_buffer_dir``; the recorded action reaches
-``train_step`` as ``rollout_info.action`` (``RLAlgorithm.offline_experience_spec``).
+``train_step`` as ``rollout_info.action`` (``RLAlgorithm.offline_layout``).
 """
 
 from __future__ import annotations

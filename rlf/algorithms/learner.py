@@ -20,7 +20,9 @@ import torch
 from torch import nn
 
 from rlf import nest
+from rlf.algorithms.counters import Counters
 from rlf.algorithms.data_paths import Batch, Sequences
+from rlf.algorithms.overrides import deprecated_override
 from rlf.algorithms.optimization import (NonFiniteLossError, checked_schedule, extra_mean,
                                          masked_loss_mean, term_mask)
 from rlf.data_structures import Experience, LossInfo, valid_step_mask
@@ -65,17 +67,21 @@ class Learner:
         base: the ``Algorithm`` class, which tells sub-algorithms among the modules.
 
     Attributes:
+        counters: the ``Counters`` (``num_updates``, ``env_steps``, ``train_iter_num`` and
+            the optimizers' step counts), which travel to the actors.
         sequences: how ``train_step`` runs over a stored sequence; the data path sets it
             (None on the ``"rollout_graph"`` path, which calls no ``train_step``).
-        prioritized: the replay buffer samples by priority: losses are weighted by the
-            batch's importance weights and ``LossInfo.priority`` goes back to the buffer.
+        replay: the ``Replay`` data path whose buffer samples by priority (losses are then
+            weighted by the batch's importance weights and ``LossInfo.priority`` goes back
+            to its buffer), or None.
     """
 
     def __init__(self, algorithm, base: type):
         self.algorithm = algorithm
         self._base = base
+        self.counters = Counters()
         self.sequences: Optional[Sequences] = None
-        self.prioritized = False
+        self.replay = None
         self._entries: Optional[List[_Optimizer]] = None
         self._grad_scaler = None
         # Loss terms, gradient norms and learning rates of the last update that produced
@@ -99,6 +105,13 @@ class Learner:
         return [e.name for e in self._built()]
 
     @property
+    def optimizer_steps(self) -> Dict[str, int]:
+        """How many times each optimizer stepped, by its name (``names``), checkpointed. An
+        optimizer steps on an update where it is due (``is_due``) and received a loss; AMP's
+        GradScaler skipping a step does not count."""
+        return dict(zip(self.names, self.counters.optimizer_steps))
+
+    @property
     def schedules(self) -> List[Any]:
         """Each optimizer's learning-rate schedule, or None."""
         return [e.schedule for e in self._built()]
@@ -106,7 +119,7 @@ class Learner:
     def _built(self) -> List[_Optimizer]:
         if self._entries is None:
             self._entries = _build_optimizers(self.algorithm, self._base)
-            self.algorithm._counters.set_num_optimizers(len(self._entries))
+            self.counters.set_num_optimizers(len(self._entries))
         return self._entries
 
     def index(self, name: str) -> int:
@@ -124,7 +137,7 @@ class Learner:
     def is_due(self, index: int) -> bool:
         """Whether optimizer ``index`` steps in the next update (its ``every`` divides the
         next update's number, counted from 1)."""
-        return (self.algorithm.num_updates + 1) % self._built()[index].every == 0
+        return (self.counters.num_updates + 1) % self._built()[index].every == 0
 
     # ------------------------------------------------------------------ updates
     def update(self, batch: Batch) -> int:
@@ -146,17 +159,17 @@ class Learner:
             loss_info = alg.calc_loss(train_info)
         # calc_loss saw the [T-k, B] steps after a burn-in: so does the mask
         experience, valid = self.sequences.after_burn_in(experience, valid)
-        if batch_info is not None and self.prioritized:
+        if batch_info is not None and self.replay is not None:
             weights = batch_info.importance_weights.to(alg._device)
             loss_info = loss_info._replace(loss=nest.map_structure(
                 lambda x: importance_weighted(alg.name, x, weights), loss_info.loss))
         loss_info, params = self.update_with_gradient(loss_info, valid, weight)
         alg.after_update(experience.time_step, train_info)
-        if (batch_info is not None and self.prioritized
+        if (batch_info is not None and self.replay is not None
                 and not is_empty(loss_info.priority)):
-            alg.replay_buffer.update_priority(batch_info.env_ids, batch_info.positions,
-                                              loss_info.priority.detach().cpu())
-        alg.summarize_train(experience, train_info, loss_info, params)
+            self.replay.buffer.update_priority(batch_info.env_ids, batch_info.positions,
+                                               loss_info.priority.detach().cpu())
+        self.summarize_train(experience, train_info, loss_info, params)
         return int(valid.numel())
 
     def update_on_rollout(self, experience: Experience, train_info: Any) -> int:
@@ -176,13 +189,85 @@ class Learner:
             loss_info = alg.calc_loss(train_info)
         loss_info, params = self.update_with_gradient(loss_info, valid_masks)
         alg.after_update(experience.time_step, train_info)
-        alg.summarize_train(experience, train_info, loss_info, params)
+        self.summarize_train(experience, train_info, loss_info, params)
         return int(valid_masks.numel())
+
+    def summarize_train(self, experience: Experience, train_info: Any, loss_info: LossInfo,
+                        params: List[nn.Parameter]) -> None:
+        """Summaries after an update: parameter and gradient histograms and norms when
+        ``config.summarize_grads_and_vars`` (loss terms, gradient norms and learning rates
+        are written by ``update_with_gradient``). An algorithm of rlf 0.1 that overrides
+        ``summarize_train`` is called instead, with a deprecation warning.
+
+        Args:
+            experience: the ``[T, B]`` experience of the update.
+            train_info: the ``[T, B]`` infos ``calc_loss`` got.
+            loss_info: the update's ``LossInfo``.
+            params: the parameters that received gradients.
+        """
+        alg = self.algorithm
+        override = deprecated_override(alg, "summarize_train")
+        if override is not None:
+            override(experience, train_info, loss_info, params)
+            return
+        config = alg._config
+        if (config is None or not config.summarize_grads_and_vars
+                or not summary.should_record_summaries()):
+            return
+        for name, p in alg.named_parameters():
+            summary.histogram(f"summarize_vars/{name}/value", p)
+            summary.scalar(f"summarize_vars/{name}/norm", p.detach().norm())
+            if p.grad is not None:
+                summary.histogram(f"summarize_grads/{name}/value", p.grad)
+                summary.scalar(f"summarize_grads/{name}/norm", p.grad.norm())
 
     def update_with_gradient(self, loss_info: LossInfo,
                              valid_masks: Optional[torch.Tensor] = None,
                              weight: float = 1.0) -> Tuple[LossInfo, List[nn.Parameter]]:
-        """``Algorithm.update_with_gradient`` (its docstring has the contract)."""
+        """One gradient update on ``loss_info`` (ALF's ``update_with_gradient``): each due
+        optimizer steps on its loss.
+
+        Each loss (the single ``loss``, or each term of a dict ``loss``) is reduced to a
+        scalar with ``masked_loss_mean`` under its mask: its ``LossInfo.mask`` if given,
+        else the loop's step mask ``valid_masks`` (``valid_step_mask``: 0 at LAST steps,
+        steps before a cut and the sequence's last step) fitted to its shape: ``[T, B]`` per
+        step, ``[T-k, B]`` the first ``T - k`` rows (``k = 1``: transitions), ``[B]`` (one
+        loss per sequence) by whether the sequence has a valid step, scalars unmasked. It is
+        averaged by ``loss_average`` (``"all"``, ALF's: over all entries, so the gradient
+        scale does not depend on how many are masked; or ``"valid"``: over the kept ones),
+        ``scalar_loss`` is added, and the sum is multiplied by ``weight``.
+
+        A single loss is back-propagated once into every due optimizer's parameters; a dict
+        of terms ``{name: loss}`` is back-propagated term by term, each into the parameters
+        of the optimizer of that name only (``Algorithm.add_optimizer(name=...)``), and terms whose
+        optimizer is not due (``is_due``) are left out. Gradients are clipped per optimizer
+        (its ``gradient_clipping``) before its step; its schedule advances only if it
+        stepped. Loss terms, gradient norms and learning rates are kept from the last update
+        that produced each and written at the next update that records summaries, so a term
+        that alternates with the summary interval still reaches TensorBoard.
+
+        Args:
+            loss_info: from ``calc_loss``: ``loss`` a tensor (``[T-k, B, ...]`` for
+                ``k >= 0``, ``[B]`` or a scalar) or a dict of such tensors keyed by
+                optimizer name; ``mask`` None/``()``, a tensor (the loss's leading dims) or a
+                dict of them keyed like ``loss``; ``scalar_loss`` a scalar (with a dict
+                loss: a dict keyed like it).
+            valid_masks: ``[T, B]`` float or bool, or None (all valid).
+            weight: multiplies the loss (e.g. the size of a last, partial mini-batch relative
+                to a full one).
+
+        Returns:
+            ``(loss_info with the scalar total loss, parameters that received gradients)``.
+
+        Raises:
+            NonFiniteLossError: if the loss or any of its terms is NaN or infinite, naming the
+                term and the iteration; no parameter is changed then.
+            UserError: if a learning-rate schedule sets a negative or non-finite rate for
+                the next update; (a ``ValueError``) for a loss term and an ``extra`` entry of
+                the same name, which would write one summary tag (``loss/<name>/<key>``).
+            ValueError: if a loss fits neither its mask nor ``[T-k, B]``/``[B]``, or a term
+                names no optimizer.
+        """
         alg = self.algorithm
         entries = self._built()
         names = [e.name for e in entries]
@@ -232,7 +317,7 @@ class Learner:
                 opt.step()
             if not stepped:
                 continue
-            alg._counters.count_optimizer_step(i)
+            self.counters.count_optimizer_step(i)
             if active:  # the rate this update used
                 pending[f"learning_rate/{tag}"] = opt.param_groups[0]["lr"]
                 if norm is not None:
@@ -242,7 +327,7 @@ class Learner:
                 _check_scheduled_rates(alg.name, i, entry)
         if scaler is not None:
             scaler.update()
-        alg._counters.num_updates += 1
+        self.counters.num_updates += 1
         total = total.detach()
         if active:
             self._summarize_loss(total, terms, loss_info, valid_masks)
@@ -279,7 +364,7 @@ class Learner:
         for key, x, mask, extra in items:
             if isinstance(x, torch.Tensor):
                 mask_x = term_mask(valid_masks, x, mask)
-                if alg.num_updates == 0:
+                if self.counters.num_updates == 0:
                     _warn_if_masked_out(alg.name, key, mask_x)
                 x = masked_loss_mean(x, mask_x, alg._loss_average)
             elif is_empty(x):
@@ -315,7 +400,7 @@ class Learner:
         """``torch.autocast`` when ``config.enable_amp``; float16 on CUDA (with a
         ``GradScaler``), bfloat16 on CPU."""
         alg = self.algorithm
-        config, device = alg.config, alg._device
+        config, device = alg._config, alg._device
         if config is None or not config.enable_amp:
             yield
             return
@@ -481,5 +566,5 @@ def _raise_non_finite(algorithm, loss_info: LossInfo, loss: torch.Tensor) -> Non
     where = ", ".join(bad) if bad else "the weighted total"
     raise NonFiniteLossError(
         f"{algorithm.name}: the loss is {float(loss.detach())} at training iteration "
-        f"{algorithm.train_iter_num} (non-finite terms: {where}); no update was applied. "
+        f"{algorithm.learner.counters.train_iter_num} (non-finite terms: {where}); no update was applied. "
         f"Lower the learning rate, clip gradients, or restart from the last good checkpoint.")

@@ -144,7 +144,9 @@ class PPOAlgorithm(RLAlgorithm):
         kwargs.setdefault("is_on_policy", True)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, name=name, metric_discount=gamma,
-                         train_state_spec=network.state_spec, **kwargs)
+                         train_state_spec=network.state_spec,
+                         # the loss needs train_step's recomputed policy: always in epochs
+                         rollout_graph_training=False, **kwargs)
         self._network = network
         self._gamma = gamma
         self._td_lambda = td_lambda
@@ -164,13 +166,6 @@ class PPOAlgorithm(RLAlgorithm):
     def importance_ratio_clipping(self) -> float:
         """The clip range ``epsilon`` at the current ``EnvironmentSteps``."""
         return self._epsilon_schedule(self.get_env_steps())
-
-    @property
-    def trains_on_rollout_graph(self) -> bool:
-        """Never: PPO's loss needs ``train_step``'s recomputed policy and the advantages of
-        ``preprocess_experience``, so it always trains in epochs (the ``"unroll_epochs"`` data path);
-        without mini-batch settings, one epoch over the whole unroll as one batch."""
-        return False
 
     def predict_step(self, time_step, state) -> AlgStep:
         """The policy's mode (clipped to the bounds for a Box)."""

@@ -10,12 +10,9 @@ __all__ = ["RESERVED_NAMES", "check_reserved_name", "check_subclass_members"]
 #: name -> the rlf version that reserved it.
 RESERVED_NAMES = {
     **dict.fromkeys(["name", "on_policy", "train_state_spec", "rollout_state_spec",
-                     "predict_state_spec", "config", "num_updates", "optimizer_steps",
-                     "optimizer_names", "optimizers", "observation_spec", "action_spec",
-                     "reward_spec", "reward_weights", "env", "unroller", "data_path",
-                     "replay_buffer", "offline_replay_buffer", "actor_index", "num_actors",
-                     "rollout_info_spec"], "0.1.0"),
-    "train_iter_num": "0.2.0",
+                     "predict_state_spec", "num_updates", "observation_spec", "action_spec",
+                     "reward_spec"], "0.1.0"),
+    **dict.fromkeys(["learner", "actor_identity"], "0.2.0"),
 }
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
 
 import torch
 
@@ -30,7 +30,7 @@ from rlf.utils.checkpoint import (CorruptCheckpointError, atomic_save, file_step
                                   load_checkpoint_file)
 from rlf.utils.errors import UserError
 
-__all__ = ["OfflineDataError", "load_replay_checkpoint", "validate_replay_data",
+__all__ = ["OfflineDataError", "OfflineLayout", "load_replay_checkpoint", "validate_replay_data",
            "chronological", "offline_files", "make_offline_replay_buffer", "replay_buffer_path",
            "replay_buffer_steps", "export_replay_buffer"]
 
@@ -40,6 +40,20 @@ _MARK = "_replay_buffer."
 class OfflineDataError(UserError):
     """An offline replay file is missing, unreadable, inconsistent, or does not fit the
     algorithm's data spec; the message names the file and the key."""
+
+
+class OfflineLayout(NamedTuple):
+    """How an algorithm reads offline replay files (``RLAlgorithm.offline_layout``).
+
+    Attributes:
+        spec: ``Experience`` of ``TensorSpec`` of one step: what is read from a file (by key,
+            ``nest.flatten_with_path`` with ``|``) and what ``train_step`` then receives.
+        aliases: ``{key of spec: key in the file, or a list of keys tried in order}`` for
+            data stored under other names (ALF's, another algorithm's).
+    """
+
+    spec: Any
+    aliases: Dict[str, Any]
 
 
 def _few(values: torch.Tensor, n: int = 4) -> str:

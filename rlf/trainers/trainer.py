@@ -18,7 +18,9 @@ import torch
 from tqdm import tqdm
 
 from rlf.algorithms.algorithm import NonFiniteLossError
+from rlf.algorithms.algorithm_state import load_initial_checkpoint
 from rlf.algorithms.config import RANDOM_SEED_LIMIT
+from rlf.algorithms.training_loop import RunCheckpoint, TrainingLoop
 from rlf.environments import load
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
@@ -131,6 +133,7 @@ class Trainer:
         self._state = _TrainerState()
         self._env = None
         self._algorithm = None
+        self._loop: Optional[TrainingLoop] = None
         self._eval_env = None
         self._lock_fd: Optional[int] = None
         self._closed = False
@@ -154,8 +157,8 @@ class Trainer:
     def build(self):
         """Creates the environment, the algorithm (with its initial checkpoint and offline
         replay buffer) and, with ``async_unroll``, the actors, as ``train`` does; a second
-        call does nothing. Benchmarks call it to drive ``algorithm.train_iter()`` themselves,
-        then ``close()``.
+        call does nothing. Benchmarks call it to drive ``trainer.loop.train_iter()``
+        themselves, then ``close()``.
 
         Returns:
             The algorithm.
@@ -197,8 +200,8 @@ class Trainer:
             return
         self._closed = True
         try:
-            if self._algorithm is not None:
-                self._algorithm.finish_train()
+            if self._loop is not None:
+                self._loop.close()
             if self._env is not None:
                 self._env.close()
             if self._eval_env is not None:
@@ -224,26 +227,26 @@ class Trainer:
             observation_spec=self._env.observation_spec(), action_spec=self._env.action_spec(),
             reward_spec=self._env.reward_spec(), env=self._env, config=config)
         self._algorithm.to(config.device)
-        self._algorithm.load_initial_checkpoint()
+        load_initial_checkpoint(self._algorithm)
         # The optimizers and their schedules now, not at the first update: a setting they
         # refuse (a negative learning rate) then stops the run before anything is written.
-        self._algorithm.optimizers
+        self._algorithm.learner.optimizers
         algorithm = self._algorithm
-        # The data path, built now: a setting it refuses stops the run before anything is
-        # written (make_data_path).
-        algorithm.check_training_settings()
-        algorithm.load_offline_replay_buffer()
+        # The loop and its data path, built now: a setting the path refuses stops the run
+        # before anything is written (make_data_path).
+        loop = self._loop = TrainingLoop(algorithm, config=config)
+        loop.load_offline_data()
         if config.evaluate:
             # Now, not at the first evaluation: an evaluation environment that cannot be made
             # stops the run before anything is written, not after eval_interval iterations.
             self._eval_env = self._make_eval_env()
-        algorithm.set_unroller(make_unroller(config, self._env, algorithm, self._seed_value,
-                                             self._root_dir))
+        loop.set_unroller(make_unroller(config, self._env, algorithm, self._seed_value,
+                                        self._root_dir))
         self._state.env_steps = algorithm.get_env_steps
         self._checkpointer = run_checkpointer(self._root_dir, config.num_checkpoints,
-                                              warn=_warn, algorithm=self._algorithm,
-                                              trainer=self._state,
-                                              unroller=self._algorithm.unroller)
+                                              warn=_warn,
+                                              algorithm=RunCheckpoint(algorithm, loop),
+                                              trainer=self._state, unroller=loop.unroller)
 
     def _write_config(self) -> None:
         """Writes ``root_dir/config.gin``.
@@ -269,7 +272,7 @@ class Trainer:
             self._write_config()
             companions = {}
             if self._config.save_replay_buffer:
-                state = self._algorithm.replay_buffer_state_dict()
+                state = self._loop.replay_buffer_state_dict()
                 if state is not None:  # ALF's replay-checkpoint layout
                     companions[REPLAY_BUFFER_COMPANION] = {"algorithm": state}
             path = self._checkpointer.save(step, companions)
@@ -295,7 +298,7 @@ class Trainer:
                 return None
             replay = restored.companions.get(REPLAY_BUFFER_COMPANION)
             if self._config.save_replay_buffer and replay is not None:
-                self._algorithm.load_replay_buffer_state_dict(replay["algorithm"])
+                self._loop.load_replay_buffer_state_dict(replay["algorithm"])
         except ValueError as e:
             changed = changed_settings(self._root_dir)
             hint = f"; settings that differ from it: {'; '.join(changed)}" if changed else ""
@@ -367,7 +370,7 @@ class Trainer:
                 if config.num_env_steps and algorithm.get_env_steps() >= config.num_env_steps:
                     break
                 try:
-                    algorithm.train_iter()
+                    self._loop.train_iter()
                 except NonFiniteLossError as e:
                     raise NonFiniteLossError(f"{e} ({self._newest_checkpoint()}; nothing was "
                                              f"saved after the failure)") from None
@@ -411,7 +414,7 @@ class Trainer:
                 # two summary iterations (a run shorter than summary_interval wrote none), and
                 # a finished run started again writes them (it may have been written without).
                 with summary.record_if(lambda: True):
-                    algorithm.summarize_metrics()
+                    self._loop.summarize_metrics()
             if (config.evaluate and self._stop_signal is None and it > start_iter
                     and it % config.eval_interval):
                 # The run reached its budget between two evaluations: its final policy is
@@ -440,7 +443,7 @@ class Trainer:
                 if not failed:
                     raise
         return {"iterations": self._state.iter_num, "env_steps": algorithm.get_env_steps(),
-                "metrics": metric_results(algorithm.get_metrics()),
+                "metrics": metric_results(self._loop.metrics),
                 "stopped_by_signal": self._stop_signal is not None, "eval": last_eval}
 
     def _progress_bar(self, algorithm) -> tqdm:
@@ -464,7 +467,7 @@ class Trainer:
             bar.update(min(algorithm.get_env_steps(), bar.total) - bar.n)
         else:
             bar.update(1)
-        metrics = algorithm.get_metrics()
+        metrics = self._loop.metrics
         if metrics and int(metrics[0].result()) > 0:  # NumberOfEpisodes
             bar.set_postfix(AverageReturn=f"{float(metrics[2].result()):.2f}", refresh=False)
 
@@ -517,6 +520,11 @@ class Trainer:
     def algorithm(self):
         """The algorithm (None until ``build`` or ``train`` has created it)."""
         return self._algorithm
+
+    @property
+    def loop(self) -> Optional[TrainingLoop]:
+        """The ``TrainingLoop`` (None until ``build`` or ``train`` has created it)."""
+        return self._loop
 
 
 def _refuse_unapplied_bindings() -> None:

@@ -31,6 +31,7 @@ import torch
 from rlf import nest
 from rlf.networks.layouts import use_inference_layout
 from rlf.unrollers.actor_failures import RestartPolicy
+from rlf.unrollers.actor_params import ActorIdentity, actor_state_dict
 from rlf.unrollers.unroller import Unroller
 
 __all__ = ["ActorUnroller", "actor_torch_seed", "build_actor", "copy_parameters",
@@ -51,7 +52,7 @@ def build_actor(algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
                 seed: Optional[int], setup: Optional[Callable[[], None]] = None,
                 index: int = 0, num_actors: int = 1, torch_seed: Optional[int] = None):
     """Builds an actor's environment and algorithm copy, in the actor's process, and tells
-    the copy which actor it is (its ``set_actor_index(index, num_actors)``, if it has one:
+    the copy which actor it is (``algorithm.actor_identity = ActorIdentity(index, num_actors)``:
     per-actor exploration).
 
     Args:
@@ -67,7 +68,7 @@ def build_actor(algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
 
     Returns:
         ``(env, algorithm, params)``: the copy's weights are laid out for inference
-        (``use_inference_layout``); ``params`` is its ``actor_state_dict()``, the tensors the
+        (``use_inference_layout``); ``params`` is its ``actor_state_dict``, the tensors the
         learner sends.
     """
     if setup is not None:
@@ -76,9 +77,8 @@ def build_actor(algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
         torch.manual_seed(torch_seed)
     env = env_ctor(num_envs=num_envs, seed=seed)
     algorithm = use_inference_layout(algorithm_ctor())
-    if hasattr(algorithm, "set_actor_index"):
-        algorithm.set_actor_index(index, num_actors)
-    return env, algorithm, algorithm.actor_state_dict()
+    algorithm.actor_identity = ActorIdentity(index, num_actors)
+    return env, algorithm, actor_state_dict(algorithm)
 
 
 @torch.no_grad()
@@ -110,7 +110,7 @@ class ActorUnroller(Unroller):
     """The common part of ``AsyncUnroller`` and ``RayUnroller`` (module docstring).
 
     Args:
-        algorithm: the learner's algorithm; its ``actor_state_dict()`` goes to the actors.
+        algorithm: the learner's algorithm; its ``actor_state_dict`` goes to the actors.
         num_actors: actors (>= 1).
         num_envs_per_actor: ``B`` of each actor's environment.
         unroll_length: ``T`` of each actor's unrolls (>= 1).
@@ -200,7 +200,7 @@ class ActorUnroller(Unroller):
         return experience
 
     def update_parameters(self) -> None:
-        """Sends the learner's current ``actor_state_dict()`` to the actors (a new version)."""
+        """Sends the learner's current ``actor_state_dict`` to the actors (a new version)."""
         self._publish()
         self._learner_version += 1
 
@@ -217,7 +217,7 @@ class ActorUnroller(Unroller):
 
     @abc.abstractmethod
     def _publish(self) -> None:
-        """Makes the learner's current ``actor_state_dict()`` the actors' next parameters."""
+        """Makes the learner's current ``actor_state_dict`` the actors' next parameters."""
 
     def _fail(self, index: int, cause: str, details: str = "",
               caused_by_input: bool = False) -> None:

@@ -44,6 +44,7 @@ import torch.multiprocessing as mp
 
 from rlf import nest
 from rlf.unrollers.actor_failures import ActorError, describe_exit
+from rlf.unrollers.actor_params import actor_state_dict
 from rlf.unrollers.actor_unroller import (ActorUnroller, actor_torch_seed, build_actor,
                                           copy_parameters)
 from rlf.unrollers.sync_unroller import SyncUnroller
@@ -199,7 +200,7 @@ class AsyncUnroller(ActorUnroller):
     """Collects experience from ``num_actors`` actor processes (see the module docstring).
 
     Args:
-        algorithm: the learner's algorithm; its ``actor_state_dict()`` is shared with the
+        algorithm: the learner's algorithm; its ``actor_state_dict`` is shared with the
             actors.
         algorithm_ctor: a picklable ``fn() -> algorithm`` building the actors' copy (same
             structure, no environment).
@@ -249,7 +250,7 @@ class AsyncUnroller(ActorUnroller):
         self._seed, self._setup = seed, setup
         self._poll, self._timeout = poll_seconds, timeout
         sets = 1 if fixed_lag is None else fixed_lag + 1
-        params = algorithm.actor_state_dict()
+        params = actor_state_dict(algorithm)
         self._shared = [{k: v.detach().cpu().clone().share_memory_() for k, v in params.items()}
                         for _ in range(sets)]
         # read_parameters' seqlock of each set, and the newest version written.
@@ -368,7 +369,7 @@ class AsyncUnroller(ActorUnroller):
         sequence = self._sequences[at]
         sequence.value += 1
         with torch.no_grad():
-            for k, v in self._algorithm.actor_state_dict().items():
+            for k, v in actor_state_dict(self._algorithm).items():
                 self._shared[at][k].copy_(v.detach())
         sequence.value += 1
         self._published.value = version

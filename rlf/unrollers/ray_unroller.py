@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 
 from rlf.unrollers.actor_failures import append_to_log
+from rlf.unrollers.actor_params import actor_state_dict
 from rlf.unrollers.actor_unroller import (ActorUnroller, actor_torch_seed, build_actor,
                                           copy_parameters)
 from rlf.unrollers.sync_unroller import SyncUnroller
@@ -157,7 +158,7 @@ class RayUnroller(ActorUnroller):
 
     def _params(self) -> Dict[str, torch.Tensor]:
         return {k: v.detach().cpu().clone()
-                for k, v in self._algorithm.actor_state_dict().items()}
+                for k, v in actor_state_dict(self._algorithm).items()}
 
     def _make_actor(self, index: int):
         algorithm_ctor, env_ctor, setup, n, seed = self._actor_args

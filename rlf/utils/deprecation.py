@@ -43,14 +43,16 @@ def renamed(owner: str, new: str, value: Any, old: str, old_value: Any, default:
     return old_value
 
 
-def warn_deprecated(name: str, replacement: str) -> None:
+def warn_deprecated(name: str, replacement: str, stacklevel: int = 3) -> None:
     """Warns once per ``name`` that it is deprecated and removed in the next release.
 
     Args:
         name: the deprecated function or method (``"RLAlgorithm.train_from_unroll"``).
         replacement: what to use instead, in words.
+        stacklevel: ``warnings.warn``'s, counted from this function's caller's caller
+            (3: the code that called the deprecated function).
     """
     if ("", name) not in _warned:
         _warned.add(("", name))
         warnings.warn(f"{name} is deprecated and will be removed in rlf 0.3; use "
-                      f"{replacement}", DeprecationWarning, stacklevel=3)
+                      f"{replacement}", DeprecationWarning, stacklevel=stacklevel)

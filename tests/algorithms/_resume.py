@@ -7,32 +7,38 @@ import copy
 import torch
 
 from rlf import nest
+from rlf.algorithms import TrainingLoop
+from rlf.algorithms.training_loop import RunCheckpoint
 from rlf.data_structures import valid_step_mask
+from rlf.unrollers import SyncUnroller
 
 
 def assert_resumes_exactly(make_alg, train_iters: int, experience_for_update):
-    """Trains ``make_alg()`` for ``train_iters`` iterations, restores its ``state_dict`` into a
+    """Trains ``make_alg()`` for ``train_iters`` iterations, restores its checkpoint state
+    (``RunCheckpoint``: the algorithm's and its loop's, as the trainer saves them) into a
     fresh ``make_alg()``, then applies the same update to both (same random numbers) and
-    asserts every tensor of both state dicts is equal before and after.
+    asserts every tensor of both states is equal before and after.
 
     Args:
-        make_alg: returns ``(algorithm, env)`` ready to ``train_iter``.
+        make_alg: returns ``(algorithm, env)``, built with a ``TrainerConfig``.
         train_iters: iterations before the checkpoint.
-        experience_for_update: ``algorithm -> (batch-major experience, valid)`` to update on.
+        experience_for_update: ``loop -> (batch-major experience, valid)`` to update on.
     """
     alg, env = make_alg()
+    loop = TrainingLoop(alg, SyncUnroller(env, alg))
     for _ in range(train_iters):
-        alg.train_iter()
-    experience, valid = experience_for_update(alg)
-    state = copy.deepcopy(alg.state_dict())
+        loop.train_iter()
+    experience, valid = experience_for_update(loop)
+    state = copy.deepcopy(RunCheckpoint(alg, loop).state_dict())
     other, other_env = make_alg()
-    other.load_state_dict(state)
-    _assert_same(alg.state_dict(), other.state_dict())
+    other_loop = TrainingLoop(other, SyncUnroller(other_env, other))
+    RunCheckpoint(other, other_loop).load_state_dict(state)
+    _assert_same(state, RunCheckpoint(other, other_loop).state_dict())
     for a in (alg, other):
         torch.manual_seed(123)
-        a._training_path()
-        a._learner._update(experience, None, valid, 1.0)
-    _assert_same(alg.state_dict(), other.state_dict())
+        a.learner._update(experience, None, valid, 1.0)
+    _assert_same(RunCheckpoint(alg, loop).state_dict(),
+                 RunCheckpoint(other, other_loop).state_dict())
     env.close()
     other_env.close()
 
@@ -46,9 +52,9 @@ def _assert_same(a, b):
             assert x == y, path
 
 
-def sampled_experience(alg, num_sequences: int = 16, length: int = 2):
+def sampled_experience(loop, num_sequences: int = 16, length: int = 2):
     """``experience_for_update`` of an off-policy algorithm: a batch-major ``[N, L]`` batch
-    from its replay buffer and its ``[N, L]`` loss mask."""
-    batch, _ = alg.replay_buffer.get_batch(num_sequences, length)
+    from its loop's replay buffer and its ``[N, L]`` loss mask."""
+    batch, _ = loop.replay_buffer.get_batch(num_sequences, length)
     valid = valid_step_mask(batch.time_step.step_type.transpose(0, 1)).transpose(0, 1)
     return batch, valid

@@ -10,6 +10,7 @@ import torch
 from rlf.algorithms import DQNAlgorithm, SACAlgorithm, TD3Algorithm
 from rlf.algorithms.dqn import apex_epsilon
 from rlf.environments import load
+from rlf.unrollers.actor_params import ActorIdentity, actor_state_dict
 
 ADAM = functools.partial(torch.optim.Adam, lr=1e-3)
 CASES = {
@@ -28,13 +29,13 @@ def test_actors_receive_no_critic_or_target_tensors_and_act_as_the_learner(name)
     learner = ctor(env.observation_spec(), env.action_spec(), **kw)
     torch.manual_seed(1)
     actor = ctor(env.observation_spec(), env.action_spec(), **kw)
-    sent = learner.actor_state_dict()
+    sent = actor_state_dict(learner)
     assert not [k for k in sent if "critic" in k or "target" in k or k.startswith("_metrics")]
     everything = [k for k, v in learner.state_dict().items() if isinstance(v, torch.Tensor)]
     assert len(sent) < len(everything)
     if name != "dqn":  # act as after the first update (not uniformly at random)
-        learner._counters.num_updates = 1  # the actor receives it with the parameters
-    for k, v in actor.actor_state_dict().items():
+        learner.learner.counters.num_updates = 1  # the actor receives it with the parameters
+    for k, v in actor_state_dict(actor).items():
         v.data.copy_(sent[k])  # what an actor unroller does
     assert actor.num_updates == learner.num_updates
     time_step = env.reset()
@@ -58,7 +59,7 @@ def test_dqn_actor_copies_explore_at_their_own_rate_and_the_learner_at_the_sched
     learner = DQNAlgorithm(env.observation_spec(), env.action_spec(), **kw)
     actors = [DQNAlgorithm(env.observation_spec(), env.action_spec(), **kw) for _ in range(4)]
     for i, a in enumerate(actors):
-        a.set_actor_index(i, 4)
+        a.actor_identity = ActorIdentity(i, 4)
         a.rollout_step(env.reset(), ())
         assert float(a._behaviour_epsilon) == pytest.approx(0.4 ** (1 + 7 * i / 3))
     learner.rollout_step(env.reset(), ())
@@ -66,5 +67,5 @@ def test_dqn_actor_copies_explore_at_their_own_rate_and_the_learner_at_the_sched
     with pytest.raises(ValueError, match="actor_epsilons is"):
         DQNAlgorithm(env.observation_spec(), env.action_spec(), actor_epsilons=(1.5, 7.0))
     with pytest.raises(ValueError, match=r"actor index 4 is not in \[0, 4\)"):
-        learner.set_actor_index(4, 4)
+        learner.actor_identity = ActorIdentity(4, 4)
     env.close()

@@ -30,7 +30,7 @@ def test_update_masks_invalid_steps_and_averages_over_all():
     alg = Linear()
     loss = alg.w * torch.ones(4, 2)  # d(mean(loss*mask))/dw = sum(mask) / 8
     mask = torch.tensor([[1., 1.], [0., 1.], [1., 1.], [1., 0.]])
-    alg.update_with_gradient(LossInfo(loss=loss), mask)
+    alg.learner.update_with_gradient(LossInfo(loss=loss), mask)
     assert float(alg.w.detach()) == pytest.approx(-6 / 8)
 
 
@@ -38,27 +38,27 @@ def test_transition_loss_uses_the_first_t_minus_1_rows_and_averages_over_them():
     alg = Linear()
     mask = torch.tensor([[1., 1.], [0., 1.], [1., 1.], [0., 0.]])  # [T=4, B=2]
     loss = alg.w * torch.ones(3, 2)  # [T-1, B]: rows 0-2 of the mask, 5 valid of 6
-    alg.update_with_gradient(LossInfo(loss=loss), mask)
+    alg.learner.update_with_gradient(LossInfo(loss=loss), mask)
     assert float(alg.w.detach()) == pytest.approx(-5 / 6)
     with pytest.raises(ValueError, match=r"fits neither"):
-        alg.update_with_gradient(LossInfo(loss=alg.w * torch.ones(5, 2)), mask)
+        alg.learner.update_with_gradient(LossInfo(loss=alg.w * torch.ones(5, 2)), mask)
 
 
 def test_gradient_clipping_by_global_norm_and_value():
     alg = Linear(gradient_clipping=0.5)
-    alg.update_with_gradient(LossInfo(loss=alg.w * 3.0))
+    alg.learner.update_with_gradient(LossInfo(loss=alg.w * 3.0))
     assert float(alg.w.detach()) == pytest.approx(-0.5)
     alg = Linear(gradient_clipping=0.25, clip_by_global_norm=False)
-    alg.update_with_gradient(LossInfo(loss=-alg.w * 3.0))
+    alg.learner.update_with_gradient(LossInfo(loss=-alg.w * 3.0))
     assert float(alg.w.detach()) == pytest.approx(0.25)
 
 
 def test_non_finite_loss_names_term_and_changes_nothing():
     alg = Linear()
-    alg._counters.train_iter_num = 7
+    alg.learner.counters.train_iter_num = 7
     bad = alg.w * torch.tensor([1.0, float("nan")])
     with pytest.raises(NonFiniteLossError, match=r"iteration 7.*extra\.value_loss"):
-        alg.update_with_gradient(LossInfo(loss=bad, extra={"value_loss": bad,
+        alg.learner.update_with_gradient(LossInfo(loss=bad, extra={"value_loss": bad,
                                                            "pg_loss": alg.w * torch.ones(2)}))
     assert float(alg.w.detach()) == 0.0
 
@@ -78,13 +78,13 @@ def test_state_dict_carries_optimizers_and_rejects_mismatch_untouched():
             super().__init__(optimizer=functools.partial(torch.optim.Adam, lr=0.1))
             self.net = nn.Linear(n, 1)
     a = Net(3)
-    a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
     sd = a.state_dict()
     assert len(sd["_optimizers"]) == 1 and sd["_optimizers"][0]["state"]
     b = Net(3)
     b.load_state_dict(sd)
     assert torch.equal(b.net.weight, a.net.weight)
-    assert b.optimizers[0].state_dict()["state"][0]["step"] == 1
+    assert b.learner.optimizers[0].state_dict()["state"][0]["step"] == 1
     c = Net(4)
     before = c.net.weight.clone()
     with pytest.raises(ValueError, match=r"'net\.weight' expected \(1, 4\).*found \(1, 3\)"):
@@ -99,7 +99,7 @@ def test_a_checkpoint_of_another_optimizer_class_is_refused_untouched():
             super().__init__(optimizer=optimizer)
             self.net = nn.Linear(3, 1)
     a = Net(functools.partial(torch.optim.Adam, lr=0.1))
-    a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
     b = Net(functools.partial(torch.optim.SGD, lr=0.1))
     before = b.net.weight.clone()
     with pytest.raises(ValueError, match=re.escape(
@@ -107,7 +107,7 @@ def test_a_checkpoint_of_another_optimizer_class_is_refused_untouched():
             "['amsgrad', 'betas', ")):
         b.load_state_dict(a.state_dict())
     assert torch.equal(b.net.weight, before)
-    b.update_with_gradient(LossInfo(loss=b.net(torch.ones(1, 3)).sum()))  # still usable
+    b.learner.update_with_gradient(LossInfo(loss=b.net(torch.ones(1, 3)).sum()))  # still usable
 
 
 def test_a_checkpoint_with_a_schedule_is_refused_without_one_as_a_schedule_mismatch():
@@ -118,7 +118,7 @@ def test_a_checkpoint_with_a_schedule_is_refused_without_one_as_a_schedule_misma
                              lr_scheduler=lr_scheduler)
             self.net = nn.Linear(3, 1)
     a = Net(functools.partial(torch.optim.lr_scheduler.LinearLR, total_iters=5))
-    a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
     with pytest.raises(ValueError) as info:
         Net().load_state_dict(a.state_dict())
     assert str(info.value) == ("Algorithm: the checkpoint does not fit this algorithm: "
@@ -136,11 +136,11 @@ def test_a_schedule_that_makes_the_rate_negative_is_refused():
                                  gamma=-0.1))
             self.net = nn.Linear(3, 1)
     a = Net()
-    a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
     with pytest.raises(UserError, match=re.escape(
             "Algorithm: the learning-rate schedule MultiStepLR of optimizer 0 set the learning "
             "rate to -0.010000000000000002 after 2 updates; a rate must be finite and >= 0")):
-        a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+        a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
 
 
 def test_a_resume_that_drops_a_configured_hyperparameter_warns(caplog):
@@ -154,7 +154,7 @@ def test_a_resume_that_drops_a_configured_hyperparameter_warns(caplog):
 
     for sched in (None, functools.partial(torch.optim.lr_scheduler.LinearLR, total_iters=5)):
         a = Net(0.1, sched)
-        a.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+        a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
         caplog.clear()
         Net(0.1, sched).load_state_dict(a.state_dict())
         assert "goes on with the checkpoint's" not in caplog.text
@@ -162,7 +162,7 @@ def test_a_resume_that_drops_a_configured_hyperparameter_warns(caplog):
         resumed.load_state_dict(a.state_dict())
         assert ("Algorithm: optimizer 0 (Adam) goes on with the checkpoint's lr = 0.1 "
                 "(configured: 0.5)") in caplog.text
-        assert resumed.optimizers[0].param_groups[0].get("initial_lr", 0.1) == 0.1
+        assert resumed.learner.optimizers[0].param_groups[0].get("initial_lr", 0.1) == 0.1
 
 
 def test_initial_checkpoint_loads_parameters_by_prefix_and_refuses_in_one_line(tmp_path):
@@ -211,15 +211,15 @@ def test_lr_scheduler_steps_per_update_and_resumes_from_state_dict():
     sched = functools.partial(torch.optim.lr_scheduler.LinearLR, start_factor=1.0,
                               end_factor=0.5, total_iters=2)
     a = Linear(lr_scheduler=sched)
-    a.update_with_gradient(LossInfo(loss=a.w * 1.0))
-    a.update_with_gradient(LossInfo(loss=a.w * 1.0))
+    a.learner.update_with_gradient(LossInfo(loss=a.w * 1.0))
+    a.learner.update_with_gradient(LossInfo(loss=a.w * 1.0))
     assert float(a.w.detach()) == pytest.approx(-1.75)
-    assert a.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.5)
+    assert a.learner.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.5)
     sd = a.state_dict()
     assert sd["_lr_schedulers"][0]["last_epoch"] == 2
     b = Linear(lr_scheduler=sched)
     b.load_state_dict(sd)  # resumes at the schedule's end, not its start
-    b.update_with_gradient(LossInfo(loss=b.w * 1.0))
+    b.learner.update_with_gradient(LossInfo(loss=b.w * 1.0))
     assert float(b.w.detach()) == pytest.approx(-2.25)
     with pytest.raises(ValueError, match=r"learning-rate schedulers.*\[False\].*\[True\]"):
         Linear().load_state_dict(sd)
@@ -232,14 +232,14 @@ def test_update_skipped_by_grad_scaler_does_not_step_the_schedule():
     sched = functools.partial(torch.optim.lr_scheduler.LinearLR, start_factor=1.0,
                               end_factor=0.5, total_iters=2)
     a = Linear(lr_scheduler=sched)
-    a._learner._grad_scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127)
-    a.update_with_gradient(LossInfo(loss=a.w * 1e10))  # scaled gradient 1.7e48: inf
+    a.learner._grad_scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127)
+    a.learner.update_with_gradient(LossInfo(loss=a.w * 1e10))  # scaled gradient 1.7e48: inf
     assert float(a.w.detach()) == 0.0
-    assert a._learner.schedules[0].last_epoch == 0
-    assert a._learner._grad_scaler.get_scale() == 2.0 ** 126  # the scaler did see the overflow
-    a.update_with_gradient(LossInfo(loss=a.w * 1.0))  # finite: a step at the first rate
+    assert a.learner.schedules[0].last_epoch == 0
+    assert a.learner._grad_scaler.get_scale() == 2.0 ** 126  # the scaler did see the overflow
+    a.learner.update_with_gradient(LossInfo(loss=a.w * 1.0))  # finite: a step at the first rate
     assert float(a.w.detach()) == pytest.approx(-1.0)
-    assert a._learner.schedules[0].last_epoch == 1
+    assert a.learner.schedules[0].last_epoch == 1
 
 
 def test_lr_scheduler_without_optimizer_is_named():
@@ -337,7 +337,7 @@ def test_sampled_batch_is_split_in_order_into_mini_batches(monkeypatch):
     get_batch = alg.replay_buffer.get_batch
     monkeypatch.setattr(alg.replay_buffer, "get_batch",
                         lambda *a: sampled.append(get_batch(*a)) or sampled[-1])
-    monkeypatch.setattr(alg._learner, "_update", lambda mb, info, valid, weight: updates.append(
+    monkeypatch.setattr(alg.learner, "_update", lambda mb, info, valid, weight: updates.append(
         (mb.time_step.observation, info.positions, weight)) or 0)
     alg.train_from_replay_buffer()
     (batch, info), = sampled
@@ -416,7 +416,7 @@ def test_a_schedule_shorter_than_one_update_is_refused_when_the_optimizers_are_m
     # torch accepts them: the first update divided by zero, or the rate never changed.
     alg = Linear(lr_scheduler=schedule)
     with pytest.raises(UserError, match=f": {setting} must be >= 1 \\(updates\\), got -?[02]"):
-        alg.optimizers
+        alg.learner.optimizers
 
 
 def test_a_subclass_taking_a_reserved_name_is_refused_at_construction_in_one_line():
@@ -430,17 +430,17 @@ def test_a_subclass_taking_a_reserved_name_is_refused_at_construction_in_one_lin
 
     class OwnProperty(Linear):
         @property
-        def train_iter_num(self):
-            return 0
+        def learner(self):
+            return None
 
     class OwnAttribute(Linear):
         def __init__(self):
             super().__init__()
-            self.optimizers = []
+            self.on_policy = True
 
     for cls, what, name, version in ((OwnCounter, "buffer", "num_updates", "0.1.0"),
-                                     (OwnProperty, "member", "train_iter_num", "0.2.0"),
-                                     (OwnAttribute, "attribute", "optimizers", "0.1.0")):
+                                     (OwnProperty, "member", "learner", "0.2.0"),
+                                     (OwnAttribute, "attribute", "on_policy", "0.1.0")):
         with pytest.raises(UserError) as e:
             cls()
         message = str(e.value)
@@ -478,6 +478,6 @@ def test_the_deprecated_train_from_replay_buffer_warns_with_its_replacement():
     deprecation._warned.discard(("", "RLAlgorithm.train_from_replay_buffer"))
     with pytest.warns(DeprecationWarning, match=r"RLAlgorithm.train_from_replay_buffer is "
                                                 r"deprecated and will be removed in rlf 0.3; "
-                                                r"use train_iter\(\)"):
+                                                r"use TrainingLoop.train_iter\(\)"):
         assert alg.train_from_replay_buffer() == 0  # nothing collected yet
     env.close()

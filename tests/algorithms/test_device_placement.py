@@ -13,11 +13,12 @@ import torch
 
 from rlf import nest
 from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm, R2D2Algorithm,
-                            SACAlgorithm, TD3Algorithm, TrainerConfig)
+                            SACAlgorithm, TD3Algorithm, TrainerConfig, TrainingLoop)
 from rlf.environments import load
 from rlf.networks import (ActorCriticNetwork, ActorNetwork, CriticNetwork, MLPEncoder,
                           RecurrentQNetwork)
 from rlf.unrollers import SyncUnroller
+from rlf.unrollers.actor_params import actor_state_dict
 
 ADAM = functools.partial(torch.optim.Adam, lr=1e-3)
 
@@ -70,8 +71,7 @@ def _build(name, device):
     alg = ctor(env.observation_spec(), env.action_spec(), env=env, config=trainer_config,
                **kwargs)
     alg.to(device)
-    alg.set_unroller(SyncUnroller(env, alg))
-    return alg, env
+    return TrainingLoop(alg, SyncUnroller(env, alg)), env
 
 
 #: The learner's devices: meta always, and a real one when there is one.
@@ -84,27 +84,26 @@ DEVICES = ["meta"] + [d for d in [os.environ.get("RLF_TEST_DEVICE") or (
 def test_the_learner_keeps_every_tensor_on_its_device(name, device):
     kind = torch.device(device).type
     actor, env = _build(name, "cpu")  # acts on CPU, as actors do
-    learner, learner_env = _build(name, device)  # moved before set_unroller, as the Trainer
+    loop, learner_env = _build(name, device)  # moved before its loop, as the Trainer
     # does: its metrics stay on CPU, where the time steps are
+    learner = loop.algorithm
     with torch.no_grad():  # two unrolls: whole-buffer training starts at the second
         experience = nest.utils.cat_nests([actor.unroll(8), actor.unroll(8)])
     if learner.on_policy:
-        steps = learner.train_from_unroll(experience._replace(rollout_info=()),
-                                          experience.rollout_info)
+        steps = loop._train_on_unroll(experience._replace(rollout_info=()),
+                                      experience.rollout_info)
     else:
-        for t in range(experience.time_step.step_type.shape[0]):
-            learner.observe_for_replay(nest.map_structure(lambda x: x[t], experience))
-        steps = learner.train_from_replay_buffer()
+        loop.data_path.observe(experience)
+        steps = loop._train_on_batches(loop.data_path.batches())
     assert steps > 0
-    learner.update_observation_normalizers(experience.time_step.observation)  # CPU data
+    loop.update_observation_normalizers(experience.time_step.observation)  # CPU data
     stray = [n for n, t in learner.state_dict(keep_vars=True).items()
-             if isinstance(t, torch.Tensor) and t.device.type != kind
-             and not n.startswith("_metrics.")]
-    for i, opt in enumerate(learner.optimizers):
+             if isinstance(t, torch.Tensor) and t.device.type != kind]
+    for i, opt in enumerate(learner.learner.optimizers):
         stray += [f"optimizer {i}: {k}" for s in opt.state.values() for k, v in s.items()
                   if isinstance(v, torch.Tensor) and v.device.type != kind and v.ndim > 0]
     assert not stray
-    assert all(t.device.type == "cpu" for m in learner.get_metrics()
+    assert all(t.device.type == "cpu" for m in loop.metrics
                for t in m.state_dict().values())
     env.close()
     learner_env.close()
@@ -112,12 +111,13 @@ def test_the_learner_keeps_every_tensor_on_its_device(name, device):
 
 def test_actor_copies_are_built_on_cpu_with_the_learners_parameter_names():
     from rlf.unrollers.actor_unroller import build_actor
-    learner, learner_env = _build("impala", "meta")
+    loop, learner_env = _build("impala", "meta")
+    learner = loop.algorithm
     ctor = functools.partial(ImpalaAlgorithm, observation_spec=learner.observation_spec,
                              action_spec=learner.action_spec, optimizer=ADAM)
     env, actor, params = build_actor(ctor, lambda num_envs, seed: load("CartPole-v1", num_envs,
                                                                        seed=seed), 2, 0)
-    assert set(params) == set(learner.actor_state_dict())
+    assert set(params) == set(actor_state_dict(learner))
     assert all(p.device.type == "cpu" for p in params.values())
     env.close()
     learner_env.close()

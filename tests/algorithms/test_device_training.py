@@ -46,7 +46,7 @@ def test_an_amp_training_step_updates_every_parameter_on_the_device():
         assert bool(torch.isfinite(p).all()), name
     assert any(not torch.equal(before[n], p.detach()) for n, p in alg.named_parameters())
     if kind == "cuda":  # float16 autocast needs the loss scaler there
-        assert alg._learner._grad_scaler is not None
+        assert alg.learner._grad_scaler is not None
     env.close()
 
 

@@ -14,6 +14,7 @@ from rlf.environments import load
 from rlf.replay import ReplayBuffer
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
+from rlf.unrollers.actor_params import actor_state_dict
 from rlf.utils.errors import UserError
 
 from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
@@ -199,7 +200,7 @@ def test_actors_receive_the_scheduled_epsilon_with_the_parameters():
         alg.train_iter()
     expected = 1.0 - 0.96 * alg.get_env_steps() / 4000
     assert 0.04 < expected < 0.9
-    assert float(alg.actor_state_dict()["_behaviour_epsilon"]) == pytest.approx(expected)
+    assert float(actor_state_dict(alg)["_behaviour_epsilon"]) == pytest.approx(expected)
     env.close()
 
 

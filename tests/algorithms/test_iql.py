@@ -75,7 +75,7 @@ def test_losses_against_a_float64_transcription_and_each_term_trains_its_own_par
     assert_each_term_trains_only_its_own(
         alg, loss, {"value": "_value.", "critic": "_critics.", "actor": ("_actor.", "_log_std")},
         1e-6)
-    assert alg.optimizer_steps == {"actor": 1, "critic": 1, "value": 1}
+    assert alg.learner.optimizer_steps == {"actor": 1, "critic": 1, "value": 1}
 
 
 def test_iql_trains_purely_offline_on_alfs_pendulum_file_without_an_override():

@@ -43,7 +43,7 @@ def test_each_term_trains_only_its_optimizer_and_a_delayed_one_steps_every_secon
     for update in range(1, 5):
         assert alg.is_due("b") == (update % 2 == 0)
         a_before = alg.a.item()
-        alg.update_with_gradient(_terms(alg))
+        alg.learner.update_with_gradient(_terms(alg))
         # a: its own term's gradient (1) only, never b's (which would add b).
         assert alg.a.item() == pytest.approx(a_before - 1.0)
         if update % 2 == 0:  # b steps with the rate of its own step count
@@ -51,30 +51,30 @@ def test_each_term_trains_only_its_optimizer_and_a_delayed_one_steps_every_secon
             lr_b -= 0.125  # LinearLR: 1.0 -> 0.5 over 4 of b's steps
         assert alg.b.item() == pytest.approx(expected_b)
     assert alg.num_updates == 4
-    assert alg.optimizer_steps == {"a": 4, "b": 2}
+    assert alg.learner.optimizer_steps == {"a": 4, "b": 2}
     # The schedule of b advanced on b's two steps only, not on the a-only updates.
-    assert alg._learner.schedules[1].last_epoch == 2
-    assert alg.optimizers[1].param_groups[0]["lr"] == pytest.approx(0.75)
+    assert alg.learner.schedules[1].last_epoch == 2
+    assert alg.learner.optimizers[1].param_groups[0]["lr"] == pytest.approx(0.75)
 
 
 def test_a_missing_term_leaves_its_optimizer_unstepped_and_an_unknown_one_is_refused():
     alg = TwoParts(every_b=1)
-    alg.update_with_gradient(LossInfo(loss={"a": alg.a * 2.0}))
-    assert alg.optimizer_steps == {"a": 1, "b": 0}
-    assert alg._learner.schedules[1].last_epoch == 0
+    alg.learner.update_with_gradient(LossInfo(loss={"a": alg.a * 2.0}))
+    assert alg.learner.optimizer_steps == {"a": 1, "b": 0}
+    assert alg.learner.schedules[1].last_epoch == 0
     with pytest.raises(ValueError, match=r"loss terms \['c'\] name no optimizer.*\['a', 'b'\]"):
-        alg.update_with_gradient(LossInfo(loss={"c": alg.a * 1.0}))
+        alg.learner.update_with_gradient(LossInfo(loss={"c": alg.a * 1.0}))
     with pytest.raises(KeyError, match="no optimizer named 'c'"):
         alg.is_due("c")
 
 
 def test_a_single_loss_steps_every_due_optimizer_and_names_must_differ():
     alg = TwoParts()
-    alg.update_with_gradient(LossInfo(loss=alg.a + alg.b))
-    assert alg.optimizer_steps == {"a": 1, "b": 0}
+    alg.learner.update_with_gradient(LossInfo(loss=alg.a + alg.b))
+    assert alg.learner.optimizer_steps == {"a": 1, "b": 0}
     assert alg.b.item() == 0.0  # not due: its gradient was computed but not applied
-    alg.update_with_gradient(LossInfo(loss=alg.a + alg.b))
-    assert alg.optimizer_steps == {"a": 2, "b": 1}
+    alg.learner.update_with_gradient(LossInfo(loss=alg.a + alg.b))
+    assert alg.learner.optimizer_steps == {"a": 2, "b": 1}
     fresh = TwoParts()
     with pytest.raises(ValueError, match="name 'a' is taken"):
         fresh.add_optimizer(SGD, fresh.b, name="a")
@@ -85,10 +85,10 @@ def test_a_single_loss_steps_every_due_optimizer_and_names_must_differ():
 def test_step_counts_are_checkpointed():
     alg = TwoParts()
     for _ in range(3):
-        alg.update_with_gradient(_terms(alg))
+        alg.learner.update_with_gradient(_terms(alg))
     other = TwoParts()
     other.load_state_dict(alg.state_dict())
-    assert other.num_updates == 3 and other.optimizer_steps == {"a": 3, "b": 1}
+    assert other.num_updates == 3 and other.learner.optimizer_steps == {"a": 3, "b": 1}
     assert other.is_due("b")
 
 
@@ -106,7 +106,7 @@ def test_an_alternating_term_reaches_the_summaries(tmp_path):
             loss = {"a": alg.a * 1.0}
             if update % 2:
                 loss["b"] = alg.b * 3.0
-            alg.update_with_gradient(LossInfo(loss=loss, extra={"term": alg.a * 0 + update}))
+            alg.learner.update_with_gradient(LossInfo(loss=loss, extra={"term": alg.a * 0 + update}))
         writer.flush()
     finally:
         summary.set_default_writer(None)
@@ -129,15 +129,15 @@ def test_a_t_minus_3_loss_with_a_mask_gives_the_hand_computed_gradient():
     x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     mask = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
     step_mask = torch.ones(6, 2)  # the loop's mask is replaced by the loss's own
-    alg.update_with_gradient(LossInfo(loss={"a": alg.a * x}, mask={"a": mask}), step_mask)
+    alg.learner.update_with_gradient(LossInfo(loss={"a": alg.a * x}, mask={"a": mask}), step_mask)
     # "all": d/da sum(mask * a x) / 6 = (1 + 3 + 4 + 6) / 6
     assert alg.a.item() == pytest.approx(-14 / 6)
     valid = TwoParts(every_b=1, loss_average="valid")
-    valid.update_with_gradient(LossInfo(loss={"a": valid.a * x}, mask={"a": mask}), step_mask)
+    valid.learner.update_with_gradient(LossInfo(loss={"a": valid.a * x}, mask={"a": mask}), step_mask)
     assert valid.a.item() == pytest.approx(-14 / 4)  # over the 4 kept entries
     with pytest.raises(ValueError, match=r"mask of shape \(2, 2\) does not fit a loss of "
                                          r"shape \(3, 2\)"):
-        alg.update_with_gradient(LossInfo(loss={"a": alg.a * x}, mask={"a": mask[:2]}))
+        alg.learner.update_with_gradient(LossInfo(loss={"a": alg.a * x}, mask={"a": mask[:2]}))
 
 
 def test_unmasked_shapes_take_the_loop_mask_rows_or_none():
@@ -146,7 +146,7 @@ def test_unmasked_shapes_take_the_loop_mask_rows_or_none():
                                  ((2,), 1.0),  # [B]: one per sequence, each has a valid step
                                  ((), 1.0)):  # a scalar
         alg = TwoParts(every_b=1)
-        alg.update_with_gradient(LossInfo(loss=alg.a * torch.ones(loss_shape)), step_mask)
+        alg.learner.update_with_gradient(LossInfo(loss=alg.a * torch.ones(loss_shape)), step_mask)
         assert alg.a.item() == pytest.approx(-expected), loss_shape
 
 
@@ -161,7 +161,7 @@ def test_a_transition_loss_flattened_to_b_on_two_step_sequences_is_masked():
     per_transition = torch.tensor([1.0, 100.0, 1.0, 1.0])
     for loss in (per_transition.view(1, 4), per_transition):  # [T-1, B] and flattened [B]
         alg = TwoParts(every_b=1)
-        alg.update_with_gradient(LossInfo(loss=alg.a * loss), valid)
+        alg.learner.update_with_gradient(LossInfo(loss=alg.a * loss), valid)
         assert alg.a.item() == pytest.approx(-3 / 4), tuple(loss.shape)  # ALF's mean over all
 
 
@@ -185,8 +185,8 @@ def test_a_mask_that_keeps_nothing_at_the_first_update_is_warned_about_once(capl
     one_step = torch.zeros(1, 3)
     per_step = lambda: LossInfo(loss={"a": alg.a * torch.ones(1, 3), "b": alg.b * torch.ones(3)})
     with caplog.at_level("WARNING", logger="rlf.algorithms.optimization"):
-        alg.update_with_gradient(per_step(), one_step)
-        alg.update_with_gradient(per_step(), one_step)
+        alg.learner.update_with_gradient(per_step(), one_step)
+        alg.learner.update_with_gradient(per_step(), one_step)
     warned = [r.getMessage() for r in caplog.records]
     # b's [B] loss is one per sequence, and no one-step sequence holds a valid step either
     assert len(warned) == 2 and "loss term 'a'" in warned[0] and "'b'" in warned[1], warned
@@ -195,7 +195,7 @@ def test_a_mask_that_keeps_nothing_at_the_first_update_is_warned_about_once(capl
     caplog.clear()
     own = TwoParts(every_b=1)  # its own mask keeps the steps: no warning
     with caplog.at_level("WARNING", logger="rlf.algorithms.optimization"):
-        own.update_with_gradient(LossInfo(loss={"a": own.a * torch.ones(1, 3)},
+        own.learner.update_with_gradient(LossInfo(loss={"a": own.a * torch.ones(1, 3)},
                                           mask={"a": torch.ones(1, 3)}), one_step)
     assert not caplog.records and own.a.item() == -1.0
 
@@ -227,20 +227,20 @@ class Parent(Algorithm):
 
 def test_a_sub_algorithm_keeps_its_own_optimizers_and_counts_in_the_parents_checkpoint():
     alg = Parent()
-    assert alg.optimizer_names == ["default", "sub/v", "sub/default"]
-    owned = [{id(p) for g in o.param_groups for p in g["params"]} for o in alg.optimizers]
+    assert alg.learner.names == ["default", "sub/v", "sub/default"]
+    owned = [{id(p) for g in o.param_groups for p in g["params"]} for o in alg.learner.optimizers]
     assert owned == [{id(alg.w), id(alg.plain.weight)}, {id(alg.sub.v)}, {id(alg.sub.u)}]
     for _ in range(2):
-        alg.update_with_gradient(alg.loss())
+        alg.learner.update_with_gradient(alg.loss())
     # one loss, each parameter moved by its own optimizer's rate x its gradient per step
     assert alg.w.item() == pytest.approx(-2.0)
     assert alg.plain.weight.item() == pytest.approx(-4.0)
     assert alg.sub.u.item() == pytest.approx(-0.5 * 3.0 * 2)
     assert alg.sub.v.item() == pytest.approx(-4.0)  # stepped on update 2 only
-    assert alg.optimizer_steps == {"default": 2, "sub/v": 1, "sub/default": 2}
+    assert alg.learner.optimizer_steps == {"default": 2, "sub/v": 1, "sub/default": 2}
     other = Parent()
     other.load_state_dict(alg.state_dict())
-    assert other.optimizer_steps == alg.optimizer_steps and other.sub.u.item() == -3.0
+    assert other.learner.optimizer_steps == alg.learner.optimizer_steps and other.sub.u.item() == -3.0
 
 
 def test_a_term_and_an_extra_that_would_write_one_tag_are_refused_before_any_change():
@@ -248,8 +248,8 @@ def test_a_term_and_an_extra_that_would_write_one_tag_are_refused_before_any_cha
     alg = TwoParts(every_b=1)
     with pytest.raises(ValueError, match=r"loss term 'a' \(LossInfo.loss\) and the extra 'a' "
                                          r"\(LossInfo.extra\).*'loss/Two/a'; rename the extra"):
-        alg.update_with_gradient(LossInfo(loss={"a": alg.a * 7.0, "b": alg.b * 1.0},
+        alg.learner.update_with_gradient(LossInfo(loss={"a": alg.a * 7.0, "b": alg.b * 1.0},
                                           extra={"a": alg.a * 0 + 0.5}))
     assert alg.num_updates == 0 and alg.a.item() == 0.0
-    alg.update_with_gradient(LossInfo(loss={"a": alg.a * 7.0}, extra={"a_loss": alg.a * 0}))
+    alg.learner.update_with_gradient(LossInfo(loss={"a": alg.a * 7.0}, extra={"a_loss": alg.a * 0}))
     assert alg.num_updates == 1

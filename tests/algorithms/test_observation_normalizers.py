@@ -10,12 +10,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlf.algorithms import IQLAlgorithm, PPOAlgorithm, SACAlgorithm, TrainerConfig
+from rlf.algorithms import IQLAlgorithm, PPOAlgorithm, SACAlgorithm, TrainerConfig, TrainingLoop
+from rlf.algorithms.training_loop import observation_normalizers
 from rlf.environments import load
 from rlf.networks import (ActorCriticNetwork, ActorNetwork, CriticNetwork,
                           DeterministicActorNetwork, MLPEncoder, ValueNetwork)
 from rlf.trainers.evaluator import evaluate_episodes
 from rlf.unrollers import SyncUnroller
+from rlf.unrollers.actor_params import actor_state_dict
 
 from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
 from tests.algorithms.test_ppo import _unrolled_experience
@@ -25,7 +27,7 @@ ALF_FILE = Path(__file__).resolve().parents[1] / "data" / "alf_pendulum_sac_repl
 NORMALIZED_MLP = functools.partial(MLPEncoder, normalize_observations=True)
 
 
-def _ppo():
+def _ppo_loop():
     env = load("CartPole-v1", 4, seed=0)
     config = TrainerConfig(unroll_length=16, num_updates_per_train_iter=2, mini_batch_size=2,
                            mini_batch_length=8, num_iterations=0, num_env_steps=10_000)
@@ -34,38 +36,43 @@ def _ppo():
                                                       encoder_ctor=NORMALIZED_MLP,
                                                       shared_encoder=False),
                        optimizer=ADAM)
-    alg.set_unroller(SyncUnroller(env, alg))
-    return alg, env
+    return TrainingLoop(alg, SyncUnroller(env, alg)), env
+
+
+def _ppo():
+    loop, env = _ppo_loop()
+    return loop.algorithm, env
 
 
 def _stats(alg):
-    return [(n.count.item(), n.mean.clone(), n.var.clone()) for n in alg.observation_normalizers()]
+    return [(n.count.item(), n.mean.clone(), n.var.clone()) for n in observation_normalizers(alg)]
 
 
 def test_a_rollout_and_the_training_on_it_standardise_with_the_same_statistics(monkeypatch):
     torch.manual_seed(0)
-    alg, env = _ppo()
-    assert len(alg.observation_normalizers()) == 2  # the policy's and the value's encoders
+    loop, env = _ppo_loop()
+    alg = loop.algorithm
+    assert len(observation_normalizers(alg)) == 2  # the policy's and the value's encoders
     seen = {"rollout": [], "train": []}
     unrolls = []
     for hook, key in (("rollout_step", "rollout"), ("train_step", "train")):
         original = getattr(alg, hook)
 
         def recording(*args, _original=original, _key=key, **kwargs):
-            seen[_key].append(int(alg.observation_normalizers()[0].count))
+            seen[_key].append(int(observation_normalizers(alg)[0].count))
             return _original(*args, **kwargs)
         monkeypatch.setattr(alg, hook, recording)
-    original_unroll = alg.unroll
+    original_unroll = loop.unroll
 
     def recording_unroll(length):
         experience = original_unroll(length)
         unrolls.append(experience.time_step.observation.clone())
         return experience
-    monkeypatch.setattr(alg, "unroll", recording_unroll)
+    monkeypatch.setattr(loop, "unroll", recording_unroll)
     for it in range(3):
         seen["rollout"].clear()
         seen["train"].clear()
-        alg.train_iter()
+        loop.train_iter()
         # Iteration it acts and trains with the statistics of the it unrolls before it.
         assert set(seen["rollout"]) == set(seen["train"]) == {it * 16 * 4}
     data = torch.cat(unrolls).reshape(-1, 4).double().numpy()
@@ -98,22 +105,23 @@ def _sac():
         critic_network_ctor=functools.partial(CriticNetwork, hidden=(32, 32),
                                               normalize_observations=True),
         actor_optimizer=ADAM, critic_optimizer=ADAM, alpha_optimizer=ADAM)
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))  # assert_resumes_exactly trains it
     return alg, env
 
 
 def test_every_network_holds_the_same_statistics_and_actors_get_the_policys():
     torch.manual_seed(0)
     alg, env = _sac()
+    loop = TrainingLoop(alg, SyncUnroller(env, alg))
     # The actor, two critics and their two targets.
-    assert len(alg.observation_normalizers()) == 5
+    assert len(observation_normalizers(alg)) == 5
     for _ in range(40):  # 20 updates, each followed by a soft target update
-        alg.train_iter()
+        loop.train_iter()
     stats = _stats(alg)
     for count, mean, var in stats:
         assert count == 40 * 2
         assert torch.equal(mean, stats[0][1]) and torch.equal(var, stats[0][2])
-    sent = [k for k in alg.actor_state_dict() if "normalizer" in k]
+    sent = [k for k in actor_state_dict(alg) if "normalizer" in k]
     assert sent and all(k.startswith("_actor.") for k in sent), sent
     env.close()
 
@@ -133,12 +141,13 @@ def test_a_purely_offline_run_fits_them_on_the_offline_file_once():
                        actor_network_ctor=functools.partial(DeterministicActorNetwork,
                                                             encoder_ctor=NORMALIZED_MLP),
                        actor_optimizer=ADAM, critic_optimizer=ADAM, value_optimizer=ADAM)
-    alg.load_offline_replay_buffer()
-    data = alg.offline_replay_buffer.gather_all().time_step.observation
+    loop = TrainingLoop(alg)
+    loop.load_offline_data()
+    data = loop.offline_replay_buffer.gather_all().time_step.observation
     data = data.reshape(-1, 3).double().numpy()
     for _ in range(3):
-        alg.train_iter()
-    assert len(alg.observation_normalizers()) == 2
+        loop.train_iter()
+    assert len(observation_normalizers(alg)) == 2
     for count, mean, var in _stats(alg):
         assert count == len(data)
         np.testing.assert_allclose(mean.numpy(), data.mean(0), rtol=1e-9, atol=1e-12)

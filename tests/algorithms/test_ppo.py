@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from rlf.algorithms import PPOAlgorithm, TrainerConfig
+from rlf.algorithms import PPOAlgorithm, TrainerConfig, TrainingLoop
 from rlf.algorithms import value_ops
 from rlf.algorithms.ppo import PPOInfo, ppo_clipped_surrogate
 from rlf.data_structures import StepType, TimeStep, valid_step_mask
@@ -150,7 +150,7 @@ def _cartpole(num_env_steps=25_000, **kwargs):
                                                       shared_encoder=False),
         optimizer=functools.partial(torch.optim.Adam, lr=1e-3), gradient_clipping=0.5,
         **kwargs)
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))  # alg.train_iter() reaches it (deprecated)
     return alg, env
 
 
@@ -164,13 +164,13 @@ def test_ppo_learns_cartpole(one_torch_thread):
     env.close()
 
 
-def _unrolled_experience(alg, steps):
-    """``experience_for_update`` of PPO: one batch-major unroll, preprocessed, and its
-    mask."""
+def _unrolled_experience(loop, steps):
+    """``experience_for_update`` of PPO: one batch-major unroll of the loop, preprocessed,
+    and its mask."""
     with torch.no_grad():
-        unroll = alg.unroll(steps)
+        unroll = loop.unroll(steps)
     bm = nest.map_structure(lambda x: x.transpose(0, 1), unroll)
-    ts, info = alg.preprocess_experience(bm.time_step, bm.rollout_info, None)
+    ts, info = loop.algorithm.preprocess_experience(bm.time_step, bm.rollout_info, None)
     valid = valid_step_mask(unroll.time_step.step_type).transpose(0, 1)
     return bm._replace(rollout_info=info), valid
 
@@ -211,20 +211,23 @@ def test_every_policy_kind_goes_through_a_whole_update(action_spec, tanh_squash)
     before = [p.detach().clone() for p in alg.parameters()]
     loss = alg.calc_loss(train_info)
     assert loss.loss.shape == (t_len, b)
-    alg.update_with_gradient(loss, train_info.valid)
+    alg.learner.update_with_gradient(loss, train_info.valid)
     assert any(not torch.equal(p0, p) for p0, p in zip(before, alg.parameters()))
 
 
 def test_a_carried_step_that_does_not_fit_is_dropped_with_a_warning(caplog):
+    from rlf.algorithms.training_loop import RunCheckpoint
     alg, env = _cartpole()
-    alg.train_iter()
-    state = alg.state_dict()
+    loop = TrainingLoop(alg, SyncUnroller(env, alg))
+    loop.train_iter()
+    state = RunCheckpoint(alg, loop).state_dict()
     other, other_env = _cartpole()
+    other_loop = TrainingLoop(other, SyncUnroller(other_env, other))
     carried = state["_extra_state"]["last_unroll_step"]
     state["_extra_state"]["last_unroll_step"] = [x[:, :4] for x in carried]  # 4 of 8 envs
-    other.load_state_dict(state)
+    RunCheckpoint(other, other_loop).load_state_dict(state)
     with caplog.at_level("WARNING"):
-        other.train_iter()
+        other_loop.train_iter()
     assert "carried unroll step does not fit" in caplog.text
     env.close()
     other_env.close()

@@ -10,7 +10,7 @@ import gin
 import pytest
 import torch
 
-from rlf.algorithms import R2D2Algorithm, TrainerConfig
+from rlf.algorithms import R2D2Algorithm, TrainerConfig, TrainingLoop
 from rlf.algorithms.dqn import DQNInfo, dqn_loss
 from rlf.algorithms.r2d2 import r2d2_priority
 from rlf.algorithms.value_ops import inverse_value_rescaling, value_rescaling
@@ -117,7 +117,7 @@ def test_both_networks_start_from_the_stored_state_and_burn_in():
     exp = Experience(time_step=ts, action=torch.zeros(t_len, batch, dtype=torch.int64),
                      rollout_info=DQNInfo(action=torch.randint(0, 3, (t_len, batch))),
                      state=stored)
-    info = alg._training_path().sequences.train_info(alg, exp)
+    info = TrainingLoop(alg).data_path.sequences.train_info(alg, exp)
     assert info.q_values.shape == (4, 2, 3)  # [T-k, B, N]: the burn-in's 2 steps left out
 
     zeros = (torch.zeros(batch, 4), torch.zeros(batch, 4))

@@ -10,7 +10,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch import nn
 
-from rlf.algorithms import Algorithm, RLAlgorithm, TrainerConfig
+from rlf.algorithms import Algorithm, RLAlgorithm, TrainerConfig, TrainingLoop
 from rlf.data_structures import AlgStep, LossInfo, StepType, valid_step_mask
 from rlf.environments import load
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
@@ -67,9 +67,10 @@ def _recorder(**config):
 def test_on_policy_epochs_preprocess_the_whole_unroll_then_shuffle_transitions():
     alg, env = _recorder(unroll_length=6, num_updates_per_train_iter=3, mini_batch_size=5,
                          mini_batch_length=1)
-    alg._is_on_policy, alg._path = True, None  # (the path follows: built anew)
-    assert not alg.trains_on_rollout_graph
-    steps = alg.train_iter()
+    alg._is_on_policy = True
+    loop = TrainingLoop(alg, alg.unroller)  # the path follows: built anew
+    assert loop.data_path.name == "unroll_epochs"
+    steps = loop.train_iter()
     # One preprocess call on the whole [B=4, T=6] unroll. Each environment's final step has
     # no successor and is dropped, so each of the 3 epochs goes through 20 transitions in 4
     # mini-batches of 5 single steps ([T=1, B=5] in calc_loss), not 5 with a last one of 4.
@@ -85,7 +86,7 @@ def test_on_policy_epochs_preprocess_the_whole_unroll_then_shuffle_transitions()
         "mini-batches are drawn across environments, not environment by environment"
     # The next unroll is preceded by this one's last step: 7 steps per environment.
     alg.preprocessed.clear()
-    alg.train_iter()
+    loop.train_iter()
     assert alg.preprocessed == [torch.Size([4, 7])]
     env.close()
 
@@ -95,14 +96,14 @@ def _train_summaries(tmp_path, iterations, on_policy=False, **config):
     the step, times the mini-batch's weight)."""
     from rlf.utils import summary
     alg, env = _recorder(**config)
-    alg._is_on_policy, alg._path = on_policy, None  # (the path follows: built anew)
-    alg._training_path()
+    alg._is_on_policy = on_policy
+    TrainingLoop(alg, alg.unroller)  # the path follows: built anew
     summary.set_default_writer(summary.create_summary_writer(str(tmp_path), flush_secs=1))
     summary.set_summary_interval(1)
     summary.set_global_counter(0)
     losses = []
-    update = alg._learner._update
-    alg._learner._update = lambda mb, info, valid, weight: losses.append(
+    update = alg.learner._update
+    alg.learner._update = lambda mb, info, valid, weight: losses.append(
         float(alg.w.detach()) * weight) or update(mb, info, valid, weight)
     try:
         for _ in range(iterations):
@@ -144,8 +145,8 @@ def test_whole_buffer_split_into_single_steps_keeps_the_whole_experiences_mask(m
     alg, env = _recorder(unroll_length=5, whole_replay_buffer_training=True,
                          clear_replay_buffer=True, mini_batch_length=1, mini_batch_size=6)
     masks = []
-    update = alg._learner._update
-    monkeypatch.setattr(alg._learner, "_update", lambda mb, info, valid, weight: masks.append(
+    update = alg.learner._update
+    monkeypatch.setattr(alg.learner, "_update", lambda mb, info, valid, weight: masks.append(
         (mb.time_step.env_id, valid)) or update(mb, info, valid, weight))
     alg.train_iter()
     alg.train_iter()  # trains on the 6-step ring (the previous unroll's last step included)
@@ -179,21 +180,21 @@ class TwoParts(Algorithm):
 
 def test_added_optimizers_have_their_own_rate_schedule_and_clipping_and_are_checkpointed():
     alg = TwoParts()
-    assert len(alg.optimizers) == 3  # a, b (added, in order), then the default for c
-    alg.update_with_gradient(alg.loss())
+    assert len(alg.learner.optimizers) == 3  # a, b (added, in order), then the default for c
+    alg.learner.update_with_gradient(alg.loss())
     # a: lr 0.1, gradient -4 -> +0.4; b: gradient clipped to norm 0.5, lr 0.01 -> +0.005;
     # c: the default optimizer, lr 1 -> +4.
     assert float(alg.a.weight.detach()) == pytest.approx(0.4)
     assert float(alg.b.weight.detach()) == pytest.approx(0.005)
     assert float(alg.c.detach()) == pytest.approx(4.0)
-    alg.update_with_gradient(alg.loss())  # a's schedule halved its rate: +0.2
+    alg.learner.update_with_gradient(alg.loss())  # a's schedule halved its rate: +0.2
     assert float(alg.a.weight.detach()) == pytest.approx(0.6)
     state = alg.state_dict()
     assert len(state["_optimizers"]) == 3
     assert state["_lr_schedulers"][0] is not None and state["_lr_schedulers"][2] is None
     other = TwoParts()
     other.load_state_dict(state)
-    other.update_with_gradient(other.loss())  # the schedule resumed: a's rate is now 0.025
+    other.learner.update_with_gradient(other.loss())  # the schedule resumed: a's rate is now 0.025
     assert float(other.a.weight.detach()) == pytest.approx(0.7)
     with pytest.raises(RuntimeError, match="before the optimizers are created"):
         other.add_optimizer(torch.optim.SGD, other.c)

@@ -104,7 +104,7 @@ def _replay_config(**kw):
 def test_save_export_load_round_trip_and_offline_impala(tmp_path, cartpole_gin):
     trainer = Trainer(_replay_config(), tmp_path / "run", progress=False)
     trainer.train()
-    online = trainer.algorithm.replay_buffer.gather_all(ignore_earliest_frames=False)
+    online = trainer.loop.replay_buffer.gather_all(ignore_earliest_frames=False)
     out = export(str(tmp_path / "run"), str(tmp_path / "cartpole.pt"))
     alg = trainer.algorithm
     buf = make_offline_replay_buffer(out, alg.offline_experience_spec())

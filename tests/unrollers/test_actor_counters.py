@@ -30,8 +30,8 @@ class CounterRecorder(RLAlgorithm):
 
     def rollout_step(self, time_step, state):
         b = time_step.step_type.shape[0]
-        seen = torch.tensor([self.num_updates, self.optimizer_steps["default"],
-                             self.get_env_steps(), self.train_iter_num])
+        seen = torch.tensor([self.num_updates, self.learner.optimizer_steps["default"],
+                             self.get_env_steps(), self.learner.counters.train_iter_num])
         return AlgStep(output=torch.zeros(b, dtype=torch.int64),
                        info={"seen": seen.expand(b, 4).clone()})
 
@@ -43,8 +43,8 @@ class CounterRecorder(RLAlgorithm):
 
     def after_train_iter(self, root_inputs, rollout_info=None):
         self.learner_log.append((rollout_info["seen"][0, 0].tolist(),
-                                 [self.num_updates, self.optimizer_steps["default"],
-                                  self.get_env_steps(), self.train_iter_num]))
+                                 [self.num_updates, self.learner.optimizer_steps["default"],
+                                  self.get_env_steps(), self.learner.counters.train_iter_num]))
 
 
 @pytest.fixture

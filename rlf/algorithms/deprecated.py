@@ -1,0 +1,173 @@
+"""The members that ``Algorithm`` and ``RLAlgorithm`` had in rlf 0.1 and no longer have: each still
+works for one release, with one ``DeprecationWarning`` naming its replacement, and is removed in
+rlf 0.3 (the deprecation rule of ``CHANGELOG.md``).
+
+They are reached through ``Algorithm.__getattr__`` (``deprecated_member``), so they are not part
+of the class's public members. A subclass written for 0.1 that overrides a hook the framework no
+longer calls on the algorithm is still called, with a warning
+(``rlf.algorithms.overrides.deprecated_override``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Tuple
+
+from rlf.utils.deprecation import warn_deprecated
+
+__all__ = ["DEPRECATED_MEMBERS", "deprecated_member", "shim_training_loop"]
+
+
+def shim_training_loop(algorithm):
+    """The ``TrainingLoop`` behind the deprecated loop members (``set_unroller``,
+    ``train_iter``, ...): the algorithm's (the last one built over it), or one built now."""
+    from rlf.algorithms.training_loop import TrainingLoop
+    loop = algorithm._loop
+    return TrainingLoop(algorithm) if loop is None else loop
+
+
+def _loop_member(name: str) -> Callable[[Any], Any]:
+    return lambda alg: getattr(shim_training_loop(alg), name)
+
+
+def _set_actor_index(alg):
+    from rlf.unrollers.actor_params import ActorIdentity
+
+    def set_actor_index(index: int, num_actors: int) -> None:
+        alg.actor_identity = ActorIdentity(index, num_actors)
+    return set_actor_index
+
+
+def _actor_state_dict(alg):
+    from rlf.unrollers.actor_params import actor_state_dict
+    return lambda: actor_state_dict(alg)
+
+
+def _load_initial_checkpoint(alg):
+    from rlf.algorithms.algorithm_state import load_initial_checkpoint
+    return lambda: load_initial_checkpoint(alg)
+
+
+def _observation_normalizers(alg):
+    from rlf.algorithms.training_loop import observation_normalizers
+    return lambda: observation_normalizers(alg)
+
+
+def _train_from_replay_buffer(alg):
+    def train_from_replay_buffer(update_global_counter: bool = False) -> int:
+        loop = shim_training_loop(alg)
+        return loop._train_on_batches(loop.data_path.batches(update_global_counter))
+    return train_from_replay_buffer
+
+
+def _train_epochs(alg):
+    def train_epochs(experience, batch_info, num_epochs: int, shuffle: bool,
+                     mix_offline: bool = False, update_global_counter: bool = False) -> int:
+        loop = shim_training_loop(alg)
+        path = loop.data_path
+        mixer = path.offline_mixer() if mix_offline else None
+        return loop._train_on_batches(path.mini_batches.epochs(
+            alg, experience, batch_info, num_epochs, shuffle, mixer, update_global_counter))
+    return train_epochs
+
+
+def _loop_shim(name: str, replacement: str) -> Tuple[str, Callable[[Any], Any]]:
+    return f"TrainingLoop.{replacement}", _loop_member(replacement)
+
+
+#: name -> (what replaces it, ``fn(algorithm) -> the member's value``).
+DEPRECATED_MEMBERS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
+    # the learner's
+    "optimizers": ("algorithm.learner.optimizers", lambda a: a.learner.optimizers),
+    "optimizer_names": ("algorithm.learner.names", lambda a: a.learner.names),
+    "optimizer_steps": ("algorithm.learner.optimizer_steps",
+                        lambda a: a.learner.optimizer_steps),
+    "update_with_gradient": ("algorithm.learner.update_with_gradient",
+                             lambda a: a.learner.update_with_gradient),
+    "summarize_train": ("algorithm.learner.summarize_train",
+                        lambda a: a.learner.summarize_train),
+    # the constructor's arguments
+    "config": ("the config your constructor receives (keep a reference of your own)",
+               lambda a: a._config),
+    "env": ("the env your constructor receives (keep a reference of your own)",
+            lambda a: a._env),
+    "reward_weights": ("the reward_weights your constructor receives (weighted_reward "
+                       "applies them)", lambda a: a._reward_weights),
+    "has_multidim_reward": ("algorithm.reward_spec.numel > 1",
+                            lambda a: (lambda: a.reward_spec.numel > 1)),
+    "load_initial_checkpoint": ("rlf.algorithms.algorithm_state.load_initial_checkpoint"
+                                "(algorithm)", _load_initial_checkpoint),
+    "trains_on_rollout_graph": ("the constructor argument rollout_graph_training",
+                                lambda a: a._trains_on_rollout_graph()),
+    "offline_experience_spec": ("algorithm.offline_layout().spec",
+                                lambda a: (lambda: a.offline_layout().spec)),
+    "offline_replay_aliases": ("algorithm.offline_layout().aliases",
+                               lambda a: (lambda: a.offline_layout().aliases)),
+    "rollout_info_spec_probe": ("algorithm.offline_layout().spec.rollout_info",
+                                lambda a: a._rollout_info_spec_probe),
+    # the actors'
+    "actor_state_dict": ("rlf.unrollers.actor_params.actor_state_dict(algorithm)",
+                         _actor_state_dict),
+    "set_actor_index": ("algorithm.actor_identity = rlf.unrollers.actor_params.ActorIdentity(index, "
+                        "num_actors)", _set_actor_index),
+    "actor_index": ("algorithm.actor_identity.index (None on the learner)",
+                    lambda a: None if a.actor_identity is None else a.actor_identity.index),
+    "num_actors": ("algorithm.actor_identity.num_actors (None on the learner)",
+                   lambda a: None if a.actor_identity is None else a.actor_identity.num_actors),
+    # the training loop's
+    "observation_normalizers": ("rlf.algorithms.training_loop.observation_normalizers"
+                                "(algorithm)", _observation_normalizers),
+    "set_unroller": _loop_shim("set_unroller", "set_unroller"),
+    "unroller": _loop_shim("unroller", "unroller"),
+    "data_path": ("TrainingLoop.data_path.name",
+                  lambda a: shim_training_loop(a).data_path.name),
+    "check_training_settings": ("TrainingLoop(algorithm) (it builds the data path, which "
+                                "refuses the settings)",
+                                lambda a: (lambda: shim_training_loop(a) and None)),
+    "rollout_info_spec": _loop_shim("rollout_info_spec", "rollout_info_spec"),
+    "get_metrics": ("TrainingLoop.metrics", lambda a: (lambda: shim_training_loop(a).metrics)),
+    "get_step_metrics": ("TrainingLoop.metrics[:2]",
+                         lambda a: (lambda: shim_training_loop(a).metrics[:2])),
+    "observe_for_metrics": _loop_shim("observe_for_metrics", "observe_for_metrics"),
+    "summarize_metrics": _loop_shim("summarize_metrics", "summarize_metrics"),
+    "summarize_rollout": _loop_shim("summarize_rollout", "summarize_rollout"),
+    "replay_buffer": _loop_shim("replay_buffer", "replay_buffer"),
+    "offline_replay_buffer": _loop_shim("offline_replay_buffer", "offline_replay_buffer"),
+    "replay_buffer_state_dict": _loop_shim("replay_buffer_state_dict",
+                                           "replay_buffer_state_dict"),
+    "load_replay_buffer_state_dict": _loop_shim("load_replay_buffer_state_dict",
+                                                "load_replay_buffer_state_dict"),
+    "load_offline_replay_buffer": _loop_shim("load_offline_replay_buffer",
+                                             "load_offline_data"),
+    "update_observation_normalizers": _loop_shim("update_observation_normalizers",
+                                                 "update_observation_normalizers"),
+    "unroll": _loop_shim("unroll", "unroll"),
+    "train_iter": _loop_shim("train_iter", "train_iter"),
+    "finish_train": _loop_shim("finish_train", "close"),
+    "train_from_unroll": ("TrainingLoop.train_iter() (the data path's observe and batches, "
+                          "rlf.algorithms.data_paths)",
+                          lambda a: shim_training_loop(a)._train_on_unroll),
+    "train_from_replay_buffer": ("TrainingLoop.train_iter() (the data path's batches, "
+                                 "rlf.algorithms.data_paths)", _train_from_replay_buffer),
+    "train_epochs": ("TrainingLoop.train_iter() (MiniBatches.epochs and Learner.update, "
+                     "rlf.algorithms.data_paths)", _train_epochs),
+}
+
+
+def deprecated_member(algorithm, name: str) -> Any:
+    """The value of deprecated member ``name`` of ``algorithm``, with a warning (once per
+    name) naming its replacement.
+
+    Raises:
+        AttributeError: for a name that is no deprecated member.
+    """
+    entry = DEPRECATED_MEMBERS.get(name)
+    if entry is None:
+        raise AttributeError(f"'{type(algorithm).__name__}' object has no attribute '{name}'")
+    replacement, get = entry
+    owner = "Algorithm" if name in _ALGORITHM_MEMBERS else "RLAlgorithm"
+    warn_deprecated(f"{owner}.{name}", replacement, stacklevel=4)  # the caller of __getattr__
+    return get(algorithm)
+
+
+_ALGORITHM_MEMBERS = {"optimizers", "optimizer_names", "optimizer_steps",
+                      "update_with_gradient", "config", "load_initial_checkpoint"}

@@ -1,0 +1,609 @@
+"""The training loop: unroller -> data path -> learner -> the algorithm's hooks, one iteration at a
+time (ALF's ``RLAlgorithm.train_iter``; Acme's learner loop).
+
+``TrainingLoop(algorithm, unroller)`` builds the data path the settings select
+(``make_data_path``, which refuses settings it would ignore), gives the learner its sequence
+handling, and owns what a run has beside the algorithm: the unroller, the episode metrics, the
+replay and offline buffers (through the data path), the carried fraction of ``unroll_length``
+and the spec of ``rollout_step``'s info. An iteration reads::
+
+    exp = unroller.unroll(T); path.observe(exp)
+    for batch in path.batches(): learner.update(batch)
+    algorithm.after_train_iter(...)
+
+The ``Trainer`` builds one and checkpoints it with the algorithm (``RunCheckpoint``: the keys of
+rlf 0.1's algorithm checkpoints, ``_metrics.*`` and two entries of ``_extra_state``). A
+script drives one directly::
+
+    loop = TrainingLoop(algorithm, SyncUnroller(env, algorithm))
+    for _ in range(n):
+        loop.train_iter()
+
+It reads the algorithm's constructor arguments ``config``, ``env``, ``metric_discount`` and
+``replay_buffer_ctor``, and its learner's counters (it keeps ``EnvironmentSteps`` there).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Dict, List, Optional
+
+import torch
+from torch import nn
+
+from rlf import nest
+from rlf.algorithms.data_paths import (DataPath, RolloutGraph, make_data_path,
+                                       offline_data_settings)
+from rlf.algorithms.overrides import deprecated_override
+from rlf.data_structures import Experience, time_step_spec
+from rlf.metrics import StepMetric, make_default_metrics
+from rlf.networks.normalizers import ObservationNormalizer
+from rlf.replay import ReplayBuffer
+from rlf.replay.offline import make_offline_replay_buffer
+from rlf.tensor_specs import spec_from_tensors
+from rlf.unrollers import ActorError, Unroller
+from rlf.utils import summary
+from rlf.utils.common import detach
+from rlf.utils.errors import UserError, one_line
+
+__all__ = ["TrainingLoop", "RunCheckpoint", "observation_normalizers"]
+
+logger = logging.getLogger(__name__)
+
+#: The loop's entries in the algorithm checkpoint's ``_extra_state``.
+_EXTRA_KEYS = ("last_unroll_step", "remaining_unroll_length_fraction")
+_METRICS_PREFIX = "_metrics."
+
+
+def observation_normalizers(algorithm: nn.Module) -> List[ObservationNormalizer]:
+    """Every ``ObservationNormalizer`` among ``algorithm``'s modules (its networks', its target
+    networks', its sub-algorithms'), in ``named_modules`` order."""
+    return [m for m in algorithm.modules() if isinstance(m, ObservationNormalizer)]
+
+
+class TrainingLoop:
+    """Trains an ``RLAlgorithm`` one iteration at a time (the module docstring).
+
+    Args:
+        algorithm: the root ``RLAlgorithm``, built with ``config``.
+        unroller: the ``Unroller`` it acts through (``set_unroller``), or None to set it
+            later.
+        config: the ``TrainerConfig``; the algorithm's if None.
+
+    Raises:
+        ValueError: without a config.
+        UserError: (a ``ValueError``) for settings the data path refuses
+            (``make_data_path``), or those of ``set_unroller``.
+    """
+
+    def __init__(self, algorithm, unroller: Optional[Unroller] = None, config=None):
+        config = algorithm._config if config is None else config
+        if config is None:
+            raise ValueError(f"{algorithm.name}: training needs config=TrainerConfig")
+        self.algorithm, self.config = algorithm, config
+        path = make_data_path(algorithm, config)
+        learner = algorithm.learner
+        learner.sequences = path.sequences
+        learner.replay = path if getattr(path, "prioritized", False) else None
+        if not algorithm.on_policy:
+            path.make_buffer = self._make_online_buffer
+        self._path = path
+        self._unroller: Optional[Unroller] = None
+        self._metrics: Optional[nn.ModuleList] = None
+        self._num_envs = 0
+        self._rollout_info_spec = None
+        self._remaining_unroll_length_fraction = 0.0
+        algorithm._loop = self  # the deprecated members of rlf 0.1 reach it (deprecated.py)
+        if unroller is not None:
+            self.set_unroller(unroller)
+
+    # ------------------------------------------------------------------ parts
+    @property
+    def data_path(self) -> DataPath:
+        """The data path (``make_data_path``); its ``name`` is ``"rollout_graph"``,
+        ``"unroll_epochs"``, ``"replay_epochs"``, ``"replay_samples"`` or ``"offline"``."""
+        return self._path
+
+    @property
+    def unroller(self) -> Optional[Unroller]:
+        """The unroller collecting experience (``set_unroller``), or None."""
+        return self._unroller
+
+    @property
+    def replay_buffer(self) -> Optional[ReplayBuffer]:
+        """The replay buffer (the data path's), or None (on-policy, or before the first
+        unroll)."""
+        return getattr(self._path, "buffer", None)
+
+    @property
+    def offline_replay_buffer(self) -> Optional[ReplayBuffer]:
+        """The buffer of offline data (``load_offline_data``), or None."""
+        return getattr(self._path, "offline", None)
+
+    @property
+    def metrics(self) -> List[StepMetric]:
+        """The episode metrics, in ALF's order (``NumberOfEpisodes`` and
+        ``EnvironmentSteps`` first); empty before ``set_unroller``."""
+        return [] if self._metrics is None else list(self._metrics)
+
+    @property
+    def env_steps(self) -> int:
+        """Environment steps taken so far (``EnvironmentSteps``)."""
+        return self.algorithm.learner.counters.env_steps
+
+    @property
+    def rollout_info_spec(self) -> Any:
+        """Spec of ``rollout_step``'s info (one step), known after the first unroll.
+
+        Raises:
+            RuntimeError: before the first unroll.
+        """
+        if self._rollout_info_spec is None:
+            raise RuntimeError(f"{self.algorithm.name}: rollout_info_spec is known only "
+                               f"after the first rollout_step")
+        return self._rollout_info_spec
+
+    def set_unroller(self, unroller: Unroller) -> None:
+        """Takes the ``Unroller`` the algorithm acts through (the ``Trainer`` builds it:
+        ``SyncUnroller(env, algorithm)``, or an actor unroller over ``num_actors * B``
+        environments) and sizes the episode metrics for its ``batch_size``. Call it before
+        the first ``train_iter`` and before restoring a checkpoint (the metrics are part of
+        the state).
+
+        Raises:
+            ValueError: for a second unroller of another batch size.
+            UserError: (a ``ValueError``) for an off-policy algorithm whose
+                ``initial_collect_steps`` exceed what the replay buffer holds, or whose
+                sampled sequences are longer than a replay ring (training would never
+                start), or whose replay buffer refuses its settings.
+        """
+        alg, config = self.algorithm, self.config
+        if not alg.on_policy:
+            path = self._path
+            path.check_fits(unroller.batch_size, path.length - self._probe_replay_buffer())
+        if self._metrics is not None and unroller.batch_size != self._num_envs:
+            raise ValueError(f"{alg.name}: the metrics were sized for {self._num_envs} "
+                             f"environments, the new unroller has {unroller.batch_size}")
+        self._unroller = unroller
+        if self._metrics is None:
+            self._num_envs = unroller.batch_size
+            env = alg._env
+            self._metrics = make_default_metrics(
+                batch_size=self._num_envs, reward_shape=tuple(alg.reward_spec.shape),
+                env_info_spec=env.env_info_spec() if env is not None else {},
+                buffer_size=max(config.metric_min_buffer_size, self._num_envs),
+                discount=alg._metric_discount)
+
+    # ------------------------------------------------------------------ replay buffers
+    def _make_replay_buffer(self, data_spec, num_environments: int,
+                            max_length: int) -> ReplayBuffer:
+        """The algorithm's ``replay_buffer_ctor`` with the data path's prioritised-replay
+        settings.
+
+        Raises:
+            UserError: (a ``ValueError``) for a configured setting the buffer refuses (e.g.
+                a ``ReplayBuffer.stacked_frames`` path that is not a field of the spec).
+        """
+        alg = self.algorithm
+        try:
+            return alg._replay_buffer_ctor(
+                data_spec=data_spec, num_environments=num_environments, max_length=max_length,
+                name=f"{alg.name}_replay_buffer", **self._path.priority)
+        except ValueError as e:
+            raise UserError(one_line(e)) from e
+
+    def _make_online_buffer(self, data_spec) -> ReplayBuffer:
+        """The replay buffer of the data path (``Replay.make_buffer``), built from the first
+        step's structure."""
+        return self._make_replay_buffer(data_spec, self._num_envs, self._path.length)
+
+    def _probe_replay_buffer(self) -> int:
+        """Builds a one-step replay buffer over the experience's spec as far as it is known
+        before the first step (all of it but ``rollout_info``), so that a setting the buffer
+        refuses (a ``ReplayBuffer.stacked_frames`` path or shape) stops the run before
+        anything is written. Returns the probe's ``num_earliest_frames_ignored`` (frame
+        stacking's). A ``stacked_frames`` path inside ``rollout_info`` is left to the buffer
+        built at the first step.
+
+        Raises:
+            UserError: (a ``ValueError``) for a setting the buffer refuses.
+        """
+        alg = self.algorithm
+        env = alg._env
+        ts = (env.time_step_spec() if env is not None else
+              time_step_spec(alg.observation_spec, alg.action_spec, alg.reward_spec))
+        spec = Experience(time_step=ts, action=alg.action_spec, rollout_info=(),
+                          state=alg.rollout_state_spec)
+        try:
+            probe = self._make_replay_buffer(spec, num_environments=1, max_length=1)
+        except UserError as e:
+            if "'rollout_info." in str(e):  # a path the probe's spec cannot hold
+                return 0
+            raise
+        return probe.num_earliest_frames_ignored
+
+    def replay_buffer_state_dict(self) -> Optional[dict]:
+        """The replay buffer's state under ALF's keys (``_replay_buffer.time_step|reward``,
+        ...), or None if there is no buffer yet."""
+        if self.replay_buffer is None:
+            return None
+        return {f"_replay_buffer.{k}": v for k, v in self.replay_buffer.state_dict().items()}
+
+    def load_replay_buffer_state_dict(self, state_dict: dict) -> None:
+        """Restores ``replay_buffer_state_dict()`` output; if the buffer does not exist yet
+        (it is built from the first unroll's experience), it is restored right after it is
+        built.
+
+        Raises:
+            ValueError: from ``ReplayBuffer.load_state_dict`` (naming the keys that differ),
+                if the buffer exists; if it does not, when the state's environments x steps
+                differ from what the configuration builds (``load.num_envs`` x
+                ``replay_buffer_length``), so that the mismatch is found before training
+                resumes rather than at the first unroll.
+        """
+        prefix = "_replay_buffer."
+        state = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+        if self.replay_buffer is not None:
+            self.replay_buffer.load_state_dict(state)
+            return
+        path = self._path
+        found = state.get("time_step|step_type")
+        if found is not None:
+            expected = (self._num_envs, path.length)
+            if tuple(found.shape[:2]) != expected:
+                raise ValueError(
+                    f"{self.algorithm.name}: the checkpoint's replay buffer holds "
+                    f"{found.shape[0]} environments x {found.shape[1]} steps, this "
+                    f"configuration's {expected[0]} x {expected[1]} (load.num_envs x "
+                    f"{path.length_setting})")
+        path.pending_state = state
+
+    def load_offline_data(self) -> None:
+        """Builds the offline buffer from ``config.offline_buffer_dir`` (a replay checkpoint
+        file, a list of them or a directory of ``*.pt``; rlf's ``replay_buffer-<iteration>.pt``
+        or ALF's), taking ``config.offline_buffer_length`` steps per environment (all if
+        None), matched by key to the algorithm's ``offline_layout()``. Bounded actions are
+        checked against the action spec's bounds, and rescaled from [-1, 1] with
+        ``config.offline_normalized_actions`` (ALF's files). Without offline settings it does
+        nothing.
+
+        Training then samples from it: only from it while there is no online data
+        (``unroll_length = 0`` trains purely offline), and for ``config.offline_fraction`` of
+        each batch in hybrid training. Observation normalizers that have seen nothing yet
+        are fitted to the whole buffer once (a resumed run's checkpoint then restores their
+        statistics).
+
+        Raises:
+            OfflineDataError: (a ``ValueError``) for a missing file or key, an inconsistent
+                file, a shape that does not fit the spec, or actions outside the bounds or
+                looking normalised (``make_offline_replay_buffer``), naming the file and key.
+        """
+        settings = offline_data_settings(self.config)
+        if settings is None:
+            return
+        alg = self.algorithm
+        layout = alg._offline_layout()
+        offline = self._path.offline = make_offline_replay_buffer(
+            settings["files"], layout.spec, length=settings["length"],
+            aliases=layout.aliases, name=f"{alg.name}_offline_replay_buffer",
+            action_spec=alg.action_spec, normalized_actions=settings["normalized_actions"],
+            buffer_ctor=alg._replay_buffer_ctor)
+        logger.info("loaded offline replay data: %d steps in %d environments",
+                    offline.total_size, offline.num_environments)
+        normalizers = observation_normalizers(alg)
+        if normalizers and all(int(n.count) == 0 for n in normalizers):
+            self.update_observation_normalizers(offline.gather_held().time_step.observation)
+
+    # ------------------------------------------------------------------ metrics
+    def observe_for_metrics(self, time_step) -> None:
+        """Feeds a ``[B]`` time step or a ``[T, B]`` unroll of them (CPU) to every metric and
+        keeps ``EnvironmentSteps`` in the learner's counters (``get_env_steps()``)."""
+        for m in self._metrics:
+            m(time_step)
+        self._sync_env_steps()
+
+    def _sync_env_steps(self) -> None:
+        if self._metrics is not None:
+            self.algorithm.learner.counters.env_steps = int(self._metrics[1].result())
+
+    def summarize_metrics(self) -> None:
+        """Writes every metric against the global counter and against EnvironmentSteps."""
+        if not summary.should_record_summaries():
+            return
+        env_steps = self.metrics[1:2]
+        for m in self.metrics:
+            m.gen_summaries(step_metrics=env_steps)
+
+    def summarize_rollout(self, experience: Optional[Experience]) -> None:
+        """Summaries of an unroll: rewards and (with
+        ``config.summarize_action_distributions``) actions. An algorithm of rlf 0.1 that
+        overrides ``summarize_rollout`` is called instead, with a deprecation warning.
+
+        Args:
+            experience: the ``[T, B]`` unroll, or None.
+        """
+        override = deprecated_override(self.algorithm, "summarize_rollout")
+        if override is not None:
+            override(experience)
+            return
+        if experience is None or not summary.should_record_summaries():
+            return
+        reward = experience.time_step.reward
+        if reward.ndim == 2:
+            summary.scalar("rollout_reward/mean", reward.mean())
+        else:
+            for i in range(reward.shape[-1]):
+                summary.scalar(f"rollout_reward/{i}/mean", reward[..., i].mean())
+        if self.config.summarize_action_distributions:
+            for path, action in nest.flatten_with_path(experience.action):
+                tag = "rollout_action" + (f"/{path}" if path else "")
+                summary.histogram(tag, action)
+                summary.scalar(f"{tag}/mean", action.float().mean())
+                if action.numel() > 1:  # the sample std of one action is undefined (NaN)
+                    summary.scalar(f"{tag}/std", action.float().std())
+
+    # ------------------------------------------------------------------ normalizers
+    def update_observation_normalizers(self, observation: Any) -> None:
+        """Merges observations into the statistics of every ``observation_normalizers``, so
+        that all of them (online and target networks alike) hold the same statistics.
+
+        ``train_iter`` calls it with each new unroll's ``[T, B, ...]`` observations after
+        training on that unroll, so a rollout and the training on its experience standardise
+        with the same statistics (PPO's importance ratios start at 1), and actors receive the
+        new ones with the next parameter update.
+
+        Args:
+            observation: ``[..., *shape]`` observations, one tensor.
+
+        Raises:
+            ValueError: for a nested observation, or one whose shape does not end with a
+                normalizer's.
+        """
+        normalizers = observation_normalizers(self.algorithm)
+        if not normalizers:
+            return
+        if not isinstance(observation, torch.Tensor):
+            raise ValueError(f"{self.algorithm.name}: ObservationNormalizer takes one "
+                             f"observation tensor, the observation is a "
+                             f"{type(observation).__name__}")
+        for normalizer in normalizers:
+            normalizer.update(observation)
+
+    # ------------------------------------------------------------------ unroll
+    def unroll(self, unroll_length: int) -> Optional[Experience]:
+        """Collects ``unroll_length`` steps of every environment with ``rollout_step``.
+
+        Every time step is fed to the metrics and, off-policy, every step of experience to
+        the data path (the replay buffer, then the algorithm's ``observe_for_replay``).
+
+        Returns:
+            ``[T, B]`` ``Experience`` (``rollout_info`` keeps its graph when gradients are
+            enabled), or None if ``unroll_length`` is 0.
+
+        Raises:
+            RuntimeError: without an unroller.
+        """
+        unroller = self._unroller
+        if unroller is None:
+            raise RuntimeError(f"{self.algorithm.name}: no unroller; the Trainer sets one "
+                               f"(outside a Trainer: TrainingLoop(algorithm, "
+                               f"SyncUnroller(env, algorithm)))")
+        experience = unroller.unroll(unroll_length)
+        for name, seconds in unroller.times.items():
+            summary.add_time(f"time/{name}", seconds)
+        if unroller.uses_actors:
+            summary.scalar("async_unroll/policy_lag", unroller.policy_lag)
+            summary.scalar("async_unroll/actor_restarts", unroller.restarts)
+        if experience is None:
+            return None
+        if self._rollout_info_spec is None:
+            self._rollout_info_spec = spec_from_tensors(experience.rollout_info, outer_rank=2)
+        stored = detach(nest.utils.convert_device(experience, "cpu"))
+        t0 = time.perf_counter()
+        self.observe_for_metrics(stored.time_step)
+        t1 = time.perf_counter()
+        if not self.algorithm.on_policy:
+            self._path.observe(stored)
+        summary.add_time("time/metrics", t1 - t0)
+        summary.add_time("time/replay", time.perf_counter() - t1)
+        return experience
+
+    # ------------------------------------------------------------------ training
+    def train_iter(self) -> int:
+        """One training iteration: unroll, observe, train on the data path's batches, then
+        ``after_train_iter``; every ``unroll_parameter_update_period`` iterations the actors
+        get the new parameters.
+
+        Returns:
+            Steps trained on (with repetitions).
+
+        Raises:
+            ActorError: if an actor of an async unroller failed; the iteration then changed
+                nothing (its unroll is where actors are waited for).
+        """
+        counters = self.algorithm.learner.counters
+        counter = summary.get_global_counter()
+        counters.train_iter_num += 1
+        if self.config.empty_cache and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        try:
+            if self.algorithm.on_policy:
+                steps = self._train_iter_on_policy()
+            else:
+                steps = self._train_iter_off_policy()
+        except ActorError:
+            # The unroll failed before anything was observed or trained: undo the counters,
+            # so that a checkpoint written now is the state after the last whole iteration.
+            counters.train_iter_num -= 1
+            summary.set_global_counter(counter)
+            raise
+        if (self._unroller is not None and counters.train_iter_num
+                % self.config.unroll_parameter_update_period == 0):
+            self._unroller.update_parameters()
+        return steps
+
+    def _train_iter_on_policy(self) -> int:
+        alg, path = self.algorithm, self._path
+        summary.increment_global_counter()
+        with summary.record_time("time/unroll"), torch.set_grad_enabled(
+                path.grad_in_unroll), alg.learner.autocast():
+            alg.train()
+            experience = self.unroll(int(self.config.unroll_length))
+        self.summarize_rollout(experience)
+        self.summarize_metrics()
+        with summary.record_time("time/train"):
+            train_info = experience.rollout_info
+            experience = experience._replace(rollout_info=())
+            steps = self._train_on_unroll(experience, train_info)
+        with summary.record_time("time/after_train_iter"):
+            alg.after_train_iter(experience.time_step, train_info)
+        self.update_observation_normalizers(experience.time_step.observation)
+        return steps
+
+    def _train_iter_off_policy(self) -> int:
+        alg, config, path = self.algorithm, self.config, self._path
+        if not path.mini_batches.counter_per_mini_batch:
+            summary.increment_global_counter()
+        length = self._remaining_unroll_length_fraction + config.unroll_length
+        self._remaining_unroll_length_fraction = length - int(length)
+        length = int(length)
+        experience = None
+        if length > 0 and (config.num_env_steps == 0 or self.env_steps < config.num_env_steps):
+            with summary.record_time("time/unroll"), torch.set_grad_enabled(
+                    path.grad_in_unroll), alg.learner.autocast():
+                alg.eval()
+                experience = self.unroll(length)
+            self.summarize_rollout(experience)
+            self.summarize_metrics()
+        steps = 0
+        if self.replay_buffer is not None or self.offline_replay_buffer is not None:
+            alg.train()
+            with summary.record_time("time/train"):
+                steps = self._train_on_batches(path.batches(update_global_counter=True))
+            with summary.record_time("time/after_train_iter"):
+                if experience is None:
+                    alg.after_train_iter(None, None)
+                else:
+                    alg.after_train_iter(experience.time_step, experience.rollout_info)
+        if experience is not None:
+            self.update_observation_normalizers(experience.time_step.observation)
+        return steps
+
+    def _train_on_unroll(self, experience: Experience, train_info: Any) -> int:
+        """Trains on one on-policy unroll (``[T, B]``, ``rollout_info`` removed; its
+        ``[T, B]`` ``train_info`` with the rollout's graph on the ``"rollout_graph"`` path)
+        through the data path; returns the steps trained on."""
+        path = self._path
+        if isinstance(path, RolloutGraph):
+            return self.algorithm.learner.update_on_rollout(experience, train_info)
+        path.observe(experience._replace(rollout_info=train_info))
+        return self._train_on_batches(path.batches())
+
+    def _train_on_batches(self, batches) -> int:
+        """One ``Learner.update`` per batch; returns the steps trained on."""
+        learner = self.algorithm.learner
+        return sum(learner.update(batch) for batch in batches)
+
+    # ------------------------------------------------------------------ lifecycle, state
+    def close(self) -> None:
+        """Releases what training holds (actor processes of async unrollers)."""
+        if self._unroller is not None:
+            self._unroller.close()
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The metrics' tensors under ``_metrics.*`` (the keys of rlf 0.1's algorithm
+        checkpoints)."""
+        if self._metrics is None:
+            return {}
+        return self._metrics.state_dict(prefix=_METRICS_PREFIX)
+
+    def extra_state(self) -> Dict[str, Any]:
+        """The carried fraction of ``unroll_length`` and the data path's state (on-policy
+        epochs: the previous unroll's last step, ``last_unroll_step``; None otherwise)."""
+        state = {"last_unroll_step": None}
+        state.update(self._path.get_extra_state())
+        state["remaining_unroll_length_fraction"] = self._remaining_unroll_length_fraction
+        return state
+
+    def state_problems(self, state: Dict[str, Any]) -> List[str]:
+        """What keeps ``state`` (``_metrics.*`` tensors) from loading: metrics the
+        configuration does not have."""
+        own = self.state_dict()
+        unexpected = sorted(k for k in state if k not in own)
+        return [f"unexpected keys {unexpected}"] if unexpected else []
+
+    def load_state_dict(self, state: Dict[str, Any], extra: Dict[str, Any]) -> None:
+        """Restores ``state_dict()`` and ``extra_state()`` output. Metric state the
+        checkpoint lacks (added to rlf after it was written) keeps its initial value: a whole
+        metric starts fresh, with a warning; a metric's new counters silently.
+
+        Raises:
+            ValueError: for metrics this configuration does not have (``state_problems``).
+        """
+        problems = self.state_problems(state)
+        if problems:
+            raise ValueError(f"{self.algorithm.name}: the checkpoint's metrics do not fit: "
+                             + "; ".join(problems))
+        own = self.state_dict()
+        missing = [k for k in own if k not in state]
+        if missing:
+            present = {k.split(".")[1] for k in state}
+            fresh = sorted({k.split(".")[1] for k in missing} - present, key=int)
+            if fresh:
+                logger.warning(
+                    "%s: the checkpoint has no state for metrics %s; they start fresh",
+                    self.algorithm.name,
+                    [type(self._metrics[int(i)]).__name__ for i in fresh])
+        if self._metrics is not None:
+            merged = {**own, **state}
+            self._metrics.load_state_dict(
+                {k[len(_METRICS_PREFIX):]: v for k, v in merged.items()})
+            self._sync_env_steps()
+        self._remaining_unroll_length_fraction = float(
+            extra.get("remaining_unroll_length_fraction", 0.0))
+        if extra.get("last_unroll_step") is not None:
+            self._path.set_extra_state(extra)
+
+
+class RunCheckpoint:
+    """The algorithm's checkpoint state together with its training loop's, in the layout of
+    rlf 0.1's algorithm checkpoints (the loop's metrics under ``_metrics.*``, its extra state
+    in the algorithm's ``_extra_state``), so that old checkpoints load and new ones read as
+    before.
+
+    Args:
+        algorithm: the ``RLAlgorithm``.
+        loop: its ``TrainingLoop``.
+    """
+
+    def __init__(self, algorithm, loop: TrainingLoop):
+        self.algorithm, self.loop = algorithm, loop
+
+    def state_dict(self) -> Dict[str, Any]:
+        """``algorithm.state_dict()`` with the loop's state merged in."""
+        state = self.algorithm.state_dict()
+        state.update(self.loop.state_dict())
+        state["_extra_state"] = {**state.get("_extra_state", {}), **self.loop.extra_state()}
+        return state
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Restores ``state_dict()`` output (or an rlf 0.1 algorithm checkpoint), checking
+        the loop's part before anything is loaded.
+
+        Raises:
+            ValueError: naming what does not fit (``Algorithm.load_state_dict``,
+                ``TrainingLoop.state_problems``); nothing is changed then.
+        """
+        loop_state = {k: v for k, v in state.items() if k.startswith(_METRICS_PREFIX)}
+        alg_state = {k: v for k, v in state.items() if not k.startswith(_METRICS_PREFIX)}
+        extra = dict(alg_state.get("_extra_state") or {})
+        loop_extra = {k: extra.pop(k) for k in _EXTRA_KEYS if k in extra}
+        if "_extra_state" in alg_state:
+            alg_state["_extra_state"] = extra
+        problems = self.loop.state_problems(loop_state)
+        if problems:
+            raise ValueError(f"{self.algorithm.name}: the checkpoint does not fit this "
+                             f"algorithm: " + "; ".join(problems) + " (nothing was loaded)")
+        self.algorithm.load_state_dict(alg_state)
+        self.loop.load_state_dict(loop_state, loop_extra)
