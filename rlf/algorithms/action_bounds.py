@@ -7,7 +7,19 @@ from torch import nn
 
 from rlf.tensor_specs import BoundedTensorSpec
 
-__all__ = ["ActionBounds", "uniform_start_action"]
+__all__ = ["ActionBounds", "check_continuous", "uniform_start_action"]
+
+
+def check_continuous(owner: str, action_spec) -> None:
+    """Refuses an action spec that is not a continuous ``BoundedTensorSpec`` (a Box) with
+    finite bounds.
+
+    Raises:
+        ValueError: naming ``owner`` and the spec.
+    """
+    if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_continuous):
+        raise ValueError(f"{owner} needs a continuous action space (a Box) with finite "
+                         f"bounds, got {action_spec}")
 
 
 class ActionBounds(nn.Module):
@@ -23,9 +35,7 @@ class ActionBounds(nn.Module):
 
     def __init__(self, action_spec: BoundedTensorSpec):
         super().__init__()
-        if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_continuous):
-            raise ValueError(f"ActionBounds needs a continuous action space (a Box) with "
-                             f"finite bounds, got {action_spec}")
+        check_continuous("ActionBounds", action_spec)
         low, high = action_spec.bounds(torch.float32)
         self.register_buffer("low", low, persistent=False)
         self.register_buffer("high", high, persistent=False)

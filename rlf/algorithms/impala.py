@@ -27,6 +27,7 @@ from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
 from rlf.networks import ActorCriticNetwork, ClipToBounds
+from rlf.networks.actor_critic import greedy_action
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
 from rlf.utils import summary
 from rlf.utils.deprecation import renamed
@@ -252,8 +253,7 @@ class ImpalaAlgorithm(RLAlgorithm):
 
     def predict_step(self, time_step, state) -> AlgStep:
         """Greedy action (the mode of the policy; clipped to a Box's bounds)."""
-        params, _, state = self._network(time_step.observation, state)
-        action = self._network.policy_head.sample(params, greedy=True)
+        action, state = greedy_action(self._network, time_step.observation, state)
         return AlgStep(output=self._to_env(action), state=state)
 
     def rollout_step(self, time_step, state) -> AlgStep:

@@ -20,7 +20,7 @@ import gin
 import torch
 from torch import nn
 
-from rlf.algorithms.action_bounds import ActionBounds
+from rlf.algorithms.action_bounds import ActionBounds, check_continuous
 from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater
@@ -29,7 +29,8 @@ from rlf.algorithms.transitions import (TransitionInfo, transition_observations,
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
 from rlf.networks import CriticNetwork, DeterministicActorNetwork, ValueNetwork
-from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+from rlf.tensor_specs import TensorSpec
+from rlf.utils.common import read_only
 
 __all__ = ["IQLAlgorithm", "IQLInfo", "expectile_loss", "awr_weights"]
 
@@ -127,9 +128,7 @@ class IQLAlgorithm(RLAlgorithm):
         if not (temperature >= 0 and max_weight >= 0):
             raise ValueError(f"{name}: temperature and max_weight must be >= 0, got "
                              f"{temperature} and {max_weight}")
-        if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_continuous):
-            raise ValueError(f"{name} needs a continuous action space (a Box) with finite "
-                             f"bounds, got {action_spec}")
+        check_continuous(name, action_spec)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,
                          **kwargs)
@@ -147,20 +146,9 @@ class IQLAlgorithm(RLAlgorithm):
         self.add_optimizer(critic_optimizer, self._critics, name="critic")
         self.add_optimizer(value_optimizer, self._value, name="value")
 
-    @property
-    def critics(self) -> nn.ModuleList:
-        """The two critics."""
-        return self._critics
-
-    @property
-    def target_critics(self) -> nn.ModuleList:
-        """The target critics."""
-        return self._target_critics
-
-    @property
-    def value(self) -> nn.Module:
-        """The value network ``V``."""
-        return self._value
+    critics = read_only("_critics", "The two critics (an nn.ModuleList).")
+    target_critics = read_only("_target_critics", "The target critics (an nn.ModuleList).")
+    value = read_only("_value", "The value network V.")
 
     def _scale(self) -> torch.Tensor:
         return self._log_std.clamp(-5.0, 2.0).exp()

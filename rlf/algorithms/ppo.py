@@ -21,6 +21,7 @@ from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import Schedule, StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, valid_step_mask
 from rlf.networks import ActorCriticNetwork, ClipToBounds
+from rlf.networks.actor_critic import greedy_action
 from rlf.tensor_specs import TensorSpec
 from rlf.utils import summary
 
@@ -169,8 +170,7 @@ class PPOAlgorithm(RLAlgorithm):
 
     def predict_step(self, time_step, state) -> AlgStep:
         """The policy's mode (clipped to the bounds for a Box)."""
-        params, _, state = self._network(time_step.observation, state)
-        action = self._network.policy_head.sample(params, greedy=True)
+        action, state = greedy_action(self._network, time_step.observation, state)
         return AlgStep(output=self._to_env(action), state=state)
 
     def rollout_step(self, time_step, state) -> AlgStep:

@@ -31,9 +31,11 @@ import logging
 from typing import Any, Dict, List, Optional, Sequence
 
 import torch
+from torch import nn
 
 from rlf import nest
 from rlf.algorithms.algorithm import Algorithm
+from rlf.algorithms.counters import without_legacy_update_counter
 from rlf.algorithms.data_paths import replay_buffer_length
 from rlf.algorithms.data_paths import trains_on_rollout_graph as _rollout_graph_settings
 from rlf.algorithms.overrides import deprecated_override
@@ -362,11 +364,15 @@ class RLAlgorithm(Algorithm):
     # ------------------------------------------------------------------ checkpoints
     def load_state_dict(self, state_dict: Dict[str, Any], strict: bool = True, assign=False):
         """``Algorithm.load_state_dict``; the training loop's entries of a run checkpoint
-        (``_metrics.*``, which ``RunCheckpoint`` restores) are left out.
+        (``_metrics.*``, which ``RunCheckpoint`` restores) are left out, and so is the
+        ``_num_updates`` buffer of SAC's and TD3's checkpoints of rlf 0.1 (``num_updates``, in
+        the extra state, replaces it).
 
         Raises:
             ValueError: see ``Algorithm.load_state_dict``.
         """
         if any(k.startswith("_metrics.") for k in state_dict):
             state_dict = {k: v for k, v in state_dict.items() if not k.startswith("_metrics.")}
+        state_dict = without_legacy_update_counter(
+            state_dict, nn.Module.state_dict(self).keys())
         return super().load_state_dict(state_dict, strict=strict, assign=assign)

@@ -19,7 +19,6 @@ import torch
 from torch import nn
 
 from rlf.algorithms.action_bounds import ActionBounds, uniform_start_action
-from rlf.algorithms.counters import without_legacy_update_counter
 from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater
@@ -29,6 +28,7 @@ from rlf.nest.utils import batch_apply
 from rlf.networks import ActorNetwork, CriticNetwork
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.utils import summary
+from rlf.utils.common import read_only
 
 __all__ = ["SACAlgorithm", "SACInfo", "SACTransitions", "sac_losses", "soft_q_target"]
 
@@ -223,20 +223,9 @@ class SACAlgorithm(RLAlgorithm):
         """The temperature ``exp(log alpha)``, a scalar tensor (with gradient)."""
         return self._log_alpha.exp()
 
-    @property
-    def actor(self) -> nn.Module:
-        """The actor network."""
-        return self._actor
-
-    @property
-    def critics(self) -> nn.ModuleList:
-        """The two critics."""
-        return self._critics
-
-    @property
-    def target_critics(self) -> nn.ModuleList:
-        """The target critics."""
-        return self._target_critics
+    actor = read_only("_actor", "The actor network.")
+    critics = read_only("_critics", "The two critics (an nn.ModuleList).")
+    target_critics = read_only("_target_critics", "The target critics (an nn.ModuleList).")
 
     def predict_step(self, time_step, state) -> AlgStep:
         """The squashed mean action."""
@@ -288,10 +277,3 @@ class SACAlgorithm(RLAlgorithm):
     def after_update(self, root_inputs, info) -> None:
         """Moves the target critics towards the critics."""
         self._target_updater()
-
-    def load_state_dict(self, state_dict, strict: bool = True, assign=False):
-        """``RLAlgorithm.load_state_dict``; a checkpoint of rlf 0.1 holds SAC's own update
-        counter ``_num_updates``, which ``num_updates`` (in the extra state) replaces: it is
-        dropped."""
-        return super().load_state_dict(without_legacy_update_counter(state_dict), strict,
-                                       assign)

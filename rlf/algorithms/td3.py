@@ -17,8 +17,8 @@ import gin
 import torch
 from torch import nn
 
-from rlf.algorithms.action_bounds import ActionBounds, uniform_start_action
-from rlf.algorithms.counters import without_legacy_update_counter
+from rlf.algorithms.action_bounds import (ActionBounds, check_continuous,
+                                          uniform_start_action)
 from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
@@ -27,7 +27,8 @@ from rlf.algorithms.transitions import (TransitionInfo, transition_observations,
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
 from rlf.networks import CriticNetwork, DeterministicActorNetwork
-from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+from rlf.tensor_specs import TensorSpec
+from rlf.utils.common import read_only
 
 __all__ = ["TD3Algorithm", "TD3Info", "smoothed_target_action", "clipped_double_q_target"]
 
@@ -138,9 +139,7 @@ class TD3Algorithm(RLAlgorithm):
                 raise ValueError(f"{name}: {key} must be >= 0, got {value}")
         if not (isinstance(policy_delay, int) and policy_delay >= 1):
             raise ValueError(f"{name}: policy_delay must be an int >= 1, got {policy_delay!r}")
-        if not (isinstance(action_spec, BoundedTensorSpec) and action_spec.is_continuous):
-            raise ValueError(f"{name} needs a continuous action space (a Box) with finite "
-                             f"bounds, got {action_spec}")
+        check_continuous(name, action_spec)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,
                          **kwargs)
@@ -164,25 +163,10 @@ class TD3Algorithm(RLAlgorithm):
         self.add_optimizer(actor_optimizer, self._actor, name="actor", every=policy_delay)
         self.add_optimizer(critic_optimizer, self._critics, name="critic")
 
-    @property
-    def actor(self) -> nn.Module:
-        """The actor ``mu``."""
-        return self._actor
-
-    @property
-    def critics(self) -> nn.ModuleList:
-        """The two critics."""
-        return self._critics
-
-    @property
-    def target_actor(self) -> nn.Module:
-        """The target actor ``mu'``."""
-        return self._target_actor
-
-    @property
-    def target_critics(self) -> nn.ModuleList:
-        """The target critics."""
-        return self._target_critics
+    actor = read_only("_actor", "The actor mu.")
+    critics = read_only("_critics", "The two critics (an nn.ModuleList).")
+    target_actor = read_only("_target_actor", "The target actor mu'.")
+    target_critics = read_only("_target_critics", "The target critics (an nn.ModuleList).")
 
     def predict_step(self, time_step, state) -> AlgStep:
         """``mu(x)``, without noise."""
@@ -229,10 +213,3 @@ class TD3Algorithm(RLAlgorithm):
         """Every ``policy_delay`` updates (with the actor's step) moves the target actor and
         critics towards theirs."""
         self._target_updater()
-
-    def load_state_dict(self, state_dict, strict: bool = True, assign=False):
-        """``RLAlgorithm.load_state_dict``; a checkpoint of rlf 0.1 holds TD3's own update
-        counter ``_num_updates``, which ``num_updates`` (in the extra state) replaces: it is
-        dropped."""
-        return super().load_state_dict(without_legacy_update_counter(state_dict), strict,
-                                       assign)

@@ -12,7 +12,7 @@ from rlf.networks.encoders import default_encoder_ctor
 from rlf.networks.heads import make_policy_head
 from rlf.tensor_specs import TensorSpec
 
-__all__ = ["ActorCriticNetwork"]
+__all__ = ["ActorCriticNetwork", "greedy_action"]
 
 
 @gin.configurable
@@ -81,3 +81,20 @@ class ActorCriticNetwork(nn.Module):
             h, c = self.lstm(x, tuple(state))
             state, x, v = (h, c), h, h
         return self.policy_head(x), self.value_head(v).squeeze(-1), state
+
+
+def greedy_action(network: nn.Module, observation: Any, state: Any = ()) -> Tuple[Any, Any]:
+    """The policy's mode for ``[B, ...]`` observations and the next state, for evaluation
+    (IMPALA's and PPO's ``predict_step``).
+
+    Args:
+        network: an ``ActorCriticNetwork``-like module returning ``(params, value, state)``,
+            with a ``policy_head``.
+        observation: ``[B, ...]`` observations.
+        state: its recurrent state (``()`` for none).
+
+    Returns:
+        ``(action [B, ...], next state)``.
+    """
+    params, _, state = network(observation, state)
+    return network.policy_head.sample(params, greedy=True), state

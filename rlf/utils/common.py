@@ -8,7 +8,7 @@ import torch
 
 from rlf import nest
 
-__all__ = ["reset_state_if_necessary", "is_empty", "detach", "zeros_from_spec"]
+__all__ = ["reset_state_if_necessary", "is_empty", "detach", "zeros_from_spec", "read_only"]
 
 
 def reset_state_if_necessary(state: Any, initial_state: Any, reset_mask: torch.Tensor) -> Any:
@@ -49,3 +49,14 @@ def zeros_from_spec(spec: Any, batch_size: int, device: str | torch.device = "cp
     """Nest of zero tensors ``[batch_size, *spec.shape]`` for a nest of ``TensorSpec``."""
     return nest.map_structure(
         lambda s: torch.zeros((batch_size, *s.shape), dtype=s.dtype, device=device), spec)
+
+
+def read_only(attribute: str, doc: str) -> property:
+    """A read-only property that returns ``self.<attribute>`` (an algorithm's networks:
+    ``critics = read_only("_critics", "The two critics.")``).
+
+    Args:
+        attribute: the attribute's name.
+        doc: the property's docstring.
+    """
+    return property(lambda self: getattr(self, attribute), doc=doc)
