@@ -1,32 +1,57 @@
-"""TrainerConfig: every setting of the training loop, gin-configurable (ALF's field names)."""
+"""TrainerConfig: every setting of the training loop, gin-configurable (ALF's field names), built
+from the typed parts of ``config_parts.py``."""
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import warnings
-from typing import Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import gin
-import torch
 
+from rlf.algorithms.config_parts import (RANDOM_SEED_LIMIT, ActorConfig, CheckpointConfig,
+                                         DataPathConfig, EvaluationConfig, RunConfig,
+                                         SummaryConfig, changed_fields, without_effect)
 from rlf.utils.errors import ConfigWarning
 
-__all__ = ["TrainerConfig"]
+__all__ = ["TrainerConfig", "RANDOM_SEED_LIMIT"]
 
 _warned_removed = set()  # removed fields already warned about
 
-# Seeds lie below this, leaving room for the offsets of the environments' seeds (evaluation:
-# + 1,000,003) within ALE's int32 seeds.
-RANDOM_SEED_LIMIT = 2 ** 30
+#: part name -> its class, in the order they are built and validated.
+_PARTS = (("run", RunConfig), ("data_path", DataPathConfig), ("actors", ActorConfig),
+          ("evaluation", EvaluationConfig), ("checkpoints", CheckpointConfig),
+          ("summaries", SummaryConfig))
+#: flat field -> the part that holds it.
+_FIELD_PART = {f.name: name for name, cls in _PARTS for f in dataclasses.fields(cls)}
+#: accepted and ignored, with their old defaults (older run directories' config.gin).
+_REMOVED = {"debug_summaries": False, "max_unroll_length": 0,
+            "rl_train_after_update_steps": 0, "rl_train_every_update_steps": 1}
+
+
+def _part(name: str, doc: str) -> property:
+    """The read-only property of part ``name``."""
+    return property(lambda self: self._parts[name], doc=doc)
 
 
 @gin.configurable
 class TrainerConfig:
-    """Settings of ``Trainer`` and of ``RLAlgorithm.train_iter``.
+    """Settings of ``Trainer`` and of its ``TrainingLoop``: the gin face of six typed parts.
 
-    A gin file sets them as ``TrainerConfig.unroll_length = 20``. Fields may be changed after
-    construction (``RLAlgorithm`` raises ``initial_collect_steps`` when whole-buffer training
-    needs more).
+    A gin file sets them as ``TrainerConfig.unroll_length = 20``. The constructor builds the
+    frozen parts (``rlf.algorithms.config_parts``), each validating its own fields, then checks
+    what spans two of them; a field reads as ``config.unroll_length`` or through its part,
+    ``config.data_path.unroll_length``. Nothing changes a config once built (``replace``
+    makes a new one):
+
+    | part | fields |
+    |---|---|
+    | ``run`` (``RunConfig``) | ``root_dir``, ``algorithm_ctor``, ``random_seed``, ``torch_num_threads``, ``flush_denormal``, ``reuse_freed_memory``, ``num_iterations``, ``num_env_steps``, ``device``, ``enable_amp``, ``empty_cache`` |
+    | ``data_path`` (``DataPathConfig``) | ``unroll_length`` ... ``update_counter_every_mini_batch``, the ``offline_*`` settings |
+    | ``actors`` (``ActorConfig``) | ``async_unroll``, ``num_actors``, ..., ``deterministic``, ``policy_lag``, the ``ray_*`` settings |
+    | ``evaluation`` (``EvaluationConfig``) | ``evaluate``, ``eval_interval``, ``num_eval_episodes``, ``num_eval_environments`` |
+    | ``checkpoints`` (``CheckpointConfig``) | ``checkpoint_interval``, ``num_checkpoints``, ``save_replay_buffer`` |
+    | ``summaries`` (``SummaryConfig``) | ``summary_interval``, ``summaries_flush_secs``, ``summarize_grads_and_vars``, ``summarize_action_distributions``, ``metric_min_buffer_size`` |
 
     Args:
         root_dir: where ``config.gin``, ``train/`` (TensorBoard events) and ``ckpt/`` go.
@@ -116,13 +141,16 @@ class TrainerConfig:
         unroll_queue_size: capacity of the async experience queue, in unrolls (small: every
             queued unroll adds policy lag).
         unroll_parameter_update_period: iterations between parameter broadcasts to actors.
-        deterministic: make the run a function of ``random_seed`` on a given machine:
-            ``torch.use_deterministic_algorithms`` (and cuBLAS's
-            ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` for CUDA), a fixed ``torch_num_threads``
-            (required), and with actors a fixed policy lag: actor unroll ``k`` is acted with
-            the parameters after update ``k - policy_lag`` (cleanba's scheme, Huang et al.
-            2023), waiting for them if need be, instead of the newest ones at hand; with
-            ``unroll_parameter_update_period = 1`` (required). Each actor's torch generator
+        deterministic: make the run a function of ``random_seed`` on a given machine (on by
+            default): ``torch.use_deterministic_algorithms`` (and cuBLAS's
+            ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` for CUDA), and with actors a fixed policy
+            lag: actor unroll ``k`` is acted with the parameters after update
+            ``k - policy_lag`` (cleanba's scheme, Huang et al. 2023), waiting for them if
+            need be, instead of the newest ones at hand; with
+            ``unroll_parameter_update_period = 1`` (required). Results also depend on the
+            thread count: the same ``torch_num_threads`` (torch's default is one per core)
+            on the same machine gives the same run. False: free-running actors, which start
+            each unroll with the newest parameters they have. Each actor's torch generator
             is seeded from ``random_seed`` and its index in every mode.
         policy_lag: ``L`` of ``deterministic`` actors (>= 0; 0 acts with the parameters of
             the update just finished, so actors and learner take turns).
@@ -178,8 +206,8 @@ class TrainerConfig:
             ``metric_min_buffer_size``, ``num_eval_episodes``, ``num_eval_environments``,
             ``num_actors`` or ``unroll_parameter_update_period`` below 1; for a negative or
             fractional ``policy_lag``, or one without ``deterministic``; for
-            ``deterministic`` without ``torch_num_threads``, or with actors and an
-            ``unroll_parameter_update_period`` other than 1; for
+            ``deterministic`` actors with an ``unroll_parameter_update_period`` other than
+            1; for
             ``mini_batch_size``, ``mini_batch_length`` or ``torch_num_threads`` below 1 (None
             is allowed); for a negative ``priority_replay_alpha`` or a
             ``priority_replay_beta`` outside ``[0, 1]``; for ``use_ray`` without
@@ -187,7 +215,8 @@ class TrainerConfig:
             ``ray_actor_resources`` without ``use_ray``; for negative Ray resources; for an
             ``ACTOR_SETTINGS`` value other than its default without ``async_unroll``; for
             ``offline_fraction`` outside ``[0, 1)``, or any ``offline_*`` setting without
-            ``offline_buffer_dir``; for a negative ``actor_niceness`` or
+            ``offline_buffer_dir``; for ``async_unroll`` with an ``unroll_length`` that is
+            not an integer >= 1; for a negative ``actor_niceness`` or
             ``max_actor_restarts``; for a ``device`` torch does not know or a CUDA device on a
             machine without one.
     """
@@ -198,24 +227,15 @@ class TrainerConfig:
                        "priority_replay_beta", "initial_collect_steps", "save_replay_buffer")
 
     #: Settings of the actors of ``async_unroll``, which a run without actors ignores.
-    ACTOR_SETTINGS = ("num_actors", "unroll_queue_size", "unroll_parameter_update_period",
-                      "policy_lag", "restart_failed_actors", "max_actor_restarts", "actor_restart_window",
-                      "actor_niceness")
+    ACTOR_SETTINGS = ActorConfig.ACTOR_SETTINGS
 
-    @staticmethod
-    def without_effect(settings: Sequence[str], where: str, fix: str) -> str:
-        """The message for ``settings`` (``changed_settings``' entries) that take effect only
-        ``where`` another setting is: ``fix`` ends it, ``{it}`` standing for them."""
-        verb, it = ("takes", "it") if len(settings) == 1 else ("take", "them")
-        return (f"TrainerConfig: {', '.join(settings)} {verb} effect only {where}: "
-                f"{fix.format(it=it)}")
+    without_effect = staticmethod(without_effect)
 
     def changed_settings(self, names: Sequence[str]) -> List[str]:
         """``["name = value", ...]`` for those of ``names`` (fields of this config) whose
-        value is not the constructor's default, in the order of ``names``."""
-        defaults = inspect.signature(type(self).__init__).parameters
-        return [f"{n} = {getattr(self, n)!r}" for n in names
-                if getattr(self, n) != defaults[n].default]
+        value is not the default, in the order of ``names``."""
+        return [entry for n in names
+                for entry in changed_fields(getattr(self, _FIELD_PART[n]), [n])]
 
     def __init__(self,
                  root_dir: Optional[str] = None,
@@ -261,7 +281,7 @@ class TrainerConfig:
                  num_actors: int = 1,
                  unroll_queue_size: int = 1,
                  unroll_parameter_update_period: int = 1,
-                 deterministic: bool = False,
+                 deterministic: bool = True,
                  policy_lag: int = 1,
                  restart_failed_actors: bool = False,
                  max_actor_restarts: int = 3,
@@ -279,193 +299,61 @@ class TrainerConfig:
                  max_unroll_length: int = 0,
                  rl_train_after_update_steps: int = 0,
                  rl_train_every_update_steps: int = 1):
-        if random_seed is not None and not 0 <= random_seed < RANDOM_SEED_LIMIT:
-            raise ValueError(f"TrainerConfig.random_seed must be in [0, 2**30) or None, got "
-                             f"{random_seed}")
-        if num_iterations < 0 or num_env_steps < 0:
-            raise ValueError(f"TrainerConfig: num_iterations ({num_iterations}) and "
-                             f"num_env_steps ({num_env_steps}) must be >= 0")
-        if num_iterations == 0 and num_env_steps == 0:
-            raise ValueError("TrainerConfig: set num_iterations or num_env_steps (both are 0, "
-                             "so training would never stop)")
-        for name, value in (("unroll_length", unroll_length),
-                            ("initial_collect_steps", initial_collect_steps),
-                            ("burn_in_steps", burn_in_steps)):
-            if value < 0:
-                raise ValueError(f"TrainerConfig.{name} must be >= 0, got {value}")
-        if unroll_length == 0 and not offline_buffer_dir:
-            raise ValueError("TrainerConfig.unroll_length = 0 collects no experience and "
-                             "trains only on offline data: set TrainerConfig."
-                             "offline_buffer_dir, or an unroll_length > 0")
-        if unroll_length == 0 and not num_iterations:
-            raise ValueError(f"TrainerConfig.unroll_length = 0 takes no environment step, so "
-                             f"num_env_steps = {num_env_steps} would never be reached: bound "
-                             f"the run with num_iterations")
-        for name, value in (("summary_interval", summary_interval),
-                            ("checkpoint_interval", checkpoint_interval),
-                            ("num_checkpoints", num_checkpoints),
-                            ("eval_interval", eval_interval),
-                            ("unroll_queue_size", unroll_queue_size),
-                            ("num_updates_per_train_iter", num_updates_per_train_iter),
-                            ("replay_buffer_length", replay_buffer_length),
-                            ("metric_min_buffer_size", metric_min_buffer_size),
-                            ("num_eval_episodes", num_eval_episodes),
-                            ("num_eval_environments", num_eval_environments),
-                            ("num_actors", num_actors),
-                            ("unroll_parameter_update_period", unroll_parameter_update_period)):
-            if value < 1:
-                raise ValueError(f"TrainerConfig.{name} must be >= 1, got {value}")
-        for name, value, none in (("mini_batch_size", mini_batch_size, "all"),
-                                  ("mini_batch_length", mini_batch_length, "all"),
-                                  ("torch_num_threads", torch_num_threads, "torch's default")):
-            if value is not None and value < 1:
-                raise ValueError(f"TrainerConfig.{name} must be >= 1 or None ({none}), got "
-                                 f"{value}")
-        if priority_replay_alpha < 0 or not 0 <= priority_replay_beta <= 1:
-            raise ValueError(f"TrainerConfig: priority_replay_alpha must be >= 0 (got "
-                             f"{priority_replay_alpha}) and priority_replay_beta in [0, 1] (got "
-                             f"{priority_replay_beta})")
-        if use_ray and not async_unroll:
-            raise ValueError("TrainerConfig.use_ray runs the actors of async_unroll: set "
-                             "TrainerConfig.async_unroll = True as well")
-        self.root_dir = root_dir
-        self.algorithm_ctor = algorithm_ctor
-        self.random_seed = random_seed
-        self.torch_num_threads = torch_num_threads
-        self.flush_denormal = flush_denormal
-        self.reuse_freed_memory = reuse_freed_memory
-        self.num_iterations = int(num_iterations)
-        self.num_env_steps = int(num_env_steps)
-        self.unroll_length = unroll_length
-        self.unroll_with_grad = unroll_with_grad
-        self.use_rollout_state = use_rollout_state
-        self.burn_in_steps = int(burn_in_steps)
-        self.temporally_independent_train_step = temporally_independent_train_step
-        self.mini_batch_size = mini_batch_size
-        self.mini_batch_length = mini_batch_length
-        self.num_updates_per_train_iter = int(num_updates_per_train_iter)
-        self.whole_replay_buffer_training = whole_replay_buffer_training
-        self.clear_replay_buffer = clear_replay_buffer
-        self.replay_buffer_length = int(replay_buffer_length)
-        self.priority_replay = priority_replay
-        self.priority_replay_alpha = priority_replay_alpha
-        self.priority_replay_beta = priority_replay_beta
-        self.initial_collect_steps = int(initial_collect_steps)
-        self.update_counter_every_mini_batch = update_counter_every_mini_batch
-        self.summary_interval = int(summary_interval)
-        self.summaries_flush_secs = summaries_flush_secs
-        self.summarize_grads_and_vars = summarize_grads_and_vars
-        self.summarize_action_distributions = summarize_action_distributions
-        self.metric_min_buffer_size = int(metric_min_buffer_size)
-        self.checkpoint_interval = int(checkpoint_interval)
-        self.num_checkpoints = int(num_checkpoints)
-        self.save_replay_buffer = save_replay_buffer
-        self.evaluate = evaluate
-        self.eval_interval = int(eval_interval)
-        self.num_eval_episodes = int(num_eval_episodes)
-        self.num_eval_environments = int(num_eval_environments)
-        try:
-            kind = torch.device(device).type
-        except (RuntimeError, TypeError):
-            raise ValueError(f"TrainerConfig.device = {device!r} is not a torch device (e.g. "
-                             f"'cpu', 'cuda', 'cuda:1')") from None
-        if kind == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"TrainerConfig.device = {device!r}, but torch sees no CUDA device "
-                             f"on this machine; use device='cpu'")
-        index = torch.device(device).index
-        if kind == "cuda" and index is not None and index >= torch.cuda.device_count():
-            raise ValueError(f"TrainerConfig.device = {device!r}, but torch sees "
-                             f"{torch.cuda.device_count()} CUDA device(s) (cuda:0 ...)")
-        mps = getattr(torch.backends, "mps", None)
-        if kind not in ("cpu", "cuda") and not (
-                kind == "mps" and mps is not None and mps.is_available()):
-            raise ValueError(f"TrainerConfig.device = {device!r}: rlf trains on 'cpu' or "
-                             f"'cuda' (or 'mps' where torch has it)")
-        self.device = device
-        self.enable_amp = enable_amp
-        self.empty_cache = empty_cache
-        self.async_unroll = async_unroll
-        self.num_actors = int(num_actors)
-        self.unroll_queue_size = int(unroll_queue_size)
-        self.unroll_parameter_update_period = int(unroll_parameter_update_period)
-        if policy_lag != int(policy_lag) or policy_lag < 0:
-            raise ValueError(f"TrainerConfig.policy_lag must be an integer >= 0, got "
-                             f"{policy_lag}")
-        self.deterministic = deterministic
-        self.policy_lag = int(policy_lag)
-        if deterministic and torch_num_threads is None:
-            raise ValueError("TrainerConfig.deterministic needs a fixed torch_num_threads "
-                             "(results depend on the thread count); set it, e.g. to 1")
-        if deterministic and async_unroll and self.unroll_parameter_update_period != 1:
-            raise ValueError(f"TrainerConfig.deterministic actors act with the parameters of "
-                             f"update k - policy_lag, which needs a broadcast after every "
-                             f"update: set unroll_parameter_update_period = 1 (it is "
-                             f"{self.unroll_parameter_update_period})")
-        if async_unroll and not deterministic and self.policy_lag != 1:
-            raise ValueError(self.without_effect(
-                [f"policy_lag = {self.policy_lag}"], "with deterministic = True",
-                "set TrainerConfig.deterministic = True too, or remove {it}"))
-        self.restart_failed_actors = restart_failed_actors
-        if max_actor_restarts < 0 or actor_restart_window <= 0:
-            raise ValueError(f"TrainerConfig.max_actor_restarts must be >= 0 (got "
-                             f"{max_actor_restarts}) and actor_restart_window > 0 (got "
-                             f"{actor_restart_window})")
-        self.max_actor_restarts = int(max_actor_restarts)
-        self.actor_restart_window = float(actor_restart_window)
-        if actor_niceness != int(actor_niceness) or actor_niceness < 0:
-            raise ValueError(f"TrainerConfig.actor_niceness must be an integer >= 0 (actors "
-                             f"can only be given a lower priority than the learner), got "
-                             f"{actor_niceness}")
-        self.actor_niceness = int(actor_niceness)
-        if not async_unroll:
-            for_actors = self.changed_settings(self.ACTOR_SETTINGS)
-            if for_actors:
-                raise ValueError(self.without_effect(
-                    for_actors, "with actors",
-                    "set TrainerConfig.async_unroll = True too, or remove {it}"))
-        self.use_ray = use_ray
-        self.ray_address = ray_address
-        self.ray_num_cpus_per_actor = float(ray_num_cpus_per_actor)
-        self.ray_actor_resources = dict(ray_actor_resources or {})
-        resources = {"num_cpus": self.ray_num_cpus_per_actor, **self.ray_actor_resources}
-        bad = {k: v for k, v in resources.items()
-               if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0}
-        if bad:
-            raise ValueError(f"TrainerConfig: Ray resources per actor must be numbers >= 0 "
-                             f"(ray_num_cpus_per_actor, ray_actor_resources), got {bad}")
-        if not use_ray:
-            ray_only = self.changed_settings(("ray_address", "ray_num_cpus_per_actor")) + (
-                [f"ray_actor_resources = {self.ray_actor_resources!r}"]
-                if self.ray_actor_resources else [])
-            if ray_only:
-                raise ValueError(self.without_effect(
-                    ray_only, "with Ray actors",
-                    "set TrainerConfig.use_ray = True (and async_unroll = True) too, or remove "
-                    "{it}"))
-        self.offline_buffer_dir = offline_buffer_dir
-        self.offline_buffer_length = offline_buffer_length
-        self.offline_normalized_actions = offline_normalized_actions
-        if not 0.0 <= offline_fraction < 1.0:
-            raise ValueError(f"TrainerConfig.offline_fraction must be in [0, 1), got "
-                             f"{offline_fraction}")
-        self.offline_fraction = offline_fraction
-        if not offline_buffer_dir:
-            offline_only = self.changed_settings(
-                ("offline_buffer_length", "offline_normalized_actions", "offline_fraction"))
-            if offline_only:
-                raise ValueError(self.without_effect(
-                    offline_only, "with offline data",
-                    "set TrainerConfig.offline_buffer_dir too, or remove {it}"))
-        for name, value, old_default in (
-                ("debug_summaries", debug_summaries, False),
-                ("max_unroll_length", max_unroll_length, 0),
-                ("rl_train_after_update_steps", rl_train_after_update_steps, 0),
-                ("rl_train_every_update_steps", rl_train_every_update_steps, 1)):
-            if value != old_default and name not in _warned_removed:
+        values = dict(locals())
+        del values["self"]
+        for name, old_default in _REMOVED.items():
+            if values.pop(name) != old_default and name not in _warned_removed:
                 _warned_removed.add(name)
                 warnings.warn(f"TrainerConfig.{name} was removed and is ignored",
                               ConfigWarning, stacklevel=2)
+        parts = {name: cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
+                 for name, cls in _PARTS}
+        object.__setattr__(self, "_parts", parts)
+        data, run, actors = parts["data_path"], parts["run"], parts["actors"]
+        length = data.unroll_length
+        if actors.async_unroll and (length != int(length) or length < 1):
+            raise ValueError(f"TrainerConfig.async_unroll needs an integer unroll_length >= 1, "
+                             f"got {length}")
+        if data.unroll_length == 0 and not run.num_iterations:
+            raise ValueError(f"TrainerConfig.unroll_length = 0 takes no environment step, so "
+                             f"num_env_steps = {run.num_env_steps} would never be reached: "
+                             f"bound the run with num_iterations")
+
+    run = _part("run", "The run's part (``RunConfig``).")
+    data_path = _part("data_path", "The data path's part (``DataPathConfig``).")
+    actors = _part("actors", "The actors' part (``ActorConfig``).")
+    evaluation = _part("evaluation", "The evaluations' part (``EvaluationConfig``).")
+    checkpoints = _part("checkpoints", "The checkpoints' part (``CheckpointConfig``).")
+    summaries = _part("summaries", "The summaries' part (``SummaryConfig``).")
+
+    def __getattr__(self, name: str) -> Any:
+        """A flat field (``config.unroll_length``), read from its part."""
+        part = _FIELD_PART.get(name)
+        if part is None or name.startswith("_"):
+            raise AttributeError(f"TrainerConfig has no setting '{name}'")
+        return getattr(self.__dict__["_parts"][part], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"TrainerConfig is frozen: it cannot set '{name}' after it is "
+                             f"built; make a new one with config.replace({name}=...)")
+
+    def replace(self, **changes: Any) -> "TrainerConfig":
+        """A new ``TrainerConfig`` with ``changes`` (flat fields) and this one's other
+        settings, validated as any other.
+
+        Raises:
+            ValueError: as the constructor, and for a name that is no setting.
+        """
+        unknown = sorted(set(changes) - set(_FIELD_PART))
+        if unknown:
+            raise ValueError(f"TrainerConfig has no setting {', '.join(unknown)}")
+        return TrainerConfig(**{**self.as_dict(), **changes})
+
+    def as_dict(self) -> Dict[str, Any]:
+        """Every setting, by its flat name."""
+        return {f.name: getattr(part, f.name) for part in self._parts.values()
+                for f in dataclasses.fields(part)}
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
         return f"TrainerConfig({fields})"

@@ -19,9 +19,9 @@ class Counters:
     One tensor, so that an actor's copy of the algorithm receives them with its parameters
     (``rlf.unrollers.actor_params.actor_state_dict`` holds it under ``COUNTERS_KEY``; the
     unrollers copy it in place with the rest): a ``rollout_step`` on an actor reads the
-    learner's counters as of the parameters it acts with. It stays on the CPU whatever the learner's device (it is no
-    registered buffer), so that reading a counter never waits for a device. Checkpoints keep
-    the counters in the algorithm's extra state, as before.
+    learner's counters as of the parameters it acts with. It stays on the CPU whatever the
+    learner's device (it is no registered buffer), so that reading a counter never waits for
+    a device. Checkpoints keep the counters in the algorithm's extra state, as before.
     """
 
     NUM_UPDATES, ENV_STEPS, TRAIN_ITER_NUM = 0, 1, 2

@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional
 import torch
 
 from rlf import nest
+from rlf.algorithms.config_parts import changed_fields, without_effect
 from rlf.data_structures import Experience, valid_step_mask
 from rlf.tensor_specs import spec_from_tensors
 from rlf.utils import summary
@@ -40,6 +41,11 @@ __all__ = ["DATA_PATH_SETTINGS", "Batch", "Sequences", "MiniBatches", "Mixer", "
            "check_uses_rollout_state"]
 
 logger = logging.getLogger(__name__)
+
+#: The replay buffer's settings (``DataPathConfig``'s), which only off-policy algorithms have.
+REPLAY_SETTINGS = ("whole_replay_buffer_training", "clear_replay_buffer", "replay_buffer_length",
+                   "priority_replay", "priority_replay_alpha", "priority_replay_beta",
+                   "initial_collect_steps")
 
 #: The ``TrainerConfig`` fields that choose and shape the data path: read here only.
 DATA_PATH_SETTINGS = (
@@ -72,9 +78,10 @@ class Batch(NamedTuple):
 
 # ---------------------------------------------------------------------- settings checks
 def trains_on_rollout_graph(config) -> bool:
-    """Whether ``config`` lets an on-policy algorithm train on the rollout's own graph: one
-    update per unroll (``num_updates_per_train_iter = 1``) and no mini-batch settings (an
-    algorithm without a ``config`` does)."""
+    """Whether the data-path settings ``config`` (a ``DataPathConfig``,
+    ``TrainerConfig.data_path``) let an on-policy algorithm train on the rollout's own graph:
+    one update per unroll (``num_updates_per_train_iter = 1``) and no mini-batch settings (an
+    algorithm without a config does)."""
     return config is None or (config.num_updates_per_train_iter == 1
                               and config.mini_batch_size is None
                               and config.mini_batch_length is None)
@@ -91,7 +98,7 @@ def replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:
     of the ring (frame stacking) are added on top.
 
     Args:
-        config: the ``TrainerConfig``.
+        config: the ``DataPathConfig`` (``TrainerConfig.data_path``).
         num_earliest_frames_ignored: see ``ReplayBuffer``.
 
     Returns:
@@ -110,7 +117,7 @@ def check_sequence_length(config, owner: str, what: str, steps: str, need: int) 
     algorithm's own requirement, checked at its construction: DQN's n-step targets).
 
     Args:
-        config: the ``TrainerConfig`` or None.
+        config: the ``DataPathConfig`` (``TrainerConfig.data_path``) or None.
         owner: the algorithm's name; ``what``: what needs them (``"n_step = 3"``);
             ``steps``: ``need`` in words (``"n_step + 1"``), for the message.
         need: steps needed after the burn-in.
@@ -644,7 +651,8 @@ class Replay(DataPath):
 
 # ---------------------------------------------------------------------- the factory
 def data_path_name(algorithm, config) -> str:
-    """The name of the path ``config`` selects for ``algorithm`` (``make_data_path``'s), without
+    """The name of the path the data-path settings ``config`` (a ``DataPathConfig``) select for
+    ``algorithm`` (``make_data_path``'s), without
     building or checking it."""
     if algorithm.on_policy:
         return ("rollout_graph" if algorithm._trains_on_rollout_graph() and
@@ -664,7 +672,7 @@ def make_data_path(algorithm, config) -> DataPath:
     Args:
         algorithm: the ``RLAlgorithm`` (its ``on_policy``, ``rollout_graph_training``,
             ``train_state_spec`` and hooks).
-        config: its ``TrainerConfig``.
+        config: its data-path settings (``DataPathConfig``: ``TrainerConfig.data_path``).
 
     Raises:
         UserError: one line naming a setting that the path would ignore, or settings that
@@ -700,9 +708,9 @@ def make_data_path(algorithm, config) -> DataPath:
     mini_batches = MiniBatches(config.mini_batch_size, config.mini_batch_length,
                                config.update_counter_every_mini_batch)
     if on_policy:
-        replay_settings = config.changed_settings(config.REPLAY_SETTINGS)
+        replay_settings = changed_fields(config, REPLAY_SETTINGS)
         if replay_settings:
-            raise UserError(config.without_effect(
+            raise UserError(without_effect(
                 replay_settings, f"with an off-policy algorithm's replay buffer; "
                 f"{name} is on-policy", "remove {it}"))
         return UnrollEpochs(algorithm, sequences, mini_batches,

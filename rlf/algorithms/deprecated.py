@@ -107,8 +107,9 @@ DEPRECATED_MEMBERS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
     # the actors'
     "actor_state_dict": ("rlf.unrollers.actor_params.actor_state_dict(algorithm)",
                          _actor_state_dict),
-    "set_actor_index": ("algorithm.actor_identity = rlf.unrollers.actor_params.ActorIdentity(index, "
-                        "num_actors)", _set_actor_index),
+    "set_actor_index": ("algorithm.actor_identity = "
+                        "rlf.unrollers.actor_params.ActorIdentity(index, num_actors)",
+                        _set_actor_index),
     "actor_index": ("algorithm.actor_identity.index (None on the learner)",
                     lambda a: None if a.actor_identity is None else a.actor_identity.index),
     "num_actors": ("algorithm.actor_identity.num_actors (None on the learner)",

@@ -228,7 +228,8 @@ class DQNAlgorithm(RLAlgorithm):
         if not all(0.0 <= v <= 1.0 for v in epsilon.values):
             raise ValueError(f"{name}: epsilon_greedy's values must be in [0, 1], got "
                              f"{epsilon_greedy!r}")
-        check_sequence_length(config, name, f"n_step = {n_step}", "n_step + 1", n_step + 1)
+        check_sequence_length(config and config.data_path, name, f"n_step = {n_step}",
+                              "n_step + 1", n_step + 1)
         network = q_network_ctor(observation_spec, action_spec)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,

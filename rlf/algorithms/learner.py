@@ -211,7 +211,7 @@ class Learner:
             override(experience, train_info, loss_info, params)
             return
         config = alg._config
-        if (config is None or not config.summarize_grads_and_vars
+        if (config is None or not config.summaries.summarize_grads_and_vars
                 or not summary.should_record_summaries()):
             return
         for name, p in alg.named_parameters():
@@ -401,7 +401,7 @@ class Learner:
         ``GradScaler``), bfloat16 on CPU."""
         alg = self.algorithm
         config, device = alg._config, alg._device
-        if config is None or not config.enable_amp:
+        if config is None or not config.run.enable_amp:
             yield
             return
         dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
@@ -566,5 +566,6 @@ def _raise_non_finite(algorithm, loss_info: LossInfo, loss: torch.Tensor) -> Non
     where = ", ".join(bad) if bad else "the weighted total"
     raise NonFiniteLossError(
         f"{algorithm.name}: the loss is {float(loss.detach())} at training iteration "
-        f"{algorithm.learner.counters.train_iter_num} (non-finite terms: {where}); no update was applied. "
+        f"{algorithm.learner.counters.train_iter_num} (non-finite terms: {where}); no update "
+        f"was applied. "
         f"Lower the learning rate, clip gradients, or restart from the last good checkpoint.")

@@ -141,7 +141,7 @@ class PPOAlgorithm(RLAlgorithm):
                              f"{value_clipping}")
         network = network_ctor(observation_spec, action_spec)
         if network.state_spec:
-            check_uses_rollout_state(config, name)
+            check_uses_rollout_state(config and config.data_path, name)
         kwargs.setdefault("is_on_policy", True)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, name=name, metric_discount=gamma,

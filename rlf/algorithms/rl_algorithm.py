@@ -206,7 +206,8 @@ class RLAlgorithm(Algorithm):
                 raise ValueError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
                                  f"positive integer, got {config.unroll_length}")
             if (config.unroll_length == 1 and self._is_on_policy
-                    and _rollout_graph_settings(config) and self._trains_on_rollout_graph()):
+                    and _rollout_graph_settings(config.data_path)
+                    and self._trains_on_rollout_graph()):
                 # Each unroll's graph is its own: no step would ever have a successor.
                 raise ValueError(f"{name} trains on each unroll's own graph, where a step's "
                                  f"transition needs the next step in the same unroll: "

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from rlf import nest
+from rlf.algorithms.config_parts import without_effect
 from rlf.algorithms.data_paths import (DataPath, RolloutGraph, make_data_path,
                                        offline_data_settings)
 from rlf.algorithms.overrides import deprecated_override
@@ -82,7 +83,11 @@ class TrainingLoop:
         if config is None:
             raise ValueError(f"{algorithm.name}: training needs config=TrainerConfig")
         self.algorithm, self.config = algorithm, config
-        path = make_data_path(algorithm, config)
+        path = make_data_path(algorithm, config.data_path)
+        if algorithm.on_policy and config.checkpoints.save_replay_buffer:
+            raise UserError(without_effect(
+                ["save_replay_buffer = True"], f"with an off-policy algorithm's replay buffer; "
+                f"{algorithm.name} is on-policy", "remove {it}"))
         learner = algorithm.learner
         learner.sequences = path.sequences
         learner.replay = path if getattr(path, "prioritized", False) else None
@@ -172,7 +177,7 @@ class TrainingLoop:
             self._metrics = make_default_metrics(
                 batch_size=self._num_envs, reward_shape=tuple(alg.reward_spec.shape),
                 env_info_spec=env.env_info_spec() if env is not None else {},
-                buffer_size=max(config.metric_min_buffer_size, self._num_envs),
+                buffer_size=max(config.summaries.metric_min_buffer_size, self._num_envs),
                 discount=alg._metric_discount)
 
     # ------------------------------------------------------------------ replay buffers
@@ -279,7 +284,7 @@ class TrainingLoop:
                 file, a shape that does not fit the spec, or actions outside the bounds or
                 looking normalised (``make_offline_replay_buffer``), naming the file and key.
         """
-        settings = offline_data_settings(self.config)
+        settings = offline_data_settings(self.config.data_path)
         if settings is None:
             return
         alg = self.algorithm
@@ -335,7 +340,7 @@ class TrainingLoop:
         else:
             for i in range(reward.shape[-1]):
                 summary.scalar(f"rollout_reward/{i}/mean", reward[..., i].mean())
-        if self.config.summarize_action_distributions:
+        if self.config.summaries.summarize_action_distributions:
             for path, action in nest.flatten_with_path(experience.action):
                 tag = "rollout_action" + (f"/{path}" if path else "")
                 summary.histogram(tag, action)
@@ -425,7 +430,7 @@ class TrainingLoop:
         counters = self.algorithm.learner.counters
         counter = summary.get_global_counter()
         counters.train_iter_num += 1
-        if self.config.empty_cache and torch.cuda.is_available():
+        if self.config.run.empty_cache and torch.cuda.is_available():
             torch.cuda.empty_cache()
         try:
             if self.algorithm.on_policy:
@@ -439,7 +444,7 @@ class TrainingLoop:
             summary.set_global_counter(counter)
             raise
         if (self._unroller is not None and counters.train_iter_num
-                % self.config.unroll_parameter_update_period == 0):
+                % self.config.actors.unroll_parameter_update_period == 0):
             self._unroller.update_parameters()
         return steps
 
@@ -449,7 +454,7 @@ class TrainingLoop:
         with summary.record_time("time/unroll"), torch.set_grad_enabled(
                 path.grad_in_unroll), alg.learner.autocast():
             alg.train()
-            experience = self.unroll(int(self.config.unroll_length))
+            experience = self.unroll(int(self.config.data_path.unroll_length))
         self.summarize_rollout(experience)
         self.summarize_metrics()
         with summary.record_time("time/train"):
@@ -465,11 +470,12 @@ class TrainingLoop:
         alg, config, path = self.algorithm, self.config, self._path
         if not path.mini_batches.counter_per_mini_batch:
             summary.increment_global_counter()
-        length = self._remaining_unroll_length_fraction + config.unroll_length
+        length = self._remaining_unroll_length_fraction + config.data_path.unroll_length
         self._remaining_unroll_length_fraction = length - int(length)
         length = int(length)
         experience = None
-        if length > 0 and (config.num_env_steps == 0 or self.env_steps < config.num_env_steps):
+        budget = config.run.num_env_steps
+        if length > 0 and (budget == 0 or self.env_steps < budget):
             with summary.record_time("time/unroll"), torch.set_grad_enabled(
                     path.grad_in_unroll), alg.learner.autocast():
                 alg.eval()

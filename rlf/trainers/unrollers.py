@@ -34,8 +34,7 @@ def make_unroller(config, env, algorithm, seed: int, root_dir: Path) -> Unroller
         root_dir: the run's directory.
 
     Raises:
-        UserError: for ``async_unroll`` with an on-policy algorithm or a fractional
-            ``unroll_length``.
+        UserError: for ``async_unroll`` with an on-policy algorithm.
         ImportError: for ``use_ray`` without Ray installed.
     """
     if not config.async_unroll:
@@ -43,9 +42,6 @@ def make_unroller(config, env, algorithm, seed: int, root_dir: Path) -> Unroller
     if algorithm.on_policy:
         raise UserError("TrainerConfig.async_unroll needs an off-policy algorithm (actors "
                         "cannot return the rollout's autograd graph); set is_on_policy=False")
-    if config.unroll_length != int(config.unroll_length) or config.unroll_length < 1:
-        raise UserError(f"TrainerConfig.async_unroll needs an integer unroll_length >= 1, "
-                        f"got {config.unroll_length}")
     algorithm_ctor = functools.partial(
         config.algorithm_ctor, observation_spec=env.observation_spec(),
         action_spec=env.action_spec(), reward_spec=env.reward_spec())

@@ -82,13 +82,14 @@ def test_an_unannotated_number_parameter_takes_a_list_but_not_a_string(tmp_path)
 
 def test_only_the_data_path_factory_reads_the_data_path_settings():
     # make_data_path is the one reader: no other module takes `<anything>.<setting>` of them
-    # (config.py, which defines the fields, aside).
+    # (config.py and config_parts.py, which define and validate the fields, aside).
     import ast
     from pathlib import Path
 
     from rlf.algorithms.data_paths import DATA_PATH_SETTINGS
     rlf = Path(__file__).resolve().parents[2] / "rlf"
-    allowed = {rlf / "algorithms" / "data_paths.py", rlf / "algorithms" / "config.py"}
+    allowed = {rlf / "algorithms" / "data_paths.py", rlf / "algorithms" / "config.py",
+               rlf / "algorithms" / "config_parts.py"}
     readers = []
     for path in sorted(rlf.rglob("*.py")):
         if path in allowed:

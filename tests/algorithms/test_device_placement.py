@@ -67,7 +67,8 @@ def _build(name, device):
     env_name, ctor, kwargs, config = CASES[name]
     env = load(env_name, 2, seed=0)
     trainer_config = TrainerConfig(num_iterations=10, **config)
-    trainer_config.device = device  # past TrainerConfig's check, which refuses 'meta' to users
+    # past RunConfig's check, which refuses 'meta' to users
+    object.__setattr__(trainer_config.run, "device", device)
     alg = ctor(env.observation_spec(), env.action_spec(), env=env, config=trainer_config,
                **kwargs)
     alg.to(device)

@@ -106,7 +106,8 @@ def test_an_alternating_term_reaches_the_summaries(tmp_path):
             loss = {"a": alg.a * 1.0}
             if update % 2:
                 loss["b"] = alg.b * 3.0
-            alg.learner.update_with_gradient(LossInfo(loss=loss, extra={"term": alg.a * 0 + update}))
+            alg.learner.update_with_gradient(
+                LossInfo(loss=loss, extra={"term": alg.a * 0 + update}))
         writer.flush()
     finally:
         summary.set_default_writer(None)
@@ -133,7 +134,8 @@ def test_a_t_minus_3_loss_with_a_mask_gives_the_hand_computed_gradient():
     # "all": d/da sum(mask * a x) / 6 = (1 + 3 + 4 + 6) / 6
     assert alg.a.item() == pytest.approx(-14 / 6)
     valid = TwoParts(every_b=1, loss_average="valid")
-    valid.learner.update_with_gradient(LossInfo(loss={"a": valid.a * x}, mask={"a": mask}), step_mask)
+    valid.learner.update_with_gradient(LossInfo(loss={"a": valid.a * x}, mask={"a": mask}),
+                                       step_mask)
     assert valid.a.item() == pytest.approx(-14 / 4)  # over the 4 kept entries
     with pytest.raises(ValueError, match=r"mask of shape \(2, 2\) does not fit a loss of "
                                          r"shape \(3, 2\)"):
@@ -240,7 +242,8 @@ def test_a_sub_algorithm_keeps_its_own_optimizers_and_counts_in_the_parents_chec
     assert alg.learner.optimizer_steps == {"default": 2, "sub/v": 1, "sub/default": 2}
     other = Parent()
     other.load_state_dict(alg.state_dict())
-    assert other.learner.optimizer_steps == alg.learner.optimizer_steps and other.sub.u.item() == -3.0
+    assert other.learner.optimizer_steps == alg.learner.optimizer_steps
+    assert other.sub.u.item() == -3.0
 
 
 def test_a_term_and_an_extra_that_would_write_one_tag_are_refused_before_any_change():

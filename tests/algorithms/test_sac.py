@@ -148,7 +148,8 @@ def test_temperature_falls_when_the_policy_is_more_random_than_the_target():
     transitions = SACTransitions(
         reward=zeros, discount=torch.ones(1, 4), critics=torch.zeros(1, 4, 2), next_q=zeros,
         next_log_pi=zeros, q_new=zeros, log_pi=torch.full((1, 4), -5.0))  # entropy 5 > -2
-    alg.learner.update_with_gradient(sac_losses(transitions, alg._log_alpha, -2.0), torch.ones(1, 4))
+    alg.learner.update_with_gradient(sac_losses(transitions, alg._log_alpha, -2.0),
+                                     torch.ones(1, 4))
     assert float(alg.alpha.detach()) < 1.0
 
 

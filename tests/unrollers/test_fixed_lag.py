@@ -89,11 +89,10 @@ def test_two_actors_give_the_same_scalars_as_processes_and_as_ray_actors(tmp_pat
 
 
 @pytest.mark.parametrize("settings, message", [
-    (dict(deterministic=True), "deterministic needs a fixed torch_num_threads"),
-    (dict(deterministic=True, torch_num_threads=1, async_unroll=True,
-          unroll_parameter_update_period=2), "set unroll_parameter_update_period = 1"),
-    (dict(async_unroll=True, policy_lag=2), "policy_lag = 2 takes effect only with "
-                                            "deterministic = True"),
+    (dict(async_unroll=True, unroll_parameter_update_period=2),
+     "set unroll_parameter_update_period = 1 .*, or deterministic = False"),
+    (dict(async_unroll=True, deterministic=False, policy_lag=2),
+     "policy_lag = 2 takes effect only with deterministic = True"),
     (dict(deterministic=True, torch_num_threads=1, async_unroll=True, policy_lag=-1),
      "policy_lag must be an integer >= 0"),
 ])
@@ -101,6 +100,14 @@ def test_settings_the_reproducible_mode_cannot_honour_are_refused(settings, mess
     from rlf.algorithms import TrainerConfig
     with pytest.raises(ValueError, match=message):
         TrainerConfig(**settings)
+
+
+def test_the_reproducible_mode_is_the_default_and_free_running_actors_the_opt_out():
+    from rlf.algorithms import TrainerConfig
+    assert TrainerConfig().deterministic  # torch's thread count, on the same machine
+    free = TrainerConfig(async_unroll=True, deterministic=False,
+                         unroll_parameter_update_period=4)
+    assert not free.actors.deterministic
 
 
 def test_configure_process_deterministic_sets_torch_and_cublas(monkeypatch):

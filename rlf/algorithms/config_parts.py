@@ -1,0 +1,335 @@
+"""The typed parts of ``TrainerConfig``: frozen dataclasses, each validating its own fields in one
+place (``__post_init__``) when it is built.
+
+``TrainerConfig`` (the gin face: every conf and ``--conf_param`` binding names its flat fields)
+builds one of each and checks what spans two parts. Each consumer takes the part it needs: the
+data path its ``DataPathConfig``, the unroller factory its ``ActorConfig``, the evaluation its
+``EvaluationConfig``. The fields mean what ``TrainerConfig``'s arguments of the same names do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+import torch
+
+__all__ = ["RunConfig", "DataPathConfig", "ActorConfig", "EvaluationConfig", "CheckpointConfig",
+           "SummaryConfig", "changed_fields", "without_effect", "RANDOM_SEED_LIMIT"]
+
+# Seeds lie below this, leaving room for the offsets of the environments' seeds (evaluation:
+# + 1,000,003) within ALE's int32 seeds.
+RANDOM_SEED_LIMIT = 2 ** 30
+
+
+def _set(part, name: str, value: Any) -> None:
+    """Normalises a field of a frozen part while it is validated."""
+    object.__setattr__(part, name, value)
+
+
+def _at_least(part, minimum: int, names: Sequence[str], none: Optional[str] = None) -> None:
+    """Refuses a field below ``minimum`` (``none``: what None means, if None is allowed)."""
+    for name in names:
+        value = getattr(part, name)
+        if value is None and none is not None:
+            continue
+        if value < minimum:
+            allowed = f" or None ({none})" if none is not None else ""
+            raise ValueError(f"TrainerConfig.{name} must be >= {minimum}{allowed}, got {value}")
+
+
+def _positive_ints(part, names: Sequence[str]) -> None:
+    """Refuses any of ``names`` below 1 and stores each as an ``int``."""
+    _at_least(part, 1, names)
+    for name in names:
+        _set(part, name, int(getattr(part, name)))
+
+
+def changed_fields(part, names: Sequence[str]) -> List[str]:
+    """``["name = value", ...]`` for those of ``names`` (fields of ``part``) whose value is not
+    the field's default, in the order of ``names``."""
+    defaults = {f.name: f.default for f in dataclasses.fields(part)}
+    return [f"{n} = {getattr(part, n)!r}" for n in names if getattr(part, n) != defaults[n]]
+
+
+def without_effect(settings: Sequence[str], where: str, fix: str) -> str:
+    """The message for ``settings`` (``changed_fields``' entries) that take effect only
+    ``where`` another setting is: ``fix`` ends it, ``{it}`` standing for them."""
+    verb, it = ("takes", "it") if len(settings) == 1 else ("take", "them")
+    return f"TrainerConfig: {', '.join(settings)} {verb} effect only {where}: {fix.format(it=it)}"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What the run is: where it writes, what it trains, its seed, its budget, its process
+    and its device.
+
+    Raises:
+        ValueError: for a ``random_seed`` outside ``[0, 2**30)``; negative budgets, or both
+            0; a ``torch_num_threads`` below 1; a ``device`` torch does not know or a CUDA
+            device this machine does not have.
+    """
+
+    root_dir: Optional[str] = None
+    algorithm_ctor: Optional[Callable] = None
+    random_seed: Optional[int] = None
+    torch_num_threads: Optional[int] = None
+    flush_denormal: bool = True
+    reuse_freed_memory: bool = True
+    num_iterations: int = 1000
+    num_env_steps: int = 0
+    device: str = "cpu"
+    enable_amp: bool = False
+    empty_cache: bool = False
+
+    def __post_init__(self):
+        seed = self.random_seed
+        if seed is not None and not 0 <= seed < RANDOM_SEED_LIMIT:
+            raise ValueError(f"TrainerConfig.random_seed must be in [0, 2**30) or None, got "
+                             f"{seed}")
+        if self.num_iterations < 0 or self.num_env_steps < 0:
+            raise ValueError(f"TrainerConfig: num_iterations ({self.num_iterations}) and "
+                             f"num_env_steps ({self.num_env_steps}) must be >= 0")
+        if self.num_iterations == 0 and self.num_env_steps == 0:
+            raise ValueError("TrainerConfig: set num_iterations or num_env_steps (both are 0, "
+                             "so training would never stop)")
+        _set(self, "num_iterations", int(self.num_iterations))
+        _set(self, "num_env_steps", int(self.num_env_steps))
+        _at_least(self, 1, ["torch_num_threads"], none="torch's default")
+        _check_device(self.device)
+
+
+def _check_device(device: str) -> None:
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        raise ValueError(f"TrainerConfig.device = {device!r} is not a torch device (e.g. "
+                         f"'cpu', 'cuda', 'cuda:1')") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"TrainerConfig.device = {device!r}, but torch sees no CUDA device "
+                         f"on this machine; use device='cpu'")
+    index = torch.device(device).index
+    if kind == "cuda" and index is not None and index >= torch.cuda.device_count():
+        raise ValueError(f"TrainerConfig.device = {device!r}, but torch sees "
+                         f"{torch.cuda.device_count()} CUDA device(s) (cuda:0 ...)")
+    mps = getattr(torch.backends, "mps", None)
+    if kind not in ("cpu", "cuda") and not (
+            kind == "mps" and mps is not None and mps.is_available()):
+        raise ValueError(f"TrainerConfig.device = {device!r}: rlf trains on 'cpu' or "
+                         f"'cuda' (or 'mps' where torch has it)")
+
+
+@dataclass(frozen=True)
+class DataPathConfig:
+    """How experience reaches the updates: the unroll, the replay buffer, the sequences and
+    mini-batches, offline data (``rlf.algorithms.data_paths.make_data_path`` reads it, and
+    nothing else does: ``DATA_PATH_SETTINGS``).
+
+    Raises:
+        ValueError: for a negative ``unroll_length``, ``initial_collect_steps`` or
+            ``burn_in_steps``; ``unroll_length = 0`` without ``offline_buffer_dir``;
+            ``num_updates_per_train_iter`` or ``replay_buffer_length`` below 1;
+            ``mini_batch_size`` or ``mini_batch_length`` below 1 (None is allowed); a
+            negative ``priority_replay_alpha`` or a ``priority_replay_beta`` outside
+            ``[0, 1]``; an ``offline_fraction`` outside ``[0, 1)``, or an ``offline_*``
+            setting without ``offline_buffer_dir``.
+    """
+
+    unroll_length: float = 8
+    unroll_with_grad: bool = False
+    use_rollout_state: bool = False
+    burn_in_steps: int = 0
+    temporally_independent_train_step: Optional[bool] = None
+    mini_batch_size: Optional[int] = None
+    mini_batch_length: Optional[int] = None
+    num_updates_per_train_iter: int = 1
+    whole_replay_buffer_training: bool = False
+    clear_replay_buffer: bool = False
+    replay_buffer_length: int = 1024
+    priority_replay: bool = False
+    priority_replay_alpha: float = 0.7
+    priority_replay_beta: float = 0.4
+    initial_collect_steps: int = 0
+    update_counter_every_mini_batch: bool = False
+    offline_buffer_dir: Optional[Union[str, List[str]]] = None
+    offline_buffer_length: Optional[int] = None
+    offline_normalized_actions: Optional[bool] = None
+    offline_fraction: float = 0.5
+
+    def __post_init__(self):
+        for name in ("unroll_length", "initial_collect_steps", "burn_in_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"TrainerConfig.{name} must be >= 0, got "
+                                 f"{getattr(self, name)}")
+        if self.unroll_length == 0 and not self.offline_buffer_dir:
+            raise ValueError("TrainerConfig.unroll_length = 0 collects no experience and "
+                             "trains only on offline data: set TrainerConfig."
+                             "offline_buffer_dir, or an unroll_length > 0")
+        _at_least(self, 1, ["num_updates_per_train_iter", "replay_buffer_length"])
+        _at_least(self, 1, ["mini_batch_size", "mini_batch_length"], none="all")
+        for name in ("burn_in_steps", "num_updates_per_train_iter", "replay_buffer_length",
+                     "initial_collect_steps"):
+            _set(self, name, int(getattr(self, name)))
+        if self.priority_replay_alpha < 0 or not 0 <= self.priority_replay_beta <= 1:
+            raise ValueError(f"TrainerConfig: priority_replay_alpha must be >= 0 (got "
+                             f"{self.priority_replay_alpha}) and priority_replay_beta in "
+                             f"[0, 1] (got {self.priority_replay_beta})")
+        if not 0.0 <= self.offline_fraction < 1.0:
+            raise ValueError(f"TrainerConfig.offline_fraction must be in [0, 1), got "
+                             f"{self.offline_fraction}")
+        if not self.offline_buffer_dir:
+            offline_only = changed_fields(self, ("offline_buffer_length",
+                                                 "offline_normalized_actions",
+                                                 "offline_fraction"))
+            if offline_only:
+                raise ValueError(without_effect(
+                    offline_only, "with offline data",
+                    "set TrainerConfig.offline_buffer_dir too, or remove {it}"))
+
+
+@dataclass(frozen=True)
+class ActorConfig:
+    """Who acts: the actor processes or Ray actors of ``async_unroll``, their failures, and
+    the reproducible mode (``deterministic``, on by default; free-running actors are the
+    opt-out).
+
+    Raises:
+        ValueError: for ``num_actors``, ``unroll_queue_size`` or
+            ``unroll_parameter_update_period`` below 1; a negative or fractional
+            ``policy_lag``, or one other than 1 with free-running actors; deterministic
+            actors with an ``unroll_parameter_update_period`` other than 1; a negative
+            ``max_actor_restarts`` or ``actor_niceness``, or a non-positive
+            ``actor_restart_window``; an actor setting (``ACTOR_SETTINGS``) other than its
+            default without ``async_unroll``; ``use_ray`` without ``async_unroll``, a Ray
+            setting without ``use_ray``, or negative Ray resources.
+    """
+
+    #: Settings of the actors of ``async_unroll``, which a run without actors ignores.
+    ACTOR_SETTINGS = ("num_actors", "unroll_queue_size", "unroll_parameter_update_period",
+                      "policy_lag", "restart_failed_actors", "max_actor_restarts",
+                      "actor_restart_window", "actor_niceness")
+
+    async_unroll: bool = False
+    num_actors: int = 1
+    unroll_queue_size: int = 1
+    unroll_parameter_update_period: int = 1
+    deterministic: bool = True
+    policy_lag: int = 1
+    restart_failed_actors: bool = False
+    max_actor_restarts: int = 3
+    actor_restart_window: float = 600.0
+    actor_niceness: int = 5
+    use_ray: bool = False
+    ray_address: Optional[str] = None
+    ray_num_cpus_per_actor: float = 1.0
+    ray_actor_resources: Dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.use_ray and not self.async_unroll:
+            raise ValueError("TrainerConfig.use_ray runs the actors of async_unroll: set "
+                             "TrainerConfig.async_unroll = True as well")
+        _positive_ints(self, ("unroll_queue_size", "num_actors",
+                              "unroll_parameter_update_period"))
+        lag = self.policy_lag
+        if lag != int(lag) or lag < 0:
+            raise ValueError(f"TrainerConfig.policy_lag must be an integer >= 0, got {lag}")
+        _set(self, "policy_lag", int(lag))
+        if (self.deterministic and self.async_unroll
+                and self.unroll_parameter_update_period != 1):
+            raise ValueError(f"TrainerConfig.deterministic actors act with the parameters of "
+                             f"update k - policy_lag, which needs a broadcast after every "
+                             f"update: set unroll_parameter_update_period = 1 (it is "
+                             f"{self.unroll_parameter_update_period}), or deterministic = "
+                             f"False for free-running actors")
+        if self.async_unroll and not self.deterministic and self.policy_lag != 1:
+            raise ValueError(without_effect(
+                [f"policy_lag = {self.policy_lag}"], "with deterministic = True",
+                "set TrainerConfig.deterministic = True too, or remove {it}"))
+        if self.max_actor_restarts < 0 or self.actor_restart_window <= 0:
+            raise ValueError(f"TrainerConfig.max_actor_restarts must be >= 0 (got "
+                             f"{self.max_actor_restarts}) and actor_restart_window > 0 (got "
+                             f"{self.actor_restart_window})")
+        _set(self, "max_actor_restarts", int(self.max_actor_restarts))
+        _set(self, "actor_restart_window", float(self.actor_restart_window))
+        niceness = self.actor_niceness
+        if niceness != int(niceness) or niceness < 0:
+            raise ValueError(f"TrainerConfig.actor_niceness must be an integer >= 0 (actors "
+                             f"can only be given a lower priority than the learner), got "
+                             f"{niceness}")
+        _set(self, "actor_niceness", int(niceness))
+        if not self.async_unroll:
+            for_actors = changed_fields(self, self.ACTOR_SETTINGS)
+            if for_actors:
+                raise ValueError(without_effect(
+                    for_actors, "with actors",
+                    "set TrainerConfig.async_unroll = True too, or remove {it}"))
+        _set(self, "ray_num_cpus_per_actor", float(self.ray_num_cpus_per_actor))
+        _set(self, "ray_actor_resources", dict(self.ray_actor_resources or {}))
+        resources = {"num_cpus": self.ray_num_cpus_per_actor, **self.ray_actor_resources}
+        bad = {k: v for k, v in resources.items()
+               if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0}
+        if bad:
+            raise ValueError(f"TrainerConfig: Ray resources per actor must be numbers >= 0 "
+                             f"(ray_num_cpus_per_actor, ray_actor_resources), got {bad}")
+        if not self.use_ray:
+            ray_only = changed_fields(self, ("ray_address", "ray_num_cpus_per_actor")) + (
+                [f"ray_actor_resources = {self.ray_actor_resources!r}"]
+                if self.ray_actor_resources else [])
+            if ray_only:
+                raise ValueError(without_effect(
+                    ray_only, "with Ray actors",
+                    "set TrainerConfig.use_ray = True (and async_unroll = True) too, or "
+                    "remove {it}"))
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """Evaluations with ``predict_step`` on a separate environment.
+
+    Raises:
+        ValueError: for ``eval_interval``, ``num_eval_episodes`` or ``num_eval_environments``
+            below 1.
+    """
+
+    evaluate: bool = False
+    eval_interval: int = 100
+    num_eval_episodes: int = 10
+    num_eval_environments: int = 1
+
+    def __post_init__(self):
+        _positive_ints(self, ("eval_interval", "num_eval_episodes", "num_eval_environments"))
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """What is checkpointed, and how often.
+
+    Raises:
+        ValueError: for ``checkpoint_interval`` or ``num_checkpoints`` below 1.
+    """
+
+    checkpoint_interval: int = 1000
+    num_checkpoints: int = 3
+    save_replay_buffer: bool = False
+
+    def __post_init__(self):
+        _positive_ints(self, ("checkpoint_interval", "num_checkpoints"))
+
+
+@dataclass(frozen=True)
+class SummaryConfig:
+    """What TensorBoard receives, and how often; the metrics' window.
+
+    Raises:
+        ValueError: for ``summary_interval`` or ``metric_min_buffer_size`` below 1.
+    """
+
+    summary_interval: int = 50
+    summaries_flush_secs: int = 10
+    summarize_grads_and_vars: bool = False
+    summarize_action_distributions: bool = True
+    metric_min_buffer_size: int = 10
+
+    def __post_init__(self):
+        _positive_ints(self, ("summary_interval", "metric_min_buffer_size"))
