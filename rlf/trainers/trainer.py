@@ -73,6 +73,18 @@ def _warn(message: str) -> None:
     tqdm.write(f"WARNING: {message}", file=sys.stderr)
 
 
+class _Session:
+    """What a started run holds until ``Trainer.finish``: the signal handlers it replaced,
+    its progress bar, the iteration of its last checkpoint and of its start, and its last
+    evaluation."""
+
+    def __init__(self, handlers, bar, saved_at: Optional[int], start_iter: int):
+        self.handlers, self.bar = handlers, bar
+        self.saved_at, self.start_iter = saved_at, start_iter
+        self.last_eval: Dict[str, Any] = {}
+        self.ended = False
+
+
 class _EvaluationStopped(Exception):
     """A stop signal arrived during evaluation (raised from its step callback)."""
 
@@ -106,6 +118,10 @@ class Trainer:
     ``replay_buffer-<iteration>.pt``). An existing ``root_dir`` with checkpoints resumes
     from the newest readable one; a truncated or corrupt one is skipped with a warning.
 
+    ``train()`` runs to the budget. A driver that needs the run in steps (an experiment's
+    trial) calls ``start()``, then ``run(k)`` and ``save()`` as often as it likes, then
+    ``finish()``: the run writes what one ``train()`` call writes.
+
     Args:
         config: the ``TrainerConfig``.
         root_dir: overrides ``config.root_dir``.
@@ -134,6 +150,7 @@ class Trainer:
         self._env = None
         self._algorithm = None
         self._loop: Optional[TrainingLoop] = None
+        self._session: Optional[_Session] = None  # from start() to finish()
         self._eval_env = None
         self._lock_fd: Optional[int] = None
         self._closed = False
@@ -321,7 +338,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def train(self) -> Dict[str, Any]:
-        """Runs training until ``num_iterations``/``num_env_steps`` or a stop signal.
+        """Runs training until ``num_iterations``/``num_env_steps`` or a stop signal:
+        ``start``, then ``run``, then ``finish``.
 
         Returns:
             ``{"iterations", "env_steps", "metrics", "stopped_by_signal", "eval"}``.
@@ -336,6 +354,29 @@ class Trainer:
                 written (naming the newest checkpoint, which is kept).
             NonFiniteLossError: for a NaN or infinite loss (naming the last good checkpoint).
         """
+        self.start()
+        try:
+            self.run()
+        except BaseException:
+            self._end(failed=True)
+            raise
+        return self.finish()
+
+    def start(self) -> Optional[int]:
+        """Begins the run: ``build``, restores the newest checkpoint, opens a TensorBoard
+        event file, writes ``config.gin`` and takes SIGINT and SIGTERM (a stop signal ends
+        ``run`` after the iteration in progress). ``run`` then trains and ``finish`` ends the
+        run; ``train`` does all three.
+
+        Returns:
+            The restored checkpoint's iteration, or None for a new run.
+
+        Raises:
+            RuntimeError: if the run was started already.
+            CheckpointMismatchError: see ``train``.
+        """
+        if self._session is not None:
+            raise RuntimeError(f"Trainer({self._root_dir}) was started already")
         config = self._config
         algorithm = self.build()
         summary.set_summary_interval(config.summary_interval)
@@ -358,17 +399,38 @@ class Trainer:
         self._write_config()
         handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT,
                                                                     signal.SIGTERM)}
-        bar = self._progress_bar(algorithm)
-        last_eval: Dict[str, Any] = {}
-        saved_at = self._state.iter_num if restored is not None else None
-        start_iter = self._state.iter_num
-        failed = True  # until the loop ends normally: closing then raises nothing new
+        self._session = _Session(handlers, self._progress_bar(algorithm),
+                                 saved_at=self._state.iter_num if restored is not None
+                                 else None, start_iter=self._state.iter_num)
+        return restored
+
+    @property
+    def done(self) -> bool:
+        """Whether the run reached ``num_iterations`` or ``num_env_steps``."""
+        config = self._config
+        return bool((config.num_iterations and self._state.iter_num >= config.num_iterations)
+                    or (config.num_env_steps and self._algorithm is not None
+                        and self._algorithm.get_env_steps() >= config.num_env_steps))
+
+    def run(self, max_iterations: Optional[int] = None) -> Dict[str, Any]:
+        """Trains, checkpointing and evaluating on schedule, until the run's budget, a stop
+        signal, or ``max_iterations`` more iterations (None: no such bound). Call ``start``
+        first; ``run`` may be called again to go on.
+
+        Returns:
+            ``{"iterations", "env_steps", "metrics", "stopped_by_signal", "eval"}`` so far.
+
+        Raises:
+            RuntimeError: before ``start`` or after ``finish``.
+            ActorFailure, CheckpointWriteError, NonFiniteLossError, SummaryWriteError: see
+                ``train``.
+        """
+        session = self._started()
+        config, algorithm = self._config, self._algorithm
+        done = 0
         try:
-            while self._stop_signal is None:
-                if config.num_iterations and self._state.iter_num >= config.num_iterations:
-                    break
-                if config.num_env_steps and algorithm.get_env_steps() >= config.num_env_steps:
-                    break
+            while self._stop_signal is None and not self.done and (
+                    max_iterations is None or done < max_iterations):
                 try:
                     self._loop.train_iter()
                 except NonFiniteLossError as e:
@@ -379,49 +441,88 @@ class Trainer:
                                     f"{self._newest_checkpoint()}; nothing was saved after "
                                     f"the failure)") from e
                 except ActorError as e:
-                    # The failed iteration changed nothing (RLAlgorithm.train_iter): the
+                    # The failed iteration changed nothing (TrainingLoop.train_iter): the
                     # learner's state is that of the last completed one, worth a checkpoint
                     # if one was completed since the last (not the untrained learner's).
-                    if self._state.iter_num in (0, saved_at):
+                    if self._state.iter_num in (0, session.saved_at):
                         where = f"training stopped; {self._newest_checkpoint()}"
                     else:
                         where = f"training stopped, checkpoint written: {self._save()}"
                     raise ActorFailure(f"{e}; {where}", e.caused_by_input) from None
+                done += 1
                 self._state.iter_num += 1
                 it = self._state.iter_num
                 if it == 1:
                     self._write_config()  # now also holds what was configured lazily
                 if self._progress:
-                    self._advance(bar, algorithm)
+                    self._advance(session.bar, algorithm)
                 if it % config.checkpoint_interval == 0:
                     self._save()
-                    saved_at = it
+                    session.saved_at = it
                 if config.evaluate and it % config.eval_interval == 0:
                     try:
-                        last_eval = self._evaluate() or last_eval
+                        session.last_eval = self._evaluate() or session.last_eval
                     except Exception as e:
                         # The iteration is complete: keep it before stopping.
-                        path = self._save() if saved_at != it else self._checkpointer.path(it)
+                        path = (self._save() if session.saved_at != it
+                                else self._checkpointer.path(it))
                         if not isinstance(e, UserError):
                             raise
                         raise UserError(f"evaluation at iteration {it}: {one_line(e)}; "
                                         f"training stopped, checkpoint written: {path}") from e
-            if saved_at != self._state.iter_num:
-                self._save()
+        except summary.SummaryWriteError as e:
+            # The iteration may be half done: nothing is saved, the newest checkpoint stays.
+            raise summary.SummaryWriteError(
+                e.errno, f"{e.strerror}; {self._stopped_for_room()}") from e
+        return self._results()
+
+    def save(self) -> Path:
+        """Writes a checkpoint of the current iteration now (unless one was written at it),
+        as ``run`` does on schedule; returns its path.
+
+        Raises:
+            RuntimeError: before ``start`` or after ``finish``.
+            CheckpointWriteError: see ``train``.
+        """
+        session = self._started()
+        it = self._state.iter_num
+        if session.saved_at != it:
+            self._save()
+            session.saved_at = it
+        return self._checkpointer.path(it)
+
+    def finish(self) -> Dict[str, Any]:
+        """Ends the run: a checkpoint of the last iteration, the final metrics and (when the
+        budget ends between two evaluations) a final evaluation; then closes everything
+        (``close``) and gives back the signals.
+
+        Returns:
+            ``{"iterations", "env_steps", "metrics", "stopped_by_signal", "eval"}``.
+
+        Raises:
+            RuntimeError: before ``start`` or after ``finish``.
+            CheckpointWriteError, SummaryWriteError, UserError: see ``train``.
+        """
+        session = self._started()
+        config = self._config
+        failed = True  # until the end is reached normally: closing then raises nothing new
+        try:
+            self.save()
             it = self._state.iter_num
-            if self._stop_signal is None and (it == start_iter or it % config.summary_interval):
+            if self._stop_signal is None and (it == session.start_iter
+                                              or it % config.summary_interval):
                 # The run's final metrics reach TensorBoard even where its budget ends between
                 # two summary iterations (a run shorter than summary_interval wrote none), and
                 # a finished run started again writes them (it may have been written without).
                 with summary.record_if(lambda: True):
                     self._loop.summarize_metrics()
-            if (config.evaluate and self._stop_signal is None and it > start_iter
+            if (config.evaluate and self._stop_signal is None and it > session.start_iter
                     and it % config.eval_interval):
                 # The run reached its budget between two evaluations: its final policy is
                 # what a reader of the curve wants evaluated (the checkpoint is already
                 # written; evaluation leaves the random state as it found it).
                 try:
-                    last_eval = self._evaluate() or last_eval
+                    session.last_eval = self._evaluate() or session.last_eval
                 except UserError as e:
                     raise UserError(f"final evaluation at iteration {it}: {one_line(e)}; "
                                     f"training finished, checkpoint written: "
@@ -429,22 +530,40 @@ class Trainer:
             summary.flush()
             failed = False
         except summary.SummaryWriteError as e:
-            # The iteration may be half done: nothing is saved, the newest checkpoint stays.
             raise summary.SummaryWriteError(
                 e.errno, f"{e.strerror}; {self._stopped_for_room()}") from e
         finally:
-            bar.close()
-            for s, h in handlers.items():
-                signal.signal(s, h)
-            self.close()
-            try:
-                summary.close()
-            except summary.SummaryWriteError:
-                if not failed:
-                    raise
-        return {"iterations": self._state.iter_num, "env_steps": algorithm.get_env_steps(),
+            results = self._results()
+            self._end(failed)
+        return results
+
+    def _started(self) -> "_Session":
+        if self._session is None or self._session.ended:
+            raise RuntimeError(f"Trainer({self._root_dir}): call start() first (and not "
+                               f"after finish())")
+        return self._session
+
+    def _results(self) -> Dict[str, Any]:
+        return {"iterations": self._state.iter_num,
+                "env_steps": self._algorithm.get_env_steps(),
                 "metrics": metric_results(self._loop.metrics),
-                "stopped_by_signal": self._stop_signal is not None, "eval": last_eval}
+                "stopped_by_signal": self._stop_signal is not None,
+                "eval": self._session.last_eval}
+
+    def _end(self, failed: bool) -> None:
+        """Closes the progress bar, gives back the signals, closes the run (``close``) and
+        the summaries (a summary error is raised only where nothing else failed)."""
+        session = self._session
+        session.ended = True
+        session.bar.close()
+        for s, h in session.handlers.items():
+            signal.signal(s, h)
+        self.close()
+        try:
+            summary.close()
+        except summary.SummaryWriteError:
+            if not failed:
+                raise
 
     def _progress_bar(self, algorithm) -> tqdm:
         """A tqdm bar over the run's bound: environment steps (agent steps) against

@@ -183,6 +183,31 @@ def test_a_run_that_ends_between_evaluations_evaluates_its_final_policy(tmp_path
     assert sorted(_scalars(tmp_path, "Eval/AverageReturn")) == [3, 6, 7, 9]
 
 
+def test_a_run_in_steps_writes_what_one_train_call_writes(tmp_path):
+    # start / run(k) / save / finish, as an experiment drives a trial step by step
+    config = dict(evaluate=True, eval_interval=3, num_eval_episodes=1)
+    whole = Trainer(_config(7, **config), tmp_path / "whole", progress=False).train()
+    trainer = Trainer(_config(7, **config), tmp_path / "steps", progress=False)
+    with pytest.raises(RuntimeError, match=r"call start\(\) first"):
+        trainer.run(1)
+    assert trainer.start() is None
+    assert trainer.run(3)["iterations"] == 3 and not trainer.done
+    assert trainer.save().name == "ckpt-3.pt"
+    assert trainer.run(3)["iterations"] == 6
+    assert trainer.run(3)["iterations"] == 7 and trainer.done  # the budget bounds a step
+    result = trainer.finish()
+    assert result["iterations"] == whole["iterations"] == 7
+    assert result["env_steps"] == whole["env_steps"]
+    for tag in ("loss/A2C", "Metrics/AverageReturn", "Metrics/EnvironmentSteps",
+                "Eval/AverageReturn"):
+        assert _scalars(tmp_path / "steps", tag) == _scalars(tmp_path / "whole", tag), tag
+    assert len(_scalars(tmp_path / "whole", "loss/A2C")) == 7
+    assert sorted(p.name for p in (tmp_path / "steps" / "ckpt").glob("ckpt-*.pt")) == [
+        "ckpt-3.pt", "ckpt-7.pt"]
+    with pytest.raises(RuntimeError, match="not after finish"):
+        trainer.run(1)
+
+
 def test_tensorboard_events_hold_metric_tags(tmp_path):
     Trainer(_config(30, evaluate=True, eval_interval=15, num_eval_episodes=2), tmp_path,
             progress=False).train()
