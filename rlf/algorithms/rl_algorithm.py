@@ -236,7 +236,11 @@ class RLAlgorithm(Algorithm):
         """Which actor this copy is (``ActorIdentity(index, num_actors)``; ``build_actor``
         sets it in each actor process and Ray actor), for per-actor behaviour such as Ape-X's
         exploration (``DQNAlgorithm.actor_epsilons``); None on the learner (and in a
-        synchronous unroll)."""
+        synchronous unroll).
+
+        Raises:
+            ValueError: when set to an index outside ``[0, num_actors)``.
+        """
         return self._actor
 
     @actor_identity.setter
@@ -275,7 +279,7 @@ class RLAlgorithm(Algorithm):
     def actor_modules(self) -> List[str]:
         """The names (``named_modules``) of the sub-modules an actor needs to act: by default
         those whose ``forward`` runs in ``rollout_step`` (found once, by a probe step on a
-        zero ``FIRST`` step), not the critics, target networks or metrics. Override it for a
+        zero ``FIRST`` step), not the critics or target networks. Override it for a
         ``rollout_step`` that uses a module without calling it (its parameters directly)."""
         names = self._actor_module_names
         if names is None:
