@@ -50,29 +50,33 @@ def _curve_tag(metric: str) -> str:
     return f"{family}_vs_EnvironmentSteps/{name}"
 
 
-def _read(runs: Sequence[Path], metric: str) -> Dict[Path, Tuple[np.ndarray, np.ndarray]]:
-    """``{run: (environment steps, values)}`` of ``metric``.
+def _read(runs: Sequence[Path], metric: str = None
+          ) -> Tuple[str, Dict[Path, Tuple[np.ndarray, np.ndarray]]]:
+    """``(metric, {run: (environment steps, values)})``: each run's event files are parsed
+    once, for ``metric`` or, if it is None, for every one of ``DEFAULT_METRICS``, of which the
+    first that every run wrote is taken.
 
     Raises:
-        UserError: naming a run that wrote no such summary.
+        UserError: naming a run that wrote no ``metric`` summary, or, without ``metric``,
+            for runs that have none of ``DEFAULT_METRICS`` in common.
     """
+    candidates = [metric] if metric else list(DEFAULT_METRICS)
+    tags = [_curve_tag(m) for m in candidates]
+    written = {run: read_scalar_tags(Path(run) / "train", tags) for run in runs}
+    if metric is None:
+        metric = next((m for m, tag in zip(candidates, tags)
+                       if all(written[r][tag][0] for r in runs)), None)
+        if metric is None:
+            raise UserError(f"the runs have none of {', '.join(DEFAULT_METRICS)} in common; "
+                            f"name one with --metric")
     tag = _curve_tag(metric)
     series = {}
     for run in runs:
-        steps, values, _ = read_scalar_tags(Path(run) / "train", [tag])[tag]
+        steps, values, _ = written[run][tag]
         if not steps:
             raise UserError(f"{run} wrote no {metric} summary ({tag}); choose another --metric")
         series[run] = (np.asarray(steps, np.float64), np.asarray(values, np.float64))
-    return series
-
-
-def _choose_metric(runs: Sequence[Path]) -> str:
-    for metric in DEFAULT_METRICS:
-        tag = _curve_tag(metric)
-        if all(read_scalar_tags(Path(r) / "train", [tag])[tag][0] for r in runs):
-            return metric
-    raise UserError(f"the runs have none of {', '.join(DEFAULT_METRICS)} in common; name one "
-                    f"with --metric")
+    return metric, series
 
 
 def compare_runs(groups: Dict[str, List[Path]], out: Path, metric: str = None,
@@ -105,8 +109,7 @@ def compare_runs(groups: Dict[str, List[Path]], out: Path, metric: str = None,
     if len(set(every)) != len(every):
         raise UserError("a run directory is in two groups, or twice in one")
     runs = [r for rs in groups.values() for r in rs]
-    metric = metric or _choose_metric(runs)
-    series = _read(runs, metric)
+    metric, series = _read(runs, metric)
     finals = {g: np.array([series[r][1][-1] for r in rs]) for g, rs in groups.items()}
     estimates = per_game_estimates(finals, reps=reps)
     names = list(groups)
