@@ -221,10 +221,9 @@ class TrainerConfig:
             machine without one.
     """
 
-    #: Settings of the replay buffer, which only off-policy algorithms have.
-    REPLAY_SETTINGS = ("whole_replay_buffer_training", "clear_replay_buffer",
-                       "replay_buffer_length", "priority_replay", "priority_replay_alpha",
-                       "priority_replay_beta", "initial_collect_steps", "save_replay_buffer")
+    #: Settings of the replay buffer, which only off-policy algorithms have (the data path's,
+    #: and the checkpoints' ``save_replay_buffer``).
+    REPLAY_SETTINGS = DataPathConfig.REPLAY_SETTINGS + ("save_replay_buffer",)
 
     #: Settings of the actors of ``async_unroll``, which a run without actors ignores.
     ACTOR_SETTINGS = ActorConfig.ACTOR_SETTINGS

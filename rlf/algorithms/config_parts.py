@@ -136,6 +136,11 @@ class DataPathConfig:
             setting without ``offline_buffer_dir``.
     """
 
+    #: The replay buffer's settings, which only off-policy algorithms have.
+    REPLAY_SETTINGS = ("whole_replay_buffer_training", "clear_replay_buffer",
+                       "replay_buffer_length", "priority_replay", "priority_replay_alpha",
+                       "priority_replay_beta", "initial_collect_steps")
+
     unroll_length: float = 8
     unroll_with_grad: bool = False
     use_rollout_state: bool = False

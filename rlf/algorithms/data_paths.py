@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional
 import torch
 
 from rlf import nest
-from rlf.algorithms.config_parts import changed_fields, without_effect
+from rlf.algorithms.config_parts import DataPathConfig, changed_fields, without_effect
 from rlf.data_structures import Experience, valid_step_mask
 from rlf.tensor_specs import spec_from_tensors
 from rlf.utils import summary
@@ -41,11 +41,6 @@ __all__ = ["DATA_PATH_SETTINGS", "Batch", "Sequences", "MiniBatches", "Mixer", "
            "check_uses_rollout_state"]
 
 logger = logging.getLogger(__name__)
-
-#: The replay buffer's settings (``DataPathConfig``'s), which only off-policy algorithms have.
-REPLAY_SETTINGS = ("whole_replay_buffer_training", "clear_replay_buffer", "replay_buffer_length",
-                   "priority_replay", "priority_replay_alpha", "priority_replay_beta",
-                   "initial_collect_steps")
 
 #: The ``TrainerConfig`` fields that choose and shape the data path: read here only.
 DATA_PATH_SETTINGS = (
@@ -708,7 +703,7 @@ def make_data_path(algorithm, config) -> DataPath:
     mini_batches = MiniBatches(config.mini_batch_size, config.mini_batch_length,
                                config.update_counter_every_mini_batch)
     if on_policy:
-        replay_settings = changed_fields(config, REPLAY_SETTINGS)
+        replay_settings = changed_fields(config, DataPathConfig.REPLAY_SETTINGS)
         if replay_settings:
             raise UserError(without_effect(
                 replay_settings, f"with an off-policy algorithm's replay buffer; "

@@ -70,7 +70,8 @@ def _train_epochs(alg):
     return train_epochs
 
 
-def _loop_shim(name: str, replacement: str) -> Tuple[str, Callable[[Any], Any]]:
+def _loop_shim(replacement: str) -> Tuple[str, Callable[[Any], Any]]:
+    """The table entry of a member that moved to ``TrainingLoop.<replacement>``."""
     return f"TrainingLoop.{replacement}", _loop_member(replacement)
 
 
@@ -117,33 +118,29 @@ DEPRECATED_MEMBERS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
     # the training loop's
     "observation_normalizers": ("rlf.algorithms.training_loop.observation_normalizers"
                                 "(algorithm)", _observation_normalizers),
-    "set_unroller": _loop_shim("set_unroller", "set_unroller"),
-    "unroller": _loop_shim("unroller", "unroller"),
+    "set_unroller": _loop_shim("set_unroller"),
+    "unroller": _loop_shim("unroller"),
     "data_path": ("TrainingLoop.data_path.name",
                   lambda a: shim_training_loop(a).data_path.name),
     "check_training_settings": ("TrainingLoop(algorithm) (it builds the data path, which "
                                 "refuses the settings)",
                                 lambda a: (lambda: shim_training_loop(a) and None)),
-    "rollout_info_spec": _loop_shim("rollout_info_spec", "rollout_info_spec"),
+    "rollout_info_spec": _loop_shim("rollout_info_spec"),
     "get_metrics": ("TrainingLoop.metrics", lambda a: (lambda: shim_training_loop(a).metrics)),
     "get_step_metrics": ("TrainingLoop.metrics[:2]",
                          lambda a: (lambda: shim_training_loop(a).metrics[:2])),
-    "observe_for_metrics": _loop_shim("observe_for_metrics", "observe_for_metrics"),
-    "summarize_metrics": _loop_shim("summarize_metrics", "summarize_metrics"),
-    "summarize_rollout": _loop_shim("summarize_rollout", "summarize_rollout"),
-    "replay_buffer": _loop_shim("replay_buffer", "replay_buffer"),
-    "offline_replay_buffer": _loop_shim("offline_replay_buffer", "offline_replay_buffer"),
-    "replay_buffer_state_dict": _loop_shim("replay_buffer_state_dict",
-                                           "replay_buffer_state_dict"),
-    "load_replay_buffer_state_dict": _loop_shim("load_replay_buffer_state_dict",
-                                                "load_replay_buffer_state_dict"),
-    "load_offline_replay_buffer": _loop_shim("load_offline_replay_buffer",
-                                             "load_offline_data"),
-    "update_observation_normalizers": _loop_shim("update_observation_normalizers",
-                                                 "update_observation_normalizers"),
-    "unroll": _loop_shim("unroll", "unroll"),
-    "train_iter": _loop_shim("train_iter", "train_iter"),
-    "finish_train": _loop_shim("finish_train", "close"),
+    "observe_for_metrics": _loop_shim("observe_for_metrics"),
+    "summarize_metrics": _loop_shim("summarize_metrics"),
+    "summarize_rollout": _loop_shim("summarize_rollout"),
+    "replay_buffer": _loop_shim("replay_buffer"),
+    "offline_replay_buffer": _loop_shim("offline_replay_buffer"),
+    "replay_buffer_state_dict": _loop_shim("replay_buffer_state_dict"),
+    "load_replay_buffer_state_dict": _loop_shim("load_replay_buffer_state_dict"),
+    "load_offline_replay_buffer": _loop_shim("load_offline_data"),
+    "update_observation_normalizers": _loop_shim("update_observation_normalizers"),
+    "unroll": _loop_shim("unroll"),
+    "train_iter": _loop_shim("train_iter"),
+    "finish_train": _loop_shim("close"),
     "train_from_unroll": ("TrainingLoop.train_iter() (the data path's observe and batches, "
                           "rlf.algorithms.data_paths)",
                           lambda a: shim_training_loop(a)._train_on_unroll),
