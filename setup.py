@@ -37,6 +37,12 @@ setup(
         # The documentation site: mkdocs build --strict (mkdocs.yml).
         "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
         "ray": ["ray[default]>=2.9"],
+        # rlf.bin.tune and rlf.bin.suite --backend tune: experiments as Ray Tune trials
+        # (ray.tune.RunConfig, CheckpointConfig and FailureConfig since 2.43).
+        "tune": ["ray[default,tune]>=2.43"],
+        # TrainerConfig.tracker = 'mlflow' / 'wandb'.
+        "mlflow": ["mlflow>=2.9"],
+        "wandb": ["wandb>=0.16"],
         # gymnasium's MuJoCo environments (HalfCheetah-v5, ...) for the SAC and PPO confs.
         "mujoco": ["gymnasium[mujoco]>=1.0", "mujoco>=3.1"],
         # rlf.bin.play --record: gymnasium's classic-control renderer and GIF writing.

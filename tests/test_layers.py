@@ -14,7 +14,7 @@ LAYERS = [  # docs/design.md, "Layers"
     {"rlf.environments", "rlf.networks", "rlf.replay", "rlf.metrics", "rlf.unrollers"},
     {"rlf.algorithms"},
     {"rlf.trainers"},
-    {"rlf.bin"},
+    {"rlf.bin", "rlf.experiments"},  # experiments parse confs as rlf.bin does
 ]
 
 def _module_name(path: Path) -> str:

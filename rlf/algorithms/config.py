@@ -51,7 +51,7 @@ class TrainerConfig:
     | ``actors`` (``ActorConfig``) | ``async_unroll``, ``num_actors``, ..., ``deterministic``, ``policy_lag``, the ``ray_*`` settings |
     | ``evaluation`` (``EvaluationConfig``) | ``evaluate``, ``eval_interval``, ``num_eval_episodes``, ``num_eval_environments`` |
     | ``checkpoints`` (``CheckpointConfig``) | ``checkpoint_interval``, ``num_checkpoints``, ``save_replay_buffer`` |
-    | ``summaries`` (``SummaryConfig``) | ``summary_interval``, ``summaries_flush_secs``, ``summarize_grads_and_vars``, ``summarize_action_distributions``, ``metric_min_buffer_size`` |
+    | ``summaries`` (``SummaryConfig``) | ``summary_interval``, ``summaries_flush_secs``, ``summarize_grads_and_vars``, ``summarize_action_distributions``, ``metric_min_buffer_size``, ``tracker`` |
 
     Args:
         root_dir: where ``config.gin``, ``train/`` (TensorBoard events) and ``ckpt/`` go.
@@ -118,6 +118,11 @@ class TrainerConfig:
         summarize_grads_and_vars: histograms and norms of every gradient and parameter.
         summarize_action_distributions: summaries of the rollout actions.
         metric_min_buffer_size: metrics average over at least this many episodes.
+        tracker: ``"mlflow"`` or ``"wandb"`` mirrors every scalar written to TensorBoard in
+            that experiment tracker and records the operative config as the run's
+            parameters; the tracked run's id is checkpointed, so a resumed run continues it
+            (``rlf.trainers.tracker``; extras ``.[mlflow]``, ``.[wandb]``). None: TensorBoard
+            alone.
         checkpoint_interval: write a checkpoint every this many iterations (and at the end).
         num_checkpoints: newest checkpoints kept.
         save_replay_buffer: checkpoints carry the replay buffer (in a separate file
@@ -266,6 +271,7 @@ class TrainerConfig:
                  summarize_grads_and_vars: bool = False,
                  summarize_action_distributions: bool = True,
                  metric_min_buffer_size: int = 10,
+                 tracker: Optional[str] = None,
                  checkpoint_interval: int = 1000,
                  num_checkpoints: int = 3,
                  save_replay_buffer: bool = False,

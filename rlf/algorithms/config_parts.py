@@ -324,17 +324,26 @@ class CheckpointConfig:
 
 @dataclass(frozen=True)
 class SummaryConfig:
-    """What TensorBoard receives, and how often; the metrics' window.
+    """What TensorBoard receives, and how often; the metrics' window; the experiment tracker
+    that mirrors the scalars.
 
     Raises:
-        ValueError: for ``summary_interval`` or ``metric_min_buffer_size`` below 1.
+        ValueError: for ``summary_interval`` or ``metric_min_buffer_size`` below 1, or a
+            ``tracker`` other than None, ``"mlflow"`` and ``"wandb"``.
     """
+
+    #: The experiment trackers ``tracker`` may name.
+    TRACKERS = ("mlflow", "wandb")
 
     summary_interval: int = 50
     summaries_flush_secs: int = 10
     summarize_grads_and_vars: bool = False
     summarize_action_distributions: bool = True
     metric_min_buffer_size: int = 10
+    tracker: Optional[str] = None
 
     def __post_init__(self):
         _positive_ints(self, ("summary_interval", "metric_min_buffer_size"))
+        if self.tracker is not None and self.tracker not in self.TRACKERS:
+            raise ValueError(f"TrainerConfig.tracker = {self.tracker!r}: expected None, "
+                             f"{' or '.join(repr(t) for t in self.TRACKERS)}")

@@ -9,6 +9,11 @@ r"""Runs one conf over Atari games and seeds, then writes a results table and le
 
 Each (game, seed) is a normal training run (``python -m rlf.bin.train``) of ``ALE/<game>-v5``
 in ``root_dir/<game>/seed<seed>``, bounded by ``--frames`` (agent steps = frames / frameskip).
+``--backend sequential`` (the default, without Ray) runs them one after another;
+``--backend tune`` runs them as parallel Ray Tune trials (``pip install -e ".[tune]"``;
+``--max_concurrent`` at once, on a local Ray or the cluster at ``--address``) in the same
+directories and with the same results (``rlf.bin.tune``; a restart with other games, seeds or
+bindings is refused there).
 A run that finished writes ``suite_result.json`` beside its checkpoints and is skipped when the
 suite is started again; an unfinished one resumes from its checkpoint. Then the suite writes
 ``root_dir/results.csv``, ``root_dir/results.md`` and ``root_dir/<game>.png`` (return against
@@ -62,7 +67,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from absl import flags
 
@@ -88,6 +93,11 @@ flags.DEFINE_string("root_dir", "runs/suite", "where the runs and the results go
 flags.DEFINE_multi_string("conf_param", [], "extra gin bindings for every run")
 flags.DEFINE_integer("frameskip", 4, "emulator frames per agent step (the conf's)",
                      lower_bound=1)
+flags.DEFINE_enum("backend", "sequential", ["sequential", "tune"],
+                  "sequential: one run after another; tune: parallel Ray Tune trials")
+flags.DEFINE_integer("max_concurrent", 0, "--backend tune: runs at once (0: as the CPUs "
+                     "allow)", lower_bound=0)
+flags.DEFINE_string("address", None, "--backend tune: a running Ray cluster's address")
 flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
 
 SCORE_TAG = "Metrics_vs_EnvironmentSteps/AverageEpisodeScore"
@@ -279,17 +289,62 @@ def train_one(conf: str, directory: Path, game: str, seed: int, frames: int,
         raise SuiteStopped(f"the run of {game} seed {seed} in {directory} was stopped at "
                            f"{steps * frameskip:,} of {frames:,} frames, checkpoint written; "
                            f"start the suite again to resume it")
-    result = summarize_run(directory, game, seed, frameskip)
-    with atomic_write(directory / RESULT_FILE) as tmp:
-        tmp.write_text(json.dumps({**result, SETTINGS_KEY: {"frames": frames,
-                                                            "params": list(params)}},
-                                  indent=1))
+    result = write_result(directory, game, seed, frames, frameskip, params)
     print(f"[suite] {game} seed {seed}: score {result['score']:.1f} after "
           f"{result['frames']} frames ({(time.time() - t0) / 60:.1f} min this time, "
           f"{result['wall_minutes']:.1f} min of running in all)", flush=True)
     if received:
         raise SuiteStopped(f"the run of {game} seed {seed} had finished; start the suite "
                            f"again to go on")
+
+
+def write_result(directory: Path, game: str, seed: int, frames: int, frameskip: int,
+                 params: List[str]) -> Dict:
+    """Writes the finished run's ``suite_result.json`` (``summarize_run`` and the settings it
+    was asked for); returns the result row."""
+    result = summarize_run(directory, game, seed, frameskip)
+    with atomic_write(directory / RESULT_FILE) as tmp:
+        tmp.write_text(json.dumps({**result, SETTINGS_KEY: {"frames": frames,
+                                                            "params": list(params)}},
+                                  indent=1))
+    return result
+
+
+def run_on_tune(conf: str, runs: List[Tuple[str, int]], frames: int, frameskip: int,
+                params: List[str], root_dir: Path, max_concurrent: int = 0,
+                address: Optional[str] = None, num_cpus: Optional[int] = None) -> None:
+    """Runs the suite's (game, seed) ``runs`` as parallel Ray Tune trials, each the run
+    ``train_one`` would make in the same directory, then writes their result files.
+
+    Raises:
+        SuiteRunError: if runs failed (naming them; status 1).
+        UserError: see ``rlf.experiments.run_experiment``.
+    """
+    from rlf.experiments.runner import ExperimentFailed, ExperimentOptions, run_experiment
+    from rlf.experiments.space import ENV_KEY, SEED_KEY, SearchSpace
+    games = list(dict.fromkeys(g for g, _ in runs))
+    seeds = list(dict.fromkeys(s for _, s in runs))
+    space = SearchSpace(grid={ENV_KEY: [f"ALE/{g}-v5" for g in games], SEED_KEY: seeds})
+    bindings = [f"TrainerConfig.num_env_steps={frames // frameskip}",
+                "TrainerConfig.num_iterations=0"] + list(params)
+    print(f"[suite] {len(games) * len(seeds)} runs as Ray Tune trials "
+          f"({max_concurrent or 'as many as the CPUs allow'} at once)", flush=True)
+    try:
+        run_experiment(ExperimentOptions(conf=conf, root_dir=str(root_dir), space=space,
+                                         conf_params=bindings, layout="suite",
+                                         max_concurrent=max_concurrent, address=address,
+                                         num_cpus=num_cpus))
+    except ExperimentFailed as e:
+        raise SuiteRunError(1, str(e)) from None
+    for game in games:
+        for seed in seeds:
+            directory = run_dir(root_dir, game, seed)
+            steps = checkpointed_env_steps(directory)
+            if steps is None or steps < frames // frameskip:
+                raise SuiteStopped(f"the run of {game} seed {seed} in {directory} stopped at "
+                                   f"{(steps or 0) * frameskip:,} of {frames:,} frames; start "
+                                   f"the suite again to resume it")
+            write_result(directory, game, seed, frames, frameskip, params)
 
 
 def _libc_prctl():
@@ -454,8 +509,15 @@ def finished_as_asked(result_file: Path, frames: int, params: List[str]) -> bool
 
 
 def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_dir: Path,
-              params: List[str] = (), frameskip: int = 4) -> List[Dict]:
+              params: List[str] = (), frameskip: int = 4, backend: str = "sequential",
+              max_concurrent: int = 0, address: Optional[str] = None,
+              num_cpus: Optional[int] = None) -> List[Dict]:
     """Runs every (game, seed) not finished yet, then writes the tables and the plots.
+
+    ``backend="sequential"`` runs them one after another, each a ``rlf.bin.train``
+    process; ``"tune"`` runs them as parallel Ray Tune trials (``run_on_tune``; at most
+    ``max_concurrent`` at once, on the cluster at ``address`` or a local Ray of ``num_cpus``)
+    in the same directories, with the same results.
 
     Returns:
         The result rows, in game and seed order.
@@ -482,6 +544,11 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
     finished = {(game, seed): finished_as_asked(result_file, frames, params)
                 for game in games for seed in seeds
                 if (result_file := run_dir(root_dir, game, seed) / RESULT_FILE).is_file()}
+    if backend == "tune":
+        todo = [(g, s) for g in games for s in seeds if not finished.get((g, s))]
+        if todo:
+            run_on_tune(conf, todo, frames, frameskip, params, root_dir, max_concurrent,
+                        address, num_cpus)
     rows = []
     for game in games:
         for seed in seeds:
@@ -490,19 +557,26 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
             if finished.get((game, seed)):
                 print(f"[suite] {game} seed {seed}: finished, skipped ({result_file})",
                       flush=True)
-            else:  # new, unfinished, or finished with fewer frames: (re)started for the rest
+            elif backend == "sequential":  # new, unfinished, or finished with fewer frames
                 train_one(conf, directory, game, seed, frames, frameskip, params)
             result = json.loads(result_file.read_text())
             result.pop(SETTINGS_KEY, None)
             rows.append(result)
+    write_outputs(rows, games, seeds, root_dir, Path(conf).stem, frameskip)
+    return rows
+
+
+def write_outputs(rows: List[Dict], games: List[str], seeds: List[int], root_dir: Path,
+                  label: str, frameskip: int) -> None:
+    """``results.csv``, ``results.md``, the aggregates (with rliable) and one plot per game
+    from the result ``rows`` of the runs in ``root_dir/<game>/seed<seed>``."""
     write_tables(rows, root_dir)
-    _write_aggregates(rows, root_dir, Path(conf).stem)
+    _write_aggregates(rows, root_dir, label)
     for game in games:
         plot_game(game, {s: run_dir(root_dir, game, s) for s in seeds},
                   root_dir / f"{game}.png", frameskip)
     print(f"[suite] wrote {root_dir / 'results.csv'}, {root_dir / 'results.md'} and "
           f"{len(games)} plots", flush=True)
-    return rows
 
 
 def main(argv) -> int:
@@ -530,8 +604,12 @@ def main(argv) -> int:
             if repeated:
                 raise UserError(f"{flag} {', '.join(map(str, values))}: "
                                 f"{', '.join(repeated)} given more than once")
+        if FLAGS.backend != "tune" and (FLAGS.max_concurrent or FLAGS.address):
+            raise UserError("--max_concurrent and --address are settings of --backend tune, "
+                            "which runs the suite on Ray Tune: add --backend tune")
         run_suite(FLAGS.conf, FLAGS.games, seeds, parse_frames(FLAGS.frames),
-                  Path(FLAGS.root_dir), FLAGS.conf_param, FLAGS.frameskip)
+                  Path(FLAGS.root_dir), FLAGS.conf_param, FLAGS.frameskip, FLAGS.backend,
+                  FLAGS.max_concurrent, FLAGS.address)
     except UserError as e:
         if debug_mode():
             raise

@@ -22,7 +22,7 @@ from rlf.utils.checkpointer import Checkpointer
 from rlf.utils.errors import UserError
 
 __all__ = ["REPLAY_BUFFER_COMPANION", "RunDirectoryError", "changed_settings",
-           "check_run_directory", "checkpointed_env_steps", "lock_run_directory", "model_state",
+           "check_run_directory", "config_bindings", "checkpointed_env_steps", "lock_run_directory", "model_state",
            "run_checkpointer", "write_operative_config"]
 
 #: The companion a checkpoint may have: ``ckpt/replay_buffer-<N>.pt``
@@ -101,7 +101,7 @@ def write_operative_config(root_dir: Path) -> Path:
 _RUN_LENGTH = ("TrainerConfig.num_iterations", "TrainerConfig.num_env_steps")
 
 
-def _bindings(text: str) -> Dict[str, str]:
+def config_bindings(text: str) -> Dict[str, str]:
     """``{"scope/Configurable.param": value as written}`` of a gin config's bindings
     (configurable references as ``@name``, ``@name()``)."""
     def show(value) -> str:
@@ -133,8 +133,8 @@ def changed_settings(root_dir: Path, limit: int = 5) -> List[str]:
         limit: at most this many, then ``"N more"``.
     """
     try:
-        theirs = _bindings((root_dir / "config.gin").read_text())
-        mine = _bindings(gin.operative_config_str())
+        theirs = config_bindings((root_dir / "config.gin").read_text())
+        mine = config_bindings(gin.operative_config_str())
     except Exception:  # a file of another gin version, a hand edit: no hint, not an error
         return []
     changed = [f"{key} = {value} (the run's: {theirs[key]})" for key, value in mine.items()

@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
+import gin
 import numpy as np
 import torch
 from tqdm import tqdm
@@ -25,8 +26,9 @@ from rlf.environments import load
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
 from rlf.trainers.run_dir import (REPLAY_BUFFER_COMPANION, changed_settings,
-                                  check_run_directory, lock_run_directory, run_checkpointer,
+                                  check_run_directory, config_bindings, lock_run_directory, run_checkpointer,
                                   write_operative_config)
+from rlf.trainers.tracker import Tracker, check_tracker, make_tracker
 from rlf.trainers.unrollers import make_unroller
 from rlf.unrollers import ActorError
 from rlf.utils import summary
@@ -78,8 +80,8 @@ class _Session:
     its progress bar, the iteration of its last checkpoint and of its start, and its last
     evaluation."""
 
-    def __init__(self, handlers, bar, saved_at: Optional[int], start_iter: int):
-        self.handlers, self.bar = handlers, bar
+    def __init__(self, handlers, bar, saved_at: Optional[int], start_iter: int, tracker=None):
+        self.handlers, self.bar, self.tracker = handlers, bar, tracker
         self.saved_at, self.start_iter = saved_at, start_iter
         self.last_eval: Dict[str, Any] = {}
         self.ended = False
@@ -95,18 +97,23 @@ class _TrainerState:
     def __init__(self):
         self.iter_num = 0
         self.env_steps: Callable[[], int] = lambda: 0  # the algorithm's, once built
+        self.tracker_run_id: Optional[str] = None
 
     def state_dict(self) -> Dict[str, Any]:
         """``{"iter_num", "global_counter", "env_steps"}``: the summary step, and the
         environment steps for readers of the checkpoint (``run_dir.checkpointed_env_steps``;
-        the algorithm restores its own count)."""
-        return {"iter_num": self.iter_num, "global_counter": summary.get_global_counter(),
-                "env_steps": int(self.env_steps())}
+        the algorithm restores its own count); with a tracker also ``"tracker_run_id"``."""
+        state = {"iter_num": self.iter_num, "global_counter": summary.get_global_counter(),
+                 "env_steps": int(self.env_steps())}
+        if self.tracker_run_id is not None:
+            state["tracker_run_id"] = self.tracker_run_id
+        return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restores ``state_dict()`` output, including the global summary counter."""
         self.iter_num = int(state["iter_num"])
         summary.set_global_counter(int(state["global_counter"]))
+        self.tracker_run_id = state.get("tracker_run_id")
 
 
 class Trainer:
@@ -120,12 +127,16 @@ class Trainer:
 
     ``train()`` runs to the budget. A driver that needs the run in steps (an experiment's
     trial) calls ``start()``, then ``run(k)`` and ``save()`` as often as it likes, then
-    ``finish()``: the run writes what one ``train()`` call writes.
+    ``finish()``: the run writes what one ``train()`` call writes (``abort()`` ends it
+    without a checkpoint instead).
 
     Args:
         config: the ``TrainerConfig``.
         root_dir: overrides ``config.root_dir``.
         progress: show a tqdm progress bar (on stderr).
+        handle_signals: take SIGINT and SIGTERM from ``start`` to ``finish`` (a stop signal
+            ends ``run`` after the iteration in progress); False leaves them to the process
+            (a Ray Tune trial, whose driver stops it).
 
     Raises:
         UserError: without a root_dir or ``algorithm_ctor``.
@@ -133,7 +144,8 @@ class Trainer:
             cannot be written (``check_run_directory``).
     """
 
-    def __init__(self, config, root_dir: Optional[str] = None, progress: bool = True):
+    def __init__(self, config, root_dir: Optional[str] = None, progress: bool = True,
+                 handle_signals: bool = True):
         root_dir = root_dir or config.root_dir
         if not root_dir:
             raise UserError("Trainer: no root_dir (pass --root_dir or set TrainerConfig.root_dir)")
@@ -144,6 +156,7 @@ class Trainer:
         self._root_dir = Path(root_dir)
         check_run_directory(self._root_dir)
         self._progress = progress
+        self._handle_signals = handle_signals
         self._stop_signal: Optional[int] = None
         self._stop_time = 0.0
         self._state = _TrainerState()
@@ -230,6 +243,7 @@ class Trainer:
 
     def _build(self) -> None:
         config = self._config
+        check_tracker(config.tracker)  # a missing extra stops the run before anything runs
         self._seed_value = self._seed()
         try:
             self._env = load(seed=self._seed_value)
@@ -397,12 +411,28 @@ class Trainer:
             tqdm.write(f"Resuming from iteration {restored} "
                        f"({self._checkpointer.path(restored)})")
         self._write_config()
-        handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT,
-                                                                    signal.SIGTERM)}
+        tracker = self._start_tracker()
+        handlers = ({s: signal.signal(s, self._on_signal) for s in (signal.SIGINT,
+                                                                     signal.SIGTERM)}
+                    if self._handle_signals else {})
         self._session = _Session(handlers, self._progress_bar(algorithm),
                                  saved_at=self._state.iter_num if restored is not None
-                                 else None, start_iter=self._state.iter_num)
+                                 else None, start_iter=self._state.iter_num, tracker=tracker)
         return restored
+
+    def _start_tracker(self) -> Optional[Tracker]:
+        """Opens the tracked run (``TrainerConfig.tracker``; the checkpointed one on a
+        resume), records the configuration as its parameters and mirrors the scalars."""
+        config = self._config
+        if config.tracker is None:
+            return None
+        tracker = make_tracker(config.tracker, self._root_dir, self._state.tracker_run_id)
+        self._state.tracker_run_id = tracker.run_id
+        params = {f"TrainerConfig.{k}": repr(v) for k, v in config.as_dict().items()}
+        params.update(config_bindings(gin.config_str()))
+        tracker.log_params(params)
+        summary.add_mirror(tracker.log_scalar)
+        return tracker
 
     @property
     def done(self) -> bool:
@@ -528,6 +558,8 @@ class Trainer:
                                     f"training finished, checkpoint written: "
                                     f"{self._checkpointer.path(it)}") from e
             summary.flush()
+            if session.tracker is not None:
+                session.tracker.flush()
             failed = False
         except summary.SummaryWriteError as e:
             raise summary.SummaryWriteError(
@@ -550,14 +582,34 @@ class Trainer:
                 "stopped_by_signal": self._stop_signal is not None,
                 "eval": self._session.last_eval}
 
+    def abort(self) -> None:
+        """Ends a started run without a checkpoint: what it did since its last checkpoint is
+        dropped (a Tune trial that is about to load another trial's checkpoint). Closes
+        everything, as ``finish`` does; after ``finish`` it does nothing.
+
+        Raises:
+            RuntimeError: before ``start``.
+        """
+        if self._session is None:
+            raise RuntimeError(f"Trainer({self._root_dir}): call start() first")
+        if not self._session.ended:
+            self._end(failed=True)
+
     def _end(self, failed: bool) -> None:
-        """Closes the progress bar, gives back the signals, closes the run (``close``) and
-        the summaries (a summary error is raised only where nothing else failed)."""
+        """Closes the progress bar, gives back the signals, ends the tracked run, closes the
+        run (``close``) and the summaries (a summary error is raised only where nothing else
+        failed)."""
         session = self._session
         session.ended = True
         session.bar.close()
         for s, h in session.handlers.items():
             signal.signal(s, h)
+        if session.tracker is not None:
+            summary.remove_mirror(session.tracker.log_scalar)
+            try:
+                session.tracker.close(failed)
+            except Exception as e:  # the tracker's service; the run itself is complete
+                _warn(f"the {self._config.tracker} run could not be closed: {one_line(e)}")
         self.close()
         try:
             summary.close()
@@ -639,6 +691,16 @@ class Trainer:
     def algorithm(self):
         """The algorithm (None until ``build`` or ``train`` has created it)."""
         return self._algorithm
+
+    @property
+    def iterations(self) -> int:
+        """The iterations trained so far (restored ones included)."""
+        return self._state.iter_num
+
+    @property
+    def checkpointer(self):
+        """The run's ``Checkpointer`` of ``root_dir/ckpt`` (None until ``build``)."""
+        return getattr(self, "_checkpointer", None)
 
     @property
     def loop(self) -> Optional[TrainingLoop]:

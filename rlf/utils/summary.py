@@ -20,16 +20,17 @@ import contextlib
 import threading
 import time
 from collections import defaultdict
-from typing import Callable, Dict, Iterator, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
 __all__ = [
     "SummaryWriteError", "create_summary_writer", "set_default_writer", "get_default_writer",
-    "get_global_counter", "set_global_counter", "increment_global_counter",
-    "set_summary_interval", "record_if", "is_active", "should_record_summaries", "enable_summary", "scalar",
-    "histogram", "text", "record_time", "flush", "close",
+    "get_global_counter", "set_global_counter", "increment_global_counter", "add_mirror",
+    "remove_mirror", "set_summary_interval", "record_if", "is_active",
+    "should_record_summaries", "enable_summary", "scalar", "histogram", "text", "record_time",
+    "flush", "close",
 ]
 
 _writer: Optional[SummaryWriter] = None
@@ -38,6 +39,8 @@ _summary_interval = 1
 _enabled = True
 _record_if_fn: Optional[Callable[[], bool]] = None
 _timers: Dict[str, float] = defaultdict(float)
+#: Called with (tag, value, step) for every scalar recorded (an experiment tracker).
+_mirrors: List[Callable[[str, float, int], None]] = []
 
 
 class SummaryWriteError(OSError):
@@ -187,9 +190,24 @@ def scalar(name: str, value, step: Optional[int] = None) -> None:
             ``text``).
     """
     if should_record_summaries():
+        value = _to_float(value)
+        step = _global_counter if step is None else int(step)
         with _writing():
-            _writer.add_scalar(name, _to_float(value),
-                               _global_counter if step is None else int(step))
+            _writer.add_scalar(name, value, step)
+        for mirror in _mirrors:
+            mirror(name, value, step)
+
+
+def add_mirror(fn: Callable[[str, float, int], None]) -> None:
+    """Calls ``fn(tag, value, step)`` for every scalar recorded from now on, after it is
+    written to TensorBoard (``rlf.trainers.tracker`` mirrors them in MLflow or W&B)."""
+    _mirrors.append(fn)
+
+
+def remove_mirror(fn: Callable[[str, float, int], None]) -> None:
+    """Stops calling ``fn`` (``add_mirror``); a function not added is ignored."""
+    if fn in _mirrors:
+        _mirrors.remove(fn)
 
 
 def histogram(name: str, values, step: Optional[int] = None) -> None:

@@ -1,0 +1,172 @@
+r"""Runs an experiment on Ray Tune: seeds, games and hyperparameters as trials, each an
+ordinary rlf run.
+
+    python -m rlf.bin.tune --conf confs/ppo_cartpole.gin --root_dir runs/exp \
+        [--grid 'torch.optim.Adam.lr=[1e-3, 3e-4]' ...] \
+        [--sample 'torch.optim.Adam.lr=loguniform(1e-4, 1e-2)' --num_samples 4] \
+        [--seeds 0,1,2] [--games Pong,Breakout] [--scheduler fifo|asha|pbt] \
+        [--metric AverageReturn --mode max] [--max_concurrent 2] [--address ADDR] \
+        [--step_iterations 10 | --step_env_steps 10000] [--conf_param ...] [--debug]
+
+Every combination of the ``--grid`` values, ``--seeds`` and ``--games`` (``ALE/<game>-v5``)
+is a trial, ``--num_samples`` times with the ``--sample`` values drawn anew. A trial is the
+run ``python -m rlf.bin.train`` makes of the conf with the ``--conf_param`` bindings and then
+the trial's values, in ``root_dir/<trial>`` (``root_dir/<game>/seed<seed>`` when only games
+and seeds vary), and writes the same scalars; it runs in steps of ``--step_iterations``
+iterations (or ``--step_env_steps`` environment steps) until the run's own budget
+(``TrainerConfig.num_iterations`` / ``num_env_steps``). Its actors (processes or Ray actors)
+count in its Ray resources.
+
+``--scheduler asha`` stops the trials that fall behind on ``--metric``; ``--scheduler pbt``
+(population-based training) lets the bottom ``--quantile_fraction`` of the trials clone the
+exact checkpoint of a top one every ``--perturbation_interval`` steps and then perturb or
+redraw its ``--sample`` values, which take effect after the restore (``lineage.json`` and
+TensorBoard's ``Experiment/`` tags record each clone). The metrics (``--metric``) are the runs'
+own: ``AverageReturn``, ``AverageEpisodeScore``, ``Eval/AverageReturn``, ...
+
+The experiment resumes when the same command is given again (after a crash, SIGKILL or Ctrl-C):
+finished trials are not run again, the others continue from their last checkpoints. Ray: a
+local instance by default (``--num_cpus``), or the cluster at ``--address`` (then
+``root_dir`` must be on storage every node shares). At the end ``root_dir/trials.csv`` lists
+the trials and, when only games and seeds vary, ``results.csv``, ``results.md`` and the plots
+are written as ``rlf.bin.suite`` writes them.
+
+Exit status 2, with one line, for a mistake in the input (a flag, a binding, a conf, a restart
+with other settings, Ray Tune missing: ``pip install -e '.[tune]'``); 1 if trials failed,
+naming them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from absl import flags
+
+from rlf.bin.cli import debug_mode, run_main
+from rlf.utils.errors import UserError, one_line
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("conf", None, "gin file of every trial")
+flags.DEFINE_string("root_dir", None, "the experiment's directory")
+flags.DEFINE_multi_string("grid", [], "a grid: 'Name.param=[v1, v2]' (repeatable)")
+flags.DEFINE_multi_string("sample", [], "a sampled value: 'Name.param=loguniform(a, b)' "
+                          "(uniform, loguniform, quniform, randint, choice, ...; repeatable)")
+flags.DEFINE_integer("num_samples", 1, "samples of the --sample values per grid point",
+                     lower_bound=1)
+flags.DEFINE_list("seeds", [], "random seeds (a grid over TrainerConfig.random_seed)")
+flags.DEFINE_list("games", [], "Atari games (a grid over load.env_name = ALE/<game>-v5)")
+flags.DEFINE_enum("scheduler", "fifo", ["fifo", "asha", "pbt"], "trial scheduler")
+flags.DEFINE_string("metric", None, "the metric ASHA and PBT rank by (e.g. AverageReturn)")
+flags.DEFINE_enum("mode", "max", ["max", "min"], "whether the metric is maximised")
+flags.DEFINE_integer("max_concurrent", 0, "trials at once (0: as the CPUs allow)",
+                     lower_bound=0)
+flags.DEFINE_string("address", None, "a running Ray cluster's address (default: local Ray)")
+flags.DEFINE_integer("num_cpus", None, "CPUs of the local Ray (default: the machine's)",
+                     lower_bound=1)
+flags.DEFINE_integer("step_iterations", 10, "iterations per trial step", lower_bound=0)
+flags.DEFINE_integer("step_env_steps", 0, "environment steps per trial step instead",
+                     lower_bound=0)
+flags.DEFINE_integer("checkpoint_every", 0, "trial steps between checkpoints (0: PBT's "
+                     "perturbation interval, else 10)", lower_bound=0)
+flags.DEFINE_integer("perturbation_interval", 5, "PBT: trial steps between perturbations",
+                     lower_bound=1)
+flags.DEFINE_float("quantile_fraction", 0.25, "PBT: the fraction that clones the top one",
+                   lower_bound=0.0, upper_bound=0.5)
+flags.DEFINE_float("resample_probability", 0.25, "PBT: the chance a value is drawn anew",
+                   lower_bound=0.0, upper_bound=1.0)
+flags.DEFINE_integer("grace_period", 2, "ASHA: trial steps before a trial may be stopped",
+                     lower_bound=1)
+flags.DEFINE_float("reduction_factor", 2.0, "ASHA: the halving rate", lower_bound=1.01)
+flags.DEFINE_integer("max_failures", 0, "restarts of a failed trial from its checkpoint",
+                     lower_bound=0)
+flags.DEFINE_multi_string("conf_param", [], "a gin binding for every trial (repeatable)")
+flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
+
+
+def options_from_flags():
+    """The ``ExperimentOptions`` of the command line.
+
+    Raises:
+        UserError: for a missing ``--conf``/``--root_dir``, bad seeds or a malformed grid
+            or sample.
+    """
+    from rlf.algorithms.config import RANDOM_SEED_LIMIT
+    from rlf.experiments.runner import ExperimentOptions
+    from rlf.experiments.space import SearchSpace
+    if not FLAGS.conf:
+        raise UserError("--conf is required (e.g. --conf confs/ppo_cartpole.gin)")
+    if not FLAGS.root_dir or not FLAGS.root_dir.strip():
+        raise UserError("--root_dir is required: the experiment's directory")
+    try:
+        seeds = [int(s) for s in FLAGS.seeds]
+    except ValueError:
+        raise UserError(f"--seeds {','.join(FLAGS.seeds)}: expected integers") from None
+    if not all(0 <= s < RANDOM_SEED_LIMIT for s in seeds):
+        raise UserError(f"--seeds {','.join(FLAGS.seeds)}: seeds must be in [0, 2**30)")
+    for flag, values in (("--games", FLAGS.games), ("--seeds", seeds)):
+        repeated = sorted({str(v) for v in values if values.count(v) > 1})
+        if repeated:
+            raise UserError(f"{flag}: {', '.join(repeated)} given more than once")
+    space = SearchSpace.from_flags(FLAGS.grid, FLAGS.sample, seeds, FLAGS.games)
+    suite_like = bool(FLAGS.games and seeds) and set(space.keys) <= {
+        "load.env_name", "TrainerConfig.random_seed"}
+    return ExperimentOptions(
+        conf=FLAGS.conf, root_dir=FLAGS.root_dir, space=space, conf_params=FLAGS.conf_param,
+        num_samples=FLAGS.num_samples, scheduler=FLAGS.scheduler, metric=FLAGS.metric,
+        mode=FLAGS.mode, max_concurrent=FLAGS.max_concurrent, address=FLAGS.address,
+        num_cpus=FLAGS.num_cpus, step_iterations=FLAGS.step_iterations,
+        step_env_steps=FLAGS.step_env_steps, checkpoint_every=FLAGS.checkpoint_every,
+        perturbation_interval=FLAGS.perturbation_interval,
+        quantile_fraction=FLAGS.quantile_fraction,
+        resample_probability=FLAGS.resample_probability, grace_period=FLAGS.grace_period,
+        reduction_factor=FLAGS.reduction_factor, max_failures=FLAGS.max_failures,
+        layout="suite" if suite_like else "trials")
+
+
+def _write_suite_outputs(options, root: Path) -> None:
+    """The suite's result files, tables, aggregates and plots of a games-and-seeds
+    experiment (``rlf.bin.suite``)."""
+    from rlf.bin.gin_utils import query
+    from rlf.bin.suite import write_outputs, write_result
+    from rlf.trainers.run_dir import checkpointed_env_steps
+    frameskip = int(query("load_atari.frameskip", 4))
+    seeds = [int(s) for s in FLAGS.seeds]
+    rows = []
+    for game in FLAGS.games:
+        for seed in seeds:
+            directory = root / game / f"seed{seed}"
+            frames = (checkpointed_env_steps(directory) or 0) * frameskip
+            rows.append(write_result(directory, game, seed, frames, frameskip,
+                                     list(options.conf_params)))
+    write_outputs(rows, list(FLAGS.games), seeds, root, Path(options.conf).stem, frameskip)
+
+
+def main(argv) -> int:
+    """Runs the experiment; returns the exit status (module docstring)."""
+    del argv
+    try:
+        options = options_from_flags()
+        from rlf.experiments.runner import ExperimentFailed, run_experiment
+        try:
+            rows = run_experiment(options)
+        except ExperimentFailed as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        root = Path(options.root_dir)
+        if options.layout == "suite":
+            _write_suite_outputs(options, root)
+        print(f"[tune] {len(rows)} trials finished; wrote {root / 'trials.csv'}", flush=True)
+    except UserError as e:
+        if debug_mode():
+            raise
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("[tune] stopped: start the same command again to resume", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main, list_flags=("games", "seeds"))

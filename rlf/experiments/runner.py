@@ -1,0 +1,312 @@
+"""Runs an experiment on Ray Tune: its trials (``RlfTrainable``) over a search space, with a
+FIFO, ASHA or population-based-training scheduler; resumes an experiment started before.
+
+Layout of ``root_dir``: each trial's rlf run (``config.gin``, ``train/``, ``ckpt/``,
+``lineage.json``), ``experiment.json`` (the experiment's settings, to refuse a restart with
+other ones), ``trials.csv`` (one row per trial, at the end) and ``.tune/`` (Tune's own state:
+its experiment checkpoint, each trial's ``result.json``/``progress.csv`` and checkpoints).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from rlf.experiments.space import SearchSpace, trial_bindings
+from rlf.experiments.trainable import ExperimentSpec, RlfTrainable
+from rlf.utils.atomic_file import atomic_write
+from rlf.utils.errors import UserError
+from rlf.utils.extras import require
+
+__all__ = ["ExperimentOptions", "TUNE_DIR", "SCHEDULERS", "check_options", "trial_resources",
+           "run_experiment", "ExperimentFailed"]
+
+TUNE_DIR = ".tune"
+SCHEDULERS = ("fifo", "asha", "pbt")
+SETTINGS_FILE = "experiment.json"
+
+
+class ExperimentFailed(RuntimeError):
+    """Trials of the experiment failed; the message names each with its error."""
+
+
+@dataclass
+class ExperimentOptions:
+    """An experiment's settings (``rlf.bin.tune``'s flags).
+
+    Attributes:
+        conf: the gin file.
+        root_dir: the experiment's directory.
+        space: the varied bindings.
+        conf_params: bindings for every trial, after the conf.
+        num_samples: samples of ``space.sample`` (per grid point).
+        scheduler: ``"fifo"``, ``"asha"`` or ``"pbt"``.
+        metric: the reported metric schedulers rank by (``RESULT_METRICS``).
+        mode: ``"max"`` or ``"min"``.
+        max_concurrent: trials running at once (0: as many as the resources allow).
+        address: a running Ray cluster's address (None: a local Ray).
+        num_cpus: the local Ray's CPUs (None: the machine's).
+        step_iterations: iterations per trial step (Tune's ``training_iteration``).
+        step_env_steps: environment steps per trial step instead (0: by iterations).
+        checkpoint_every: trial steps between Tune checkpoints (0: PBT's
+            ``perturbation_interval``, else 10).
+        perturbation_interval: PBT's, in trial steps.
+        quantile_fraction: PBT's: the bottom fraction clones the top fraction.
+        resample_probability: PBT's: the chance a mutated value is drawn anew.
+        grace_period: ASHA's minimum trial steps.
+        reduction_factor: ASHA's.
+        layout: ``"trials"`` or ``"suite"`` (``ExperimentSpec.layout``).
+        max_failures: times a failed trial is restarted from its last checkpoint.
+    """
+
+    conf: str
+    root_dir: str
+    space: SearchSpace = field(default_factory=SearchSpace)
+    conf_params: Sequence[str] = ()
+    num_samples: int = 1
+    scheduler: str = "fifo"
+    metric: Optional[str] = None
+    mode: str = "max"
+    max_concurrent: int = 0
+    address: Optional[str] = None
+    num_cpus: Optional[int] = None
+    step_iterations: int = 10
+    step_env_steps: int = 0
+    checkpoint_every: int = 0
+    perturbation_interval: int = 5
+    quantile_fraction: float = 0.25
+    resample_probability: float = 0.25
+    grace_period: int = 2
+    reduction_factor: float = 2.0
+    layout: str = "trials"
+    max_failures: int = 0
+
+    @property
+    def checkpoint_frequency(self) -> int:
+        """Trial steps between Tune checkpoints."""
+        if self.checkpoint_every:
+            return self.checkpoint_every
+        return self.perturbation_interval if self.scheduler == "pbt" else 10
+
+    def settings(self) -> Dict[str, Any]:
+        """What a restart must repeat (``experiment.json``)."""
+        out = asdict(self)
+        for key in ("max_concurrent", "address", "num_cpus", "max_failures"):
+            out.pop(key)
+        out["conf"] = str(Path(self.conf).resolve())
+        out["root_dir"] = str(Path(self.root_dir).resolve())
+        return json.loads(json.dumps(out))
+
+
+def check_options(options: ExperimentOptions):
+    """Checks the settings and, with the conf and every grid value, the bindings the trials
+    will parse, before anything starts; returns the conf's ``TrainerConfig``.
+
+    Raises:
+        UserError: one line for each mistake: a scheduler other than ``SCHEDULERS``, ASHA or
+            PBT without ``metric``, PBT without sampled values to explore or with a checkpoint
+            that is not due at every perturbation, step sizes below 1, and any conf or binding
+            error (``ConfigError``).
+    """
+    from rlf.algorithms import TrainerConfig
+    from rlf.bin.gin_utils import ConfigError, parse_config
+    from rlf.utils.errors import one_line
+    if options.scheduler not in SCHEDULERS:
+        raise UserError(f"--scheduler {options.scheduler!r}: expected fifo, asha or pbt")
+    if options.mode not in ("max", "min"):
+        raise UserError(f"--mode {options.mode!r}: expected max or min")
+    if options.scheduler != "fifo" and not options.metric:
+        raise UserError(f"--scheduler {options.scheduler} ranks trials by a metric: give "
+                        f"--metric (e.g. --metric AverageReturn)")
+    if options.step_iterations < 1 and options.step_env_steps < 1:
+        raise UserError("a trial step needs --step_iterations >= 1 or --step_env_steps >= 1")
+    if options.num_samples < 1:
+        raise UserError(f"--num_samples {options.num_samples}: must be >= 1")
+    if options.num_samples > 1 and not options.space.sample:
+        raise UserError(f"--num_samples {options.num_samples} repeats the same trials "
+                        f"without --sample: vary the seeds with --seeds instead")
+    if options.scheduler == "pbt":
+        if not options.space.sample:
+            raise UserError("--scheduler pbt explores the --sample values: give at least one "
+                            "(e.g. --sample 'torch.optim.Adam.lr=loguniform(1e-4, 1e-2)')")
+        if options.perturbation_interval % options.checkpoint_frequency:
+            raise UserError(f"--checkpoint_every {options.checkpoint_frequency} does not divide "
+                            f"--perturbation_interval {options.perturbation_interval}: PBT "
+                            f"needs a checkpoint at every perturbation")
+    bindings = list(options.conf_params)
+    bindings += trial_bindings({k: v[0] for k, v in options.space.grid.items()},
+                               list(options.space.grid))
+    for key, (kind, args) in options.space.sample.items():
+        value = args[0][0] if kind == "choice" else args[0]
+        bindings.append(trial_bindings({key: value}, [key])[0])
+    import gin
+    for key, values in options.space.grid.items():  # every grid value parses
+        for v in values[1:]:
+            gin.clear_config()
+            parse_config(options.conf, list(options.conf_params)
+                         + trial_bindings({key: v}, [key]))
+    gin.clear_config()
+    parse_config(options.conf, bindings)
+    try:
+        config = TrainerConfig()
+    except (ValueError, TypeError) as e:
+        raise ConfigError(one_line(e)) from e
+    if config.algorithm_ctor is None:
+        raise UserError(f"--conf {options.conf} sets no TrainerConfig.algorithm_ctor")
+    return config
+
+
+def trial_resources(config):
+    """A trial's Ray resources: one CPU for the learner, plus its actors: processes of
+    ``async_unroll`` share the learner's bundle, Ray actors have a bundle each."""
+    from ray import tune
+    if not config.async_unroll:
+        return tune.PlacementGroupFactory([{"CPU": 1}])
+    if not config.use_ray:
+        return tune.PlacementGroupFactory([{"CPU": 1 + config.num_actors}])
+    actor = {"CPU": config.ray_num_cpus_per_actor, **config.ray_actor_resources}
+    return tune.PlacementGroupFactory([{"CPU": 1}] + [actor] * config.num_actors)
+
+
+def _scheduler(options: ExperimentOptions):
+    if options.scheduler == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+        return ASHAScheduler(time_attr="training_iteration", max_t=10 ** 9,
+                             grace_period=options.grace_period,
+                             reduction_factor=options.reduction_factor)
+    if options.scheduler == "pbt":
+        from ray.tune.schedulers import PopulationBasedTraining
+        return PopulationBasedTraining(
+            time_attr="training_iteration",
+            perturbation_interval=options.perturbation_interval,
+            hyperparam_mutations={k: options.space.domain(k) for k in options.space.sample},
+            quantile_fraction=options.quantile_fraction,
+            resample_probability=options.resample_probability,
+            # Every trial at the same step: the top ones are checkpointed before the bottom
+            # ones clone them, so that no exploit is skipped for want of a checkpoint.
+            synch=True)
+    return None
+
+
+def _check_restart(root_dir: Path, settings: Dict[str, Any]) -> None:
+    path = root_dir / SETTINGS_FILE
+    if not path.is_file():
+        return
+    before = json.loads(path.read_text())
+    changed = [k for k in sorted(set(before) | set(settings)) if before.get(k) != settings.get(k)]
+    if changed:
+        shown = "; ".join(f"{k}: {before.get(k)!r} then, {settings.get(k)!r} now"
+                          for k in changed[:3])
+        raise UserError(f"{root_dir} holds an experiment started with other settings ({shown})"
+                        f": give the same command to resume it, or another --root_dir")
+
+
+def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[str, Any]]:
+    """Runs (or resumes) the experiment; returns one row per trial
+    (``{"trial", "run_dir", "status", <values>, <last results>}``), also written to
+    ``root_dir/trials.csv``.
+
+    An experiment whose ``root_dir`` holds Tune's state resumes: finished trials are not run
+    again, unfinished and failed ones continue from their last checkpoints.
+
+    Raises:
+        MissingExtraError: without Ray Tune (``pip install -e '.[tune]'``).
+        UserError: see ``check_options``; a restart with other settings; a cluster address
+            that cannot be reached.
+        ExperimentFailed: if trials failed (the others ran to their end).
+    """
+    require("ray.tune", "tune", "rlf.bin.tune")
+    import ray
+    from ray import tune
+    config = check_options(options)
+    root_dir = Path(options.root_dir).resolve()
+    settings = options.settings()
+    _check_restart(root_dir, settings)
+    spec = ExperimentSpec(conf=str(Path(options.conf).resolve()),
+                          conf_params=tuple(options.conf_params), root_dir=str(root_dir),
+                          keys=tuple(options.space.keys),
+                          step_iterations=options.step_iterations,
+                          step_env_steps=options.step_env_steps, layout=options.layout)
+    if not ray.is_initialized():
+        try:
+            ray.init(address=options.address,
+                     num_cpus=None if options.address else options.num_cpus,
+                     include_dashboard=False, log_to_driver=verbose > 0)
+        except ConnectionError as e:
+            raise UserError(f"--address {options.address!r}: {e}") from None
+    trainable = tune.with_resources(tune.with_parameters(RlfTrainable, experiment=spec),
+                                    trial_resources(config))
+    root_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_write(root_dir / SETTINGS_FILE) as tmp:
+        tmp.write_text(json.dumps(settings, indent=1))
+    experiment_dir = root_dir / TUNE_DIR
+    if tune.Tuner.can_restore(str(experiment_dir)):
+        print(f"[tune] resuming the experiment in {root_dir}", flush=True)
+        tuner = tune.Tuner.restore(str(experiment_dir), trainable, resume_unfinished=True,
+                                   resume_errored=True)
+    else:
+        tuner = tune.Tuner(
+            trainable, param_space=options.space.param_space(),
+            tune_config=tune.TuneConfig(
+                metric=options.metric, mode=options.mode if options.metric else None,
+                scheduler=_scheduler(options), num_samples=options.num_samples,
+                max_concurrent_trials=options.max_concurrent or None,
+                # PBT's exploits reset a trial's actor (reset_config) instead of a new one.
+                reuse_actors=options.scheduler == "pbt",
+                trial_dirname_creator=lambda t: spec.trial_dir_name(t.config, t.trial_id)),
+            run_config=tune.RunConfig(
+                name=TUNE_DIR, storage_path=str(root_dir), verbose=verbose,
+                checkpoint_config=tune.CheckpointConfig(
+                    checkpoint_frequency=options.checkpoint_frequency,
+                    # PBT may clone any trial's checkpoint of the last perturbation, however
+                    # far the cloning trial lags: PBT keeps them all.
+                    num_to_keep=None if options.scheduler == "pbt" else 2,
+                    checkpoint_at_end=True),
+                failure_config=tune.FailureConfig(max_failures=options.max_failures)))
+    grid = tuner.fit()
+    rows = []
+    failed = []
+    for result in grid:
+        values = dict(result.config or {})
+        name = Path(result.path).name
+        row = {"trial": name, "run_dir": str(spec.run_dir(values, name)),
+               "status": "ERROR" if result.error else "TERMINATED"}
+        row.update({k: values.get(k) for k in spec.keys})
+        metrics = result.metrics or {}
+        row.update({k: metrics.get(k) for k in ("iterations", "env_steps")})
+        if options.metric:
+            row[options.metric] = metrics.get(options.metric)
+        rows.append(row)
+        if result.error:
+            failed.append(f"{name}: {_first_line(result.error)} (its log: {result.path})")
+    rows.sort(key=lambda r: r["trial"])
+    _write_trials(rows, root_dir / "trials.csv")
+    if failed:
+        raise ExperimentFailed(f"{len(failed)} of {len(rows)} trials failed: "
+                               f"{'; '.join(failed[:3])}; start the same command again to "
+                               f"resume them from their last checkpoints")
+    return rows
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [ln for ln in str(error).splitlines() if ln.strip()]
+    for ln in reversed(lines):  # the exception's own line comes last in Tune's traceback
+        if "Error" in ln or "error" in ln:
+            return ln.strip()
+    return lines[-1].strip() if lines else type(error).__name__
+
+
+def _write_trials(rows: List[Dict[str, Any]], path: Path) -> None:
+    if not rows:
+        return
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    with atomic_write(path) as tmp, open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) and math.isfinite(v)
+                                 else v) for k, v in r.items()})

@@ -1,0 +1,66 @@
+"""The command line's grids and samples, and a trial's values as gin bindings."""
+
+import gin
+import pytest
+
+from rlf.bin.gin_utils import parse_config, query
+from rlf.experiments.space import (SearchSpace, gin_value, parse_grid, parse_sample,
+                                   short_name, trial_bindings)
+from rlf.utils.errors import UserError
+
+
+def test_grids_and_samples_parse_into_bindings_gin_reads_back():
+    space = SearchSpace.from_flags(
+        grids=["torch.optim.Adam.lr=[1e-3, 3e-4]", "PPOAlgorithm.optimizer=[@torch.optim.Adam]"],
+        samples=["PPOAlgorithm.gamma=uniform(0.9, 0.999)"], seeds=[0, 1], games=["Pong"])
+    assert space.grid["torch.optim.Adam.lr"] == [1e-3, 3e-4]
+    assert space.grid["load.env_name"] == ["ALE/Pong-v5"]
+    assert space.grid["TrainerConfig.random_seed"] == [0, 1]
+    assert space.sample["PPOAlgorithm.gamma"] == ("uniform", (0.9, 0.999))
+    assert space.num_trials(3) == 2 * 1 * 2 * 1 * 3
+    config = {"torch.optim.Adam.lr": 3e-4, "PPOAlgorithm.optimizer": "@torch.optim.Adam",
+              "PPOAlgorithm.gamma": 0.95, "TrainerConfig.random_seed": 1,
+              "load.env_name": "ALE/Pong-v5"}
+    bindings = trial_bindings(config, space.keys)
+    assert "PPOAlgorithm.optimizer=@torch.optim.Adam" in bindings
+    assert "load.env_name='ALE/Pong-v5'" in bindings
+    gin.clear_config()
+    parse_config("confs/ppo_cartpole.gin", bindings)
+    assert query("torch.optim.Adam.lr", None) == 3e-4
+    assert query("PPOAlgorithm.gamma", None) == 0.95
+    assert query("TrainerConfig.random_seed", None) == 1
+    assert short_name(config, space.keys) == \
+        "lr=0.0003_optimizer=torch.optim.Adam_Pong_seed1_gamma=0.95"
+    gin.clear_config()
+
+
+def test_numpy_values_from_tunes_samplers_are_written_as_python_numbers():
+    np = pytest.importorskip("numpy")
+    assert gin_value(np.float64(0.25)) == "0.25"
+    assert gin_value(np.int64(3)) == "3"
+    assert gin_value((1, "a")) == "(1, 'a')"
+    assert gin_value("%GAMMA") == "%GAMMA"
+
+
+@pytest.mark.parametrize("flag, text, message", [
+    ("grid", "lr=[1, 2]", "expected 'Configurable.param=...'"),
+    ("grid", "Adam.lr=1e-3", "give a non-empty list in brackets"),
+    ("grid", "Adam.lr=[]", "give a non-empty list in brackets"),
+    ("grid", "Adam.lr=[1, 1]", "a value is given twice"),
+    ("grid", "Adam.lr=[1e-3, oops]", "is not a value"),
+    ("sample", "Adam.lr=normal(0, 1)", "expected one of uniform(...)"),
+    ("sample", "Adam.lr=loguniform(0, 1)", "give numbers low < high (both > 0)"),
+    ("sample", "Adam.lr=uniform(2, 1)", "give numbers low < high"),
+    ("sample", "Adam.lr=uniform(1)", "uniform takes 2 argument(s)"),
+])
+def test_a_malformed_grid_or_sample_is_one_line(flag, text, message):
+    parse = parse_grid if flag == "grid" else parse_sample
+    with pytest.raises(UserError) as e:
+        parse(text)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_binding_varied_twice_is_refused():
+    with pytest.raises(UserError, match="TrainerConfig.random_seed is already varied by "
+                                        "--grid"):
+        SearchSpace.from_flags(grids=["TrainerConfig.random_seed=[1, 2]"], seeds=[0])

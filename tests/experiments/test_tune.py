@@ -1,0 +1,175 @@
+"""Experiments on a real local Ray (2 CPUs): a trial is the run outside Tune, PBT clones exact
+checkpoints and keeps the mutated values, ASHA ranks by the runs' own metrics, and a killed
+experiment resumes without restarting a trial."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray.tune")
+
+from rlf.experiments.clone import read_lineage, state_digest  # noqa: E402
+from rlf.experiments.runner import TUNE_DIR, ExperimentOptions, run_experiment  # noqa: E402
+from rlf.experiments.space import SearchSpace  # noqa: E402
+from rlf.utils.tensorboard_reader import read_scalar_tags  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+SHORT = ["TrainerConfig.num_env_steps=0", "TrainerConfig.evaluate=False",
+         "TrainerConfig.summary_interval=1"]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import ray
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _scalars(run_dir: Path) -> dict:
+    """Every scalar series of a run but the wall times and the experiment's own tags."""
+    return {t: list(zip(s, v)) for t, (s, v, _) in read_scalar_tags(run_dir / "train").items()
+            if not t.startswith(("time/", "Experiment/"))}
+
+
+def _train(conf, root, bindings):
+    cmd = [sys.executable, "-m", "rlf.bin.train", "--conf", conf, "--root_dir", str(root),
+           "--noprogress"] + [a for b in bindings for a in ("--conf_param", b)]
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("conf, params", [
+    ("confs/ppo_cartpole.gin", ["TrainerConfig.num_iterations=6"]),
+    # the reproducible actor mode: one actor process, fixed lag
+    ("confs/dqn_cartpole.gin", ["TrainerConfig.num_iterations=12", "TrainerConfig.unroll_length=16",
+                                "TrainerConfig.num_updates_per_train_iter=4",
+                                "TrainerConfig.async_unroll=True",
+                                "TrainerConfig.initial_collect_steps=64"]),
+], ids=["sync", "actors"])
+def test_a_grid_trial_writes_the_scalars_of_the_run_outside_tune(ray_cluster, tmp_path, conf,
+                                                                 params):
+    params = SHORT + params
+    rows = run_experiment(ExperimentOptions(
+        conf=conf, root_dir=str(tmp_path / "exp"), conf_params=params,
+        space=SearchSpace.from_flags(seeds=[3]), step_iterations=4), verbose=0)
+    assert [r["status"] for r in rows] == ["TERMINATED"]
+    trial = Path(rows[0]["run_dir"])
+    assert trial.parent == tmp_path / "exp" and (trial / "config.gin").is_file()
+    _train(conf, tmp_path / "alone", params + ["TrainerConfig.random_seed=3"])
+    inside, outside = _scalars(trial), _scalars(tmp_path / "alone")
+    assert "Metrics/AverageReturn" in inside
+    assert inside == outside
+
+
+def test_pbt_clones_the_source_checkpoint_and_keeps_the_mutated_learning_rate(ray_cluster,
+                                                                             tmp_path):
+    root = tmp_path / "pbt"
+    run_experiment(ExperimentOptions(
+        conf="confs/ppo_cartpole.gin", root_dir=str(root),
+        conf_params=SHORT + ["TrainerConfig.num_iterations=8",
+                             "PPOAlgorithm.lr_scheduler=None"],
+        space=SearchSpace.from_flags(samples=["torch.optim.Adam.lr=loguniform(1e-4, 1e-2)"]),
+        num_samples=2, scheduler="pbt", metric="AverageReturn", perturbation_interval=1,
+        quantile_fraction=0.5, step_iterations=2), verbose=0)
+    # Every checkpoint Tune kept, by (run directory, iteration).
+    saved = {}
+    for info_file in (root / TUNE_DIR).glob("*/checkpoint_*/rlf_checkpoint.json"):
+        info = json.loads(info_file.read_text())
+        saved[(info["run_dir"], info["iteration"])] = info_file.parent
+    events = [e for d in root.iterdir() if d.is_dir() and d.name != TUNE_DIR
+              for e in read_lineage(d)["events"]]
+    assert events, "no trial cloned another"
+    import torch
+    for event in events:
+        assert event["kind"] == "clone" and event["source_run_dir"]
+        source = saved[(event["source_run_dir"], event["source_iteration"])]
+        checkpoint = torch.load(source / f"ckpt-{event['source_iteration']}.pt",
+                                weights_only=False)
+        restored = event["restored"]
+        # parameters, counters and environment steps of the source
+        assert restored["digest"] == state_digest(checkpoint["algorithm"])
+        assert restored["iteration"] == checkpoint["trainer"]["iter_num"]
+        assert restored["env_steps"] == checkpoint["trainer"]["env_steps"]
+        # the clone's own (mutated) learning rate, not the source's
+        (binding,) = event["bindings"]
+        mutated = float(binding.split("=")[1])
+        assert restored["lr"] == [[pytest.approx(mutated, rel=1e-12)]]
+        source_lr = checkpoint["algorithm"]["_optimizers"][0]["param_groups"][0]["lr"]
+        if source_lr != pytest.approx(mutated, rel=1e-12):
+            assert event["changed"]
+        # the run goes on from there: its TensorBoard has the lineage
+    clone_dir = next(d for d in root.iterdir() if d.is_dir() and read_lineage(d)["events"])
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(clone_dir / "train"), size_guidance={"tensors": 0})
+    acc.Reload()
+    assert "Experiment/lineage/text_summary" in acc.Tags()["tensors"]
+
+
+def test_asha_ranks_trials_by_the_metric_their_runs_summarise(ray_cluster, tmp_path):
+    root = tmp_path / "asha"
+    rows = run_experiment(ExperimentOptions(
+        conf="confs/ppo_cartpole.gin", root_dir=str(root),
+        conf_params=SHORT + ["TrainerConfig.num_iterations=8"],
+        space=SearchSpace.from_flags(grids=["torch.optim.Adam.lr=[1e-5, 1e-4, 1e-3, 3e-3]"]),
+        scheduler="asha", metric="AverageReturn", grace_period=1, reduction_factor=2,
+        step_iterations=2), verbose=0)
+    assert len(rows) == 4
+    stopped = [r for r in rows if r["iterations"] < 8]
+    assert stopped, "ASHA stopped no trial"
+    for row in rows:
+        result = [json.loads(line) for line in
+                  (root / TUNE_DIR / row["trial"] / "result.json").read_text().splitlines()]
+        steps, values, _ = read_scalar_tags(Path(row["run_dir"]) / "train",
+                                            ["Metrics/AverageReturn"])["Metrics/AverageReturn"]
+        summarised = dict(zip(steps, values))
+        for r in result:  # each reported value is the one the run summarised at that iteration
+            assert r["AverageReturn"] == pytest.approx(summarised[r["iterations"]], rel=1e-6)
+
+
+def _tune_command(root):
+    return [sys.executable, "-m", "rlf.bin.tune", "--conf", "confs/ppo_cartpole.gin",
+            "--root_dir", str(root), "--grid", "TrainerConfig.num_iterations=[4, 60]",
+            "--step_iterations", "2", "--checkpoint_every", "1", "--num_cpus", "2",
+            "--conf_param", "TrainerConfig.num_env_steps=0",
+            "--conf_param", "TrainerConfig.evaluate=False"]
+
+
+def test_an_experiment_killed_and_started_again_restarts_no_trial(tmp_path):
+    root = tmp_path / "exp"
+    env = dict(os.environ, RAY_DEDUP_LOGS="0")
+    first = subprocess.Popen(_tune_command(root), cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                             env=env)
+    short = root / "00000_num_iterations=4"
+    long_ = root / "00001_num_iterations=60"
+    deadline = time.time() + 300
+    while time.time() < deadline and first.poll() is None:
+        done = (short / "ckpt" / "ckpt-4.pt").is_file()
+        long_saved = len(list((root / TUNE_DIR).glob("00001_*/checkpoint_*"))) >= 2
+        if done and long_saved and (root / TUNE_DIR / short.name / "result.json").is_file():
+            break
+        time.sleep(0.5)
+    assert first.poll() is None, first.stdout.read()[-3000:]
+    time.sleep(2)  # the finished trial's end reaches Tune's experiment state
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    finished_files = {p: p.stat().st_mtime_ns for p in short.rglob("*") if p.is_file()}
+    r = subprocess.run(_tune_command(root), cwd=REPO, capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    out = r.stdout + r.stderr
+    assert "resuming the experiment" in out
+    assert "Starting a new run" not in out  # no trial from step 0
+    assert "Resuming from iteration" in out
+    # the finished trial was not run again
+    assert {p: p.stat().st_mtime_ns for p in short.rglob("*") if p.is_file()} == finished_files
+    rows = (root / "trials.csv").read_text().splitlines()
+    assert len(rows) == 3 and rows[1].split(",")[4:6] == ["4", rows[1].split(",")[5]]
+    assert rows[2].split(",")[4] == "60"
