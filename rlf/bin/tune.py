@@ -154,6 +154,12 @@ def main(argv) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
         root = Path(options.root_dir)
+        stopped = [r for r in rows if r["status"] != "FINISHED"]
+        if stopped:
+            print(f"[tune] stopped: {len(stopped)} of {len(rows)} trials unfinished, each with "
+                  f"a checkpoint; start the same command again to resume ({root / 'trials.csv'})",
+                  flush=True)
+            return 0
         if options.layout == "suite":
             _write_suite_outputs(options, root)
         print(f"[tune] {len(rows)} trials finished; wrote {root / 'trials.csv'}", flush=True)

@@ -35,25 +35,23 @@ CHECKPOINT_INFO = "rlf_checkpoint.json"
 LINEAGE_FILE = "lineage.json"
 
 
-def export_checkpoint(trainer, checkpoint_dir: Path, trial: str,
-                      bindings: List[str]) -> Dict[str, Any]:
-    """Writes the trainer's checkpoint of its current iteration (``Trainer.save``) into the
-    Tune checkpoint directory ``checkpoint_dir``; returns its info (``rlf_checkpoint.json``).
-    """
+def export_checkpoint(checkpointer, step: int, env_steps: int, checkpoint_dir: Path,
+                      trial: str, bindings: List[str]) -> Dict[str, Any]:
+    """Copies the run's checkpoint of iteration ``step`` (``ckpt-<step>.pt`` of
+    ``checkpointer``, with its replay-buffer companion where there is one) into the Tune
+    checkpoint directory ``checkpoint_dir`` and writes its info (``rlf_checkpoint.json``);
+    returns the info."""
     checkpoint_dir = Path(checkpoint_dir)
-    path = trainer.save()
-    step = int(path.stem.split("-")[1])
-    files = [path]
-    companion = trainer.checkpointer.companion_path(REPLAY_BUFFER_COMPANION, step)
+    files = [checkpointer.path(step)]
+    companion = checkpointer.companion_path(REPLAY_BUFFER_COMPANION, step)
     if companion.is_file():
         files.append(companion)
     for f in files:
         shutil.copy2(f, checkpoint_dir / f.name)
-    info = {"id": uuid.uuid4().hex, "trial": trial, "run_dir": str(trainer.root_dir),
-            "iteration": step,
-            "env_steps": int(trainer.algorithm.get_env_steps()),
-            "bindings": list(bindings), "files": [f.name for f in files],
-            "time": time.time()}
+    info = {"id": uuid.uuid4().hex, "trial": trial,
+            "run_dir": str(checkpointer.ckpt_dir.parent), "iteration": int(step),
+            "env_steps": int(env_steps), "bindings": list(bindings),
+            "files": [f.name for f in files], "time": time.time()}
     (checkpoint_dir / CHECKPOINT_INFO).write_text(json.dumps(info, indent=1))
     return info
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -126,6 +128,10 @@ def check_options(options: ExperimentOptions):
         raise UserError("a trial step needs --step_iterations >= 1 or --step_env_steps >= 1")
     if options.num_samples < 1:
         raise UserError(f"--num_samples {options.num_samples}: must be >= 1")
+    if options.space.explored_from_grid and options.scheduler != "pbt":
+        raise UserError(f"{options.space.explored_from_grid[0]} has a --grid and a --sample: "
+                        f"that pair gives population-based training its starting values and "
+                        f"the range it explores; add --scheduler pbt, or drop one of them")
     if options.num_samples > 1 and not options.space.sample:
         raise UserError(f"--num_samples {options.num_samples} repeats the same trials "
                         f"without --sample: vary the seeds with --seeds instead")
@@ -207,8 +213,13 @@ def _check_restart(root_dir: Path, settings: Dict[str, Any]) -> None:
 
 def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[str, Any]]:
     """Runs (or resumes) the experiment; returns one row per trial
-    (``{"trial", "run_dir", "status", <values>, <last results>}``), also written to
+    (``{"trial", "run_dir", "status", <values>, <last results>}``; status ``FINISHED``,
+    ``STOPPED`` by Ctrl-C or SIGTERM, or ``ERROR``), also written to
     ``root_dir/trials.csv``.
+
+    Ctrl-C (SIGINT) or SIGTERM stops the experiment as they stop a training run: each
+    running trial ends its iteration and writes a checkpoint, Tune saves its state, and the
+    same command resumes it.
 
     An experiment whose ``root_dir`` holds Tune's state resumes: finished trials are not run
     again, unfinished and failed ones continue from their last checkpoints.
@@ -267,14 +278,20 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
                     num_to_keep=None if options.scheduler == "pbt" else 2,
                     checkpoint_at_end=True),
                 failure_config=tune.FailureConfig(max_failures=options.max_failures)))
-    grid = tuner.fit()
+    # SIGTERM as Ctrl-C, which Tune takes during fit: trials stop with their checkpoints.
+    previous = signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        grid = tuner.fit()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     rows = []
     failed = []
     for result in grid:
         values = dict(result.config or {})
         name = Path(result.path).name
+        finished = bool((result.metrics or {}).get("done"))
         row = {"trial": name, "run_dir": str(spec.run_dir(values, name)),
-               "status": "ERROR" if result.error else "TERMINATED"}
+               "status": "ERROR" if result.error else "FINISHED" if finished else "STOPPED"}
         row.update({k: values.get(k) for k in spec.keys})
         metrics = result.metrics or {}
         row.update({k: metrics.get(k) for k in ("iterations", "env_steps")})

@@ -141,7 +141,10 @@ class SearchSpace:
             entries.append((SEED_KEY, "--seeds"))
         seen: Dict[str, str] = {}
         for name, where in entries:
-            if name in seen:
+            # A --grid and a --sample of one binding: PBT's starting values and the range
+            # it explores (SearchSpace.explored_from_grid).
+            both = seen.get(name, "").startswith("--grid") and where.startswith("--sample")
+            if name in seen and not both:
                 raise UserError(f"{where}: {name} is already varied by {seen[name]}")
             seen[name] = where
         return space
@@ -149,7 +152,13 @@ class SearchSpace:
     @property
     def keys(self) -> List[str]:
         """Every varied binding, grids first."""
-        return list(self.grid) + list(self.sample)
+        return list(dict.fromkeys(list(self.grid) + list(self.sample)))
+
+    @property
+    def explored_from_grid(self) -> List[str]:
+        """Bindings given by both ``--grid`` (the trials' starting values) and ``--sample``
+        (the range population-based training explores from them)."""
+        return [k for k in self.sample if k in self.grid]
 
     def domain(self, name: str):
         """The ``ray.tune`` sampler of the sampled binding ``name``."""
@@ -161,7 +170,7 @@ class SearchSpace:
         """Tune's ``param_space``: ``tune.grid_search`` per grid, a sampler per sample."""
         from ray import tune
         space: Dict[str, Any] = {k: tune.grid_search(v) for k, v in self.grid.items()}
-        space.update({k: self.domain(k) for k in self.sample})
+        space.update({k: self.domain(k) for k in self.sample if k not in self.grid})
         return space
 
     def num_trials(self, num_samples: int) -> int:

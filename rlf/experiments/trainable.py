@@ -186,20 +186,26 @@ class RlfTrainable(tune.Trainable):
             results = trainer.run(max_iterations=experiment.step_iterations)
         if trainer.done:
             self._finished = trainer.finish()
+            self._finished_checkpoint = (trainer.checkpointer, trainer.iterations)
             self._trainer = None
             return {**self._result(self._finished), "done": True}
         return self._result(results)
 
     def save_checkpoint(self, checkpoint_dir: str) -> str:
-        """Writes the run's checkpoint of the current iteration into ``checkpoint_dir``."""
-        if self._trainer is None:
-            self._start()  # a finished run, or one not started: its newest checkpoint
-        info = export_checkpoint(self._trainer, Path(checkpoint_dir), self.trial_name,
-                                 self.bindings)
+        """Writes the run's checkpoint of the current iteration into ``checkpoint_dir`` (a
+        finished run's last one)."""
+        if self._finished is not None:
+            checkpointer, step = self._finished_checkpoint
+            env_steps = self._finished["env_steps"]
+        else:
+            if self._trainer is None:
+                self._start()  # not started yet: its newest checkpoint, or iteration 0
+            self._trainer.save()
+            checkpointer, step = self._trainer.checkpointer, self._trainer.iterations
+            env_steps = self._trainer.algorithm.get_env_steps()
+        info = export_checkpoint(checkpointer, step, env_steps, Path(checkpoint_dir),
+                                 self.trial_name, self.bindings)
         record_checkpoint(self.run_dir, info["id"])
-        if self._finished is not None:  # started only to save: end it again
-            self._trainer.abort()
-            self._trainer = None
         return checkpoint_dir
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
