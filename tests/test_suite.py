@@ -377,3 +377,28 @@ def test_a_conf_the_suite_cannot_run_is_refused_before_any_run_starts(tmp_path, 
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()], r.stderr
     assert r.stderr.startswith(message), r.stderr
     assert not root.exists()
+
+
+def test_the_suite_on_tune_runs_parallel_trials_into_the_same_layout_and_tables(tmp_path):
+    pytest.importorskip("ray.tune")
+    r = _suite(tmp_path / "tune", "--backend", "tune", "--max_concurrent", "2")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "2 runs as Ray Tune trials (2 at once)" in r.stdout
+    for seed in (0, 1):  # each run where the sequential backend puts it, with its result
+        run = tmp_path / "tune" / "Breakout" / f"seed{seed}"
+        assert (run / "config.gin").is_file() and (run / "suite_result.json").is_file()
+    table = list(csv.DictReader(open(tmp_path / "tune" / "results.csv")))
+    assert [row["seed"] for row in table] == ["0", "1"]
+    assert all(int(row["frames"]) >= 4000 for row in table)
+    assert (tmp_path / "tune" / "Breakout.png").is_file()
+    # started again: both finished, nothing runs
+    r = _suite(tmp_path / "tune", "--backend", "tune")
+    assert r.returncode == 0 and r.stdout.count("finished, skipped") == 2
+
+
+def test_tune_settings_without_the_tune_backend_are_refused(tmp_path):
+    r = _suite(tmp_path, "--max_concurrent", "2")
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("error: --max_concurrent and --address are settings of "
+                                "--backend tune, which runs the suite on Ray Tune: add "
+                                "--backend tune")

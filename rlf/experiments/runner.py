@@ -266,8 +266,9 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
                 metric=options.metric, mode=options.mode if options.metric else None,
                 scheduler=_scheduler(options), num_samples=options.num_samples,
                 max_concurrent_trials=options.max_concurrent or None,
-                # PBT's exploits reset a trial's actor (reset_config) instead of a new one.
-                reuse_actors=options.scheduler == "pbt",
+                # A paused trial's actor ends (its run checkpointed and closed) rather than
+                # wait in Tune's cache holding the run that the trial resumes elsewhere.
+                reuse_actors=False,
                 trial_dirname_creator=lambda t: spec.trial_dir_name(t.config, t.trial_id)),
             run_config=tune.RunConfig(
                 name=TUNE_DIR, storage_path=str(root_dir), verbose=verbose,

@@ -18,6 +18,7 @@ values, its state the cloned one).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -30,12 +31,15 @@ from rlf.experiments.clone import (amend_last_event, apply_optimizer_settings,
                                    optimizer_settings, read_checkpoint_info,
                                    record_checkpoint, restored_state)
 from rlf.experiments.space import ENV_KEY, SEED_KEY, short_name, trial_bindings
+from rlf.trainers.run_dir import RunDirectoryError
 from rlf.utils import summary
 
 __all__ = ["ExperimentSpec", "RlfTrainable", "RESULT_METRICS"]
 
 #: The metrics a trial reports each step (besides ``iterations`` and ``env_steps``), read
 #: from the run's own episode metrics and its last evaluation: what ASHA and PBT may rank by.
+#: Seconds a trial waits for its run directory, which its previous actor may still hold.
+LOCK_WAIT_SECONDS = 60.0
 RESULT_METRICS = ("AverageReturn", "AverageEpisodeScore", "AverageEpisodeLength",
                   "NumberOfEpisodes", "Eval/AverageReturn", "Eval/AverageEpisodeScore")
 
@@ -117,10 +121,20 @@ class RlfTrainable(tune.Trainable):
                           flush_denormal=config.flush_denormal,
                           reuse_freed_memory=config.reuse_freed_memory,
                           deterministic=config.deterministic)
-        trainer = Trainer(config, root_dir=str(self.run_dir), progress=False,
-                          handle_signals=False)
-        with configured_values_refused_as_config_errors():
-            trainer.build()
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            trainer = Trainer(config, root_dir=str(self.run_dir), progress=False,
+                              handle_signals=False)
+            try:
+                with configured_values_refused_as_config_errors():
+                    trainer.build()
+                break
+            except RunDirectoryError:
+                # The trial's previous actor (paused, or stopped for an exploit) releases
+                # the run when it has written its checkpoint and ended.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         configured = optimizer_settings(trainer.algorithm)
         trainer.start()
         changed = apply_optimizer_settings(trainer.algorithm, configured)

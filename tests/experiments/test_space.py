@@ -64,3 +64,41 @@ def test_a_binding_varied_twice_is_refused():
     with pytest.raises(UserError, match="TrainerConfig.random_seed is already varied by "
                                         "--grid"):
         SearchSpace.from_flags(grids=["TrainerConfig.random_seed=[1, 2]"], seeds=[0])
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(scheduler="asha"), "--scheduler asha ranks trials by a metric: give --metric"),
+    (dict(scheduler="pbt", metric="AverageReturn"),
+     "--scheduler pbt explores the --sample values: give at least one"),
+    (dict(scheduler="pbt", metric="AverageReturn", perturbation_interval=5, checkpoint_every=2,
+          space=SearchSpace.from_flags(samples=["torch.optim.Adam.lr=uniform(1e-4, 1e-3)"])),
+     "--checkpoint_every 2 does not divide --perturbation_interval 5: PBT needs a checkpoint "
+     "at every perturbation"),
+    (dict(space=SearchSpace.from_flags(grids=["torch.optim.Adam.lr=[1e-4]"],
+                                       samples=["torch.optim.Adam.lr=uniform(1e-4, 1e-3)"])),
+     "torch.optim.Adam.lr has a --grid and a --sample"),
+    (dict(num_samples=3), "--num_samples 3 repeats the same trials without --sample"),
+    (dict(space=SearchSpace.from_flags(grids=["PPOAlgorithm.gama=[0.9, 0.99]"])),
+     "PPOAlgorithm has no parameter 'gama' (closest: gamma"),
+    (dict(space=SearchSpace.from_flags(grids=["torch.optim.Adam.lr=[1e-3, 'fast']"])),
+     "torch.optim.Adam.lr"),
+])
+def test_an_experiments_mistake_is_one_line_before_any_trial(kw, message):
+    from rlf.experiments.runner import ExperimentOptions, check_options
+    options = ExperimentOptions(conf="confs/ppo_cartpole.gin", root_dir="unused", **kw)
+    with pytest.raises(UserError) as e:
+        check_options(options)
+    assert message in str(e.value) and "\n" not in str(e.value)
+    gin.clear_config()
+
+
+def test_a_trials_actors_count_in_its_resources():
+    pytest.importorskip("ray.tune")
+    from rlf.algorithms import TrainerConfig
+    from rlf.experiments.runner import trial_resources
+    assert trial_resources(TrainerConfig()).bundles == [{"CPU": 1}]
+    processes = TrainerConfig(async_unroll=True, num_actors=3, unroll_length=4)
+    assert trial_resources(processes).bundles == [{"CPU": 4}]
+    ray_actors = TrainerConfig(async_unroll=True, num_actors=2, unroll_length=4, use_ray=True,
+                               ray_num_cpus_per_actor=0.5)
+    assert trial_resources(ray_actors).bundles == [{"CPU": 1}, {"CPU": 0.5}, {"CPU": 0.5}]

@@ -2,11 +2,13 @@
 checkpoints and keeps the mutated values, ASHA ranks by the runs' own metrics, and a killed
 experiment resumes without restarting a trial."""
 
+import csv
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -106,6 +108,11 @@ def test_pbt_clones_the_source_checkpoint_and_keeps_the_mutated_learning_rate(ra
             assert event["changed"]
         # the run goes on from there: its TensorBoard has the lineage
     clone_dir = next(d for d in root.iterdir() if d.is_dir() and read_lineage(d)["events"])
+    # a PBT trial is an ordinary run: rlf.bin.play plays its policy
+    r = subprocess.run([sys.executable, "-m", "rlf.bin.play", "--root_dir", str(clone_dir),
+                        "--num_episodes", "1"], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and "average return" in r.stdout, r.stderr[-2000:]
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     acc = EventAccumulator(str(clone_dir / "train"), size_guidance={"tensors": 0})
     acc.Reload()
@@ -141,35 +148,65 @@ def _tune_command(root):
             "--conf_param", "TrainerConfig.evaluate=False"]
 
 
-def test_an_experiment_killed_and_started_again_restarts_no_trial(tmp_path):
+def _wait_for(predicate, process, seconds=300):
+    deadline = time.time() + seconds
+    while time.time() < deadline and process.poll() is None and not predicate():
+        time.sleep(0.5)
+    assert process.poll() is None, "the experiment ended before the test could stop it"
+
+
+def test_an_experiment_stopped_or_killed_resumes_without_restarting_a_trial(tmp_path):
     root = tmp_path / "exp"
     env = dict(os.environ, RAY_DEDUP_LOGS="0")
-    first = subprocess.Popen(_tune_command(root), cwd=REPO, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                             env=env)
     short = root / "00000_num_iterations=4"
     long_ = root / "00001_num_iterations=60"
-    deadline = time.time() + 300
-    while time.time() < deadline and first.poll() is None:
-        done = (short / "ckpt" / "ckpt-4.pt").is_file()
-        long_saved = len(list((root / TUNE_DIR).glob("00001_*/checkpoint_*"))) >= 2
-        if done and long_saved and (root / TUNE_DIR / short.name / "result.json").is_file():
-            break
-        time.sleep(0.5)
-    assert first.poll() is None, first.stdout.read()[-3000:]
+
+    def start():
+        return subprocess.Popen(_tune_command(root), cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                env=env)
+
+    def tune_checkpoints():
+        return len(list((root / TUNE_DIR).glob(f"{long_.name}/checkpoint_*")))
+
+    def newest(run):
+        return max([int(p.stem.split("-")[1]) for p in (run / "ckpt").glob("ckpt-*.pt")],
+                   default=0)
+
+    # SIGTERM: every running trial stops with a checkpoint, and the driver exits with 0
+    first = start()
+    _wait_for(lambda: (root / TUNE_DIR / short.name / "result.json").is_file()
+              and (short / "ckpt" / "ckpt-4.pt").is_file() and tune_checkpoints() >= 1, first)
     time.sleep(2)  # the finished trial's end reaches Tune's experiment state
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
+    first.send_signal(signal.SIGTERM)
+    out = first.communicate(timeout=120)[0]
+    assert first.returncode == 0, out[-3000:]
+    assert "[tune] stopped: 1 of 2 trials unfinished" in out
+    stopped_at = newest(long_)
     finished_files = {p: p.stat().st_mtime_ns for p in short.rglob("*") if p.is_file()}
+    # started again, then SIGKILL of the driver and its process group
+    second = start()
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(second.stdout), daemon=True)
+    reader.start()
+    resumed = f"Resuming from iteration {stopped_at} "  # the checkpoint written at the stop
+    _wait_for(lambda: newest(long_) >= stopped_at + 6 and any(resumed in ln for ln in lines),
+              second)
+    os.killpg(second.pid, signal.SIGKILL)
+    second.wait()
+    reader.join(timeout=10)
+    out = "".join(lines)
+    assert resumed in out
+    # started again: it finishes
     r = subprocess.run(_tune_command(root), cwd=REPO, capture_output=True, text=True,
                        timeout=600, env=env)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    out = r.stdout + r.stderr
+    out += r.stdout + r.stderr
     assert "resuming the experiment" in out
     assert "Starting a new run" not in out  # no trial from step 0
-    assert "Resuming from iteration" in out
+    assert "Resuming from iteration" in r.stdout
     # the finished trial was not run again
     assert {p: p.stat().st_mtime_ns for p in short.rglob("*") if p.is_file()} == finished_files
-    rows = (root / "trials.csv").read_text().splitlines()
-    assert len(rows) == 3 and rows[1].split(",")[4:6] == ["4", rows[1].split(",")[5]]
-    assert rows[2].split(",")[4] == "60"
+    rows = {r["trial"]: r for r in csv.DictReader(open(root / "trials.csv"))}
+    assert rows[short.name]["iterations"] == "4" and rows[long_.name]["iterations"] == "60"
+    assert {r["status"] for r in rows.values()} == {"FINISHED"}
