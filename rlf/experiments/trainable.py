@@ -164,18 +164,18 @@ class RlfTrainable(tune.Trainable):
                 summary.scalar(f"Experiment/{key}", float(value), step=steps)
 
     def _result(self, results: Dict[str, Any]) -> Dict[str, Any]:
+        """The step's report: ``iterations``, ``env_steps`` and ``RESULT_METRICS`` (the
+        episode metrics, NaN before an episode has ended; the last evaluation's, NaN before
+        the first)."""
         metrics, evaluation = results["metrics"], results["eval"] or {}
         out = {"iterations": results["iterations"], "env_steps": results["env_steps"]}
-        for name in ("AverageReturn", "AverageEpisodeScore", "AverageEpisodeLength",
-                     "NumberOfEpisodes"):
-            if name in metrics:
-                out[name] = metrics[name]
-        for name in ("AverageReturn", "AverageEpisodeScore"):
-            out[f"Eval/{name}"] = evaluation.get(name, self._last.get(f"Eval/{name}",
-                                                                      math.nan))
-        if not metrics.get("NumberOfEpisodes"):  # no episode ended yet: nothing to rank by
-            for name in ("AverageReturn", "AverageEpisodeScore"):
-                out[name] = math.nan
+        ended = bool(metrics.get("NumberOfEpisodes"))
+        for name in RESULT_METRICS:
+            if name.startswith("Eval/"):
+                key = name.split("/", 1)[1]
+                out[name] = evaluation.get(key, self._last.get(name, math.nan))
+            elif name in metrics:
+                out[name] = metrics[name] if ended or name == "NumberOfEpisodes" else math.nan
         self._last = out
         return out
 
