@@ -139,6 +139,11 @@ def check_options(options: ExperimentOptions):
         if not options.space.sample:
             raise UserError("--scheduler pbt explores the --sample values: give at least one "
                             "(e.g. --sample 'torch.optim.Adam.lr=loguniform(1e-4, 1e-2)')")
+        population = options.space.num_trials(options.num_samples)
+        if options.max_concurrent and options.max_concurrent < population:
+            raise UserError(f"--scheduler pbt compares a population that runs at once: "
+                            f"--max_concurrent {options.max_concurrent} is below its "
+                            f"{population} trials; raise it or leave it out")
         if options.perturbation_interval % options.checkpoint_frequency:
             raise UserError(f"--checkpoint_every {options.checkpoint_frequency} does not divide "
                             f"--perturbation_interval {options.perturbation_interval}: PBT "
@@ -198,6 +203,26 @@ def _scheduler(options: ExperimentOptions):
     return None
 
 
+def _check_population(options: ExperimentOptions, config) -> None:
+    """Refuses a PBT population that Ray's CPUs cannot run at once: its later trials would
+    wait for the first ones to finish instead of competing with them.
+
+    Raises:
+        UserError: naming the CPUs needed and the fix.
+    """
+    if options.scheduler != "pbt":
+        return
+    import ray
+    population = options.space.num_trials(options.num_samples)
+    per_trial = sum(b.get("CPU", 0) for b in trial_resources(config).bundles)
+    available = ray.cluster_resources().get("CPU", 0)
+    if population * per_trial > available:
+        raise UserError(f"--scheduler pbt runs its population of {population} trials at once, "
+                        f"{population * per_trial:g} CPUs, and Ray has {available:g}: give "
+                        f"--num_cpus {population * per_trial:g} (the trials then share the "
+                        f"cores) or a smaller population")
+
+
 def _check_restart(root_dir: Path, settings: Dict[str, Any]) -> None:
     path = root_dir / SETTINGS_FILE
     if not path.is_file():
@@ -249,6 +274,7 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
                      include_dashboard=False, log_to_driver=verbose > 0)
         except ConnectionError as e:
             raise UserError(f"--address {options.address!r}: {e}") from None
+    _check_population(options, config)
     trainable = tune.with_resources(tune.with_parameters(RlfTrainable, experiment=spec),
                                     trial_resources(config))
     root_dir.mkdir(parents=True, exist_ok=True)

@@ -26,8 +26,8 @@ from rlf.environments import load
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
 from rlf.trainers.run_dir import (REPLAY_BUFFER_COMPANION, changed_settings,
-                                  check_run_directory, config_bindings, lock_run_directory, run_checkpointer,
-                                  write_operative_config)
+                                  check_run_directory, config_bindings, lock_run_directory,
+                                  run_checkpointer, write_operative_config)
 from rlf.trainers.tracker import Tracker, check_tracker, make_tracker
 from rlf.trainers.unrollers import make_unroller
 from rlf.unrollers import ActorError
@@ -411,7 +411,12 @@ class Trainer:
             tqdm.write(f"Resuming from iteration {restored} "
                        f"({self._checkpointer.path(restored)})")
         self._write_config()
-        tracker = self._start_tracker()
+        try:
+            tracker = self._start_tracker()
+        except BaseException:  # the tracker's service refused: nothing of the run is left open
+            summary.close()
+            self.close()
+            raise
         handlers = ({s: signal.signal(s, self._on_signal) for s in (signal.SIGINT,
                                                                      signal.SIGTERM)}
                     if self._handle_signals else {})

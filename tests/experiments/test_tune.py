@@ -61,7 +61,7 @@ def test_a_grid_trial_writes_the_scalars_of_the_run_outside_tune(ray_cluster, tm
     rows = run_experiment(ExperimentOptions(
         conf=conf, root_dir=str(tmp_path / "exp"), conf_params=params,
         space=SearchSpace.from_flags(seeds=[3]), step_iterations=4), verbose=0)
-    assert [r["status"] for r in rows] == ["TERMINATED"]
+    assert [r["status"] for r in rows] == ["FINISHED"]
     trial = Path(rows[0]["run_dir"])
     assert trial.parent == tmp_path / "exp" and (trial / "config.gin").is_file()
     _train(conf, tmp_path / "alone", params + ["TrainerConfig.random_seed=3"])
