@@ -85,7 +85,7 @@ def main():
     import ray
     # The four trials of a population run at once (a population whose members wait for each
     # other's slots would not be one): four logical CPUs, whatever the machine has.
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     root = Path(args.root_dir)
     rows = []
     for r in range(args.repeats):

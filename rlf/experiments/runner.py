@@ -269,7 +269,8 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
                           step_env_steps=options.step_env_steps, layout=options.layout)
     if not ray.is_initialized():
         try:
-            ray.init(address=options.address,
+            # "local": a new local instance, never one that `ray start` left running here
+            ray.init(address=options.address or "local",
                      num_cpus=None if options.address else options.num_cpus,
                      include_dashboard=False, log_to_driver=verbose > 0)
         except ConnectionError as e:

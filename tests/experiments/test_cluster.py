@@ -57,3 +57,7 @@ def test_an_experiment_runs_its_trials_on_the_cluster_at_address(tmp_path):
             os.killpg(head.pid, signal.SIGKILL)  # the daemons it started, if any is left
         except ProcessLookupError:
             pass
+        # `ray start` notes its address for later drivers: gone with the cluster
+        current = Path("/tmp/ray/ray_current_cluster")
+        if current.is_file() and current.read_text().strip().endswith(f":{port}"):
+            current.unlink()

@@ -29,7 +29,7 @@ SHORT = ["TrainerConfig.num_env_steps=0", "TrainerConfig.evaluate=False",
 @pytest.fixture(scope="module")
 def ray_cluster():
     import ray
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -47,20 +47,22 @@ def _train(conf, root, bindings):
     assert r.returncode == 0, r.stderr[-2000:]
 
 
-@pytest.mark.parametrize("conf, params", [
-    ("confs/ppo_cartpole.gin", ["TrainerConfig.num_iterations=6"]),
+@pytest.mark.parametrize("conf, params, step", [
+    # steps of environment steps (256 per iteration here)
+    ("confs/ppo_cartpole.gin", ["TrainerConfig.num_iterations=6"], dict(step_env_steps=600)),
     # the reproducible actor mode: one actor process, fixed lag
     ("confs/dqn_cartpole.gin", ["TrainerConfig.num_iterations=12", "TrainerConfig.unroll_length=16",
                                 "TrainerConfig.num_updates_per_train_iter=4",
                                 "TrainerConfig.async_unroll=True",
-                                "TrainerConfig.initial_collect_steps=64"]),
+                                "TrainerConfig.initial_collect_steps=64"],
+     dict(step_iterations=4)),
 ], ids=["sync", "actors"])
 def test_a_grid_trial_writes_the_scalars_of_the_run_outside_tune(ray_cluster, tmp_path, conf,
-                                                                 params):
+                                                                 params, step):
     params = SHORT + params
     rows = run_experiment(ExperimentOptions(
         conf=conf, root_dir=str(tmp_path / "exp"), conf_params=params,
-        space=SearchSpace.from_flags(seeds=[3]), step_iterations=4), verbose=0)
+        space=SearchSpace.from_flags(seeds=[3]), **step), verbose=0)
     assert [r["status"] for r in rows] == ["FINISHED"]
     trial = Path(rows[0]["run_dir"])
     assert trial.parent == tmp_path / "exp" and (trial / "config.gin").is_file()
