@@ -5,6 +5,7 @@ import csv
 import math
 import os
 import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -391,6 +392,14 @@ def test_the_suite_on_tune_runs_parallel_trials_into_the_same_layout_and_tables(
     assert [row["seed"] for row in table] == ["0", "1"]
     assert all(int(row["frames"]) >= 4000 for row in table)
     assert (tmp_path / "tune" / "Breakout.png").is_file()
+    # rlf.bin.compare reads the experiment's directory as a suite's
+    pytest.importorskip("rliable")
+    (tmp_path / "other").mkdir()
+    shutil.copy(tmp_path / "tune" / "results.csv", tmp_path / "other" / "results.csv")
+    r = subprocess.run([sys.executable, "-m", "rlf.bin.compare", str(tmp_path / "tune"),
+                        str(tmp_path / "other"), "--reps", "100"], cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and f"| {tmp_path / 'tune'} | 2 x 1 |" in r.stdout, r.stderr
     # started again: both finished, nothing runs
     r = _suite(tmp_path / "tune", "--backend", "tune")
     assert r.returncode == 0 and r.stdout.count("finished, skipped") == 2
