@@ -102,3 +102,21 @@ def test_a_trials_actors_count_in_its_resources():
     ray_actors = TrainerConfig(async_unroll=True, num_actors=2, unroll_length=4, use_ray=True,
                                ray_num_cpus_per_actor=0.5)
     assert trial_resources(ray_actors).bundles == [{"CPU": 1}, {"CPU": 0.5}, {"CPU": 0.5}]
+
+
+def test_an_experiment_restarted_with_other_settings_is_refused_and_left_alone(tmp_path):
+    pytest.importorskip("ray.tune")
+    from rlf.experiments.runner import SETTINGS_FILE, ExperimentOptions, run_experiment
+    first = ExperimentOptions(conf="confs/ppo_cartpole.gin", root_dir=str(tmp_path),
+                              space=SearchSpace.from_flags(seeds=[0, 1]))
+    (tmp_path / SETTINGS_FILE).write_text(__import__("json").dumps(first.settings()))
+    before = (tmp_path / SETTINGS_FILE).read_text()
+    other = ExperimentOptions(conf="confs/ppo_cartpole.gin", root_dir=str(tmp_path),
+                              space=SearchSpace.from_flags(seeds=[0, 1, 2]))
+    with pytest.raises(UserError) as e:
+        run_experiment(other)
+    assert str(e.value).startswith(f"{tmp_path} holds an experiment started with other "
+                                   f"settings (space: ")
+    assert str(e.value).endswith("give the same command to resume it, or another --root_dir")
+    assert (tmp_path / SETTINGS_FILE).read_text() == before
+    gin.clear_config()
