@@ -128,10 +128,14 @@ def options_from_flags():
 def _write_suite_outputs(options, root: Path) -> None:
     """The suite's result files, tables, aggregates and plots of a games-and-seeds
     experiment (``rlf.bin.suite``)."""
-    from rlf.bin.gin_utils import query
+    import gin
+
+    from rlf.bin.gin_utils import parse_config, query
     from rlf.bin.suite import write_outputs, write_result
     from rlf.trainers.run_dir import checkpointed_env_steps
+    parse_config(options.conf, list(options.conf_params))
     frameskip = int(query("load_atari.frameskip", 4))
+    gin.clear_config()
     seeds = [int(s) for s in FLAGS.seeds]
     rows = []
     for game in FLAGS.games:

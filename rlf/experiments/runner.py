@@ -106,7 +106,8 @@ class ExperimentOptions:
 
 def check_options(options: ExperimentOptions):
     """Checks the settings and, with the conf and every grid value, the bindings the trials
-    will parse, before anything starts; returns the conf's ``TrainerConfig``.
+    will parse, before anything starts; returns the conf's ``TrainerConfig`` (gin then holds
+    the conf with the first grid values; ``run_experiment`` clears it again).
 
     Raises:
         UserError: one line for each mistake: a scheduler other than ``SCHEDULERS``, ASHA or
@@ -256,9 +257,13 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
         ExperimentFailed: if trials failed (the others ran to their end).
     """
     require("ray.tune", "tune", "rlf.bin.tune")
+    import gin
     import ray
     from ray import tune
-    config = check_options(options)
+    try:
+        config = check_options(options)
+    finally:
+        gin.clear_config()  # the trials parse their own; the caller's is left empty
     root_dir = Path(options.root_dir).resolve()
     settings = options.settings()
     _check_restart(root_dir, settings)
