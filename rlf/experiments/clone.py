@@ -5,8 +5,8 @@ A Tune checkpoint of a trial is a directory holding a copy of the run's
 ``ckpt-<iteration>.pt`` (with its replay-buffer companion where the run saves one) and
 ``rlf_checkpoint.json``: a new id, the trial, the iteration, the environment steps and the
 trial's bindings. Loading one into a trial either continues the trial's own run (the checkpoint
-is the last one the run saved or loaded, so the run's own newer checkpoints descend from it) or
-installs it: the run's checkpoints at or after its iteration are set aside
+is one the run saved or loaded since its last install, so the run's own newer checkpoints
+descend from it) or installs it: the run's checkpoints at or after its iteration are set aside
 (``ckpt-N.pt.superseded``), never deleted, and the copy becomes the newest checkpoint, from
 which the run then resumes. ``lineage.json`` in the run's directory records the last
 checkpoint and every install (which trial was cloned, at which iteration, with which values).
@@ -75,10 +75,11 @@ def read_checkpoint_info(checkpoint_dir: Path) -> Dict[str, Any]:
 
 
 def read_lineage(run_dir: Path) -> Dict[str, Any]:
-    """``run_dir/lineage.json``: ``{"last_checkpoint": id or None, "events": [...]}``."""
+    """``run_dir/lineage.json``: ``{"last_checkpoint": id or None, "since_install": [ids],
+    "events": [...]}``."""
     path = Path(run_dir) / LINEAGE_FILE
     if not path.is_file():
-        return {"last_checkpoint": None, "events": []}
+        return {"last_checkpoint": None, "since_install": [], "events": []}
     return json.loads(path.read_text())
 
 
@@ -89,18 +90,24 @@ def _write_lineage(run_dir: Path, lineage: Dict[str, Any]) -> None:
 
 
 def record_checkpoint(run_dir: Path, checkpoint_id: str) -> None:
-    """Notes ``checkpoint_id`` as the last Tune checkpoint the run in ``run_dir`` saved."""
+    """Notes ``checkpoint_id`` as the last Tune checkpoint the run in ``run_dir`` saved, and
+    as one of those its state has grown from since its last install (``"since_install"``)."""
     lineage = read_lineage(run_dir)
     lineage["last_checkpoint"] = checkpoint_id
+    lineage.setdefault("since_install", []).append(checkpoint_id)
     _write_lineage(run_dir, lineage)
 
 
 def continues_from(run_dir: Path, info: Dict[str, Any]) -> bool:
-    """Whether the run in ``run_dir`` grew from the checkpoint ``info`` (the last one it saved
-    or loaded) and has it or a newer one of its own, so that it resumes from its own newest
-    checkpoint (written after the Tune checkpoint, e.g. at a stop) rather than go back."""
+    """Whether the run in ``run_dir`` grew from the checkpoint ``info`` (one it saved or
+    loaded since its last install: Tune may hand an earlier one than the last, when it
+    stopped before recording the last) and has it or a newer one of its own, so that it
+    resumes from its own newest checkpoint (written after the Tune checkpoint, e.g. at a
+    stop) rather than go back."""
     from rlf.trainers.run_dir import run_checkpointer
-    if read_lineage(run_dir).get("last_checkpoint") != info["id"]:
+    lineage = read_lineage(run_dir)
+    grown_from = lineage.get("since_install") or [lineage.get("last_checkpoint")]
+    if info["id"] not in grown_from:
         return False
     found = run_checkpointer(run_dir).newest_complete()
     return found is not None and found[0] >= info["iteration"]
@@ -144,6 +151,7 @@ def install_checkpoint(checkpoint_dir: Path, info: Dict[str, Any], run_dir: Path
              "bindings": list(bindings), "env_steps_before": env_steps}
     lineage = read_lineage(run_dir)
     lineage["last_checkpoint"] = info["id"]
+    lineage["since_install"] = [info["id"]]
     lineage["events"].append(event)
     _write_lineage(run_dir, lineage)
     return event

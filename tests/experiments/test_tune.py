@@ -144,24 +144,25 @@ def test_asha_ranks_trials_by_the_metric_their_runs_summarise(ray_cluster, tmp_p
 
 def _tune_command(root):
     return [sys.executable, "-m", "rlf.bin.tune", "--conf", "confs/ppo_cartpole.gin",
-            "--root_dir", str(root), "--grid", "TrainerConfig.num_iterations=[4, 60]",
+            "--root_dir", str(root), "--grid", "TrainerConfig.num_iterations=[4, 150]",
             "--step_iterations", "2", "--checkpoint_every", "1", "--num_cpus", "2",
             "--conf_param", "TrainerConfig.num_env_steps=0",
             "--conf_param", "TrainerConfig.evaluate=False"]
 
 
-def _wait_for(predicate, process, seconds=300):
+def _wait_for(predicate, process, seconds=300, output=lambda: ""):
     deadline = time.time() + seconds
     while time.time() < deadline and process.poll() is None and not predicate():
         time.sleep(0.5)
-    assert process.poll() is None, "the experiment ended before the test could stop it"
+    assert process.poll() is None, \
+        f"the experiment ended before the test could stop it: {output()[-3000:]}"
 
 
 def test_an_experiment_stopped_or_killed_resumes_without_restarting_a_trial(tmp_path):
     root = tmp_path / "exp"
     env = dict(os.environ, RAY_DEDUP_LOGS="0")
     short = root / "00000_num_iterations=4"
-    long_ = root / "00001_num_iterations=60"
+    long_ = root / "00001_num_iterations=150"
 
     def start():
         return subprocess.Popen(_tune_command(root), cwd=REPO, stdout=subprocess.PIPE,
@@ -193,7 +194,7 @@ def test_an_experiment_stopped_or_killed_resumes_without_restarting_a_trial(tmp_
     reader.start()
     resumed = f"Resuming from iteration {stopped_at} "  # the checkpoint written at the stop
     _wait_for(lambda: newest(long_) >= stopped_at + 6 and any(resumed in ln for ln in lines),
-              second)
+              second, output=lambda: "".join(lines))
     os.killpg(second.pid, signal.SIGKILL)
     second.wait()
     reader.join(timeout=10)
@@ -210,5 +211,5 @@ def test_an_experiment_stopped_or_killed_resumes_without_restarting_a_trial(tmp_
     # the finished trial was not run again
     assert {p: p.stat().st_mtime_ns for p in short.rglob("*") if p.is_file()} == finished_files
     rows = {r["trial"]: r for r in csv.DictReader(open(root / "trials.csv"))}
-    assert rows[short.name]["iterations"] == "4" and rows[long_.name]["iterations"] == "60"
+    assert rows[short.name]["iterations"] == "4" and rows[long_.name]["iterations"] == "150"
     assert {r["status"] for r in rows.values()} == {"FINISHED"}
