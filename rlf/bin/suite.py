@@ -313,8 +313,9 @@ def write_result(directory: Path, game: str, seed: int, frames: int, frameskip: 
 def run_on_tune(conf: str, runs: List[Tuple[str, int]], frames: int, frameskip: int,
                 params: List[str], root_dir: Path, max_concurrent: int = 0,
                 address: Optional[str] = None, num_cpus: Optional[int] = None) -> None:
-    """Runs the suite's (game, seed) ``runs`` as parallel Ray Tune trials, each the run
-    ``train_one`` would make in the same directory, then writes their result files.
+    """Runs the suite's (game, seed) ``runs`` (every game with every seed) as parallel Ray
+    Tune trials, each the run ``train_one`` would make in the same directory, then writes
+    their result files.
 
     Raises:
         SuiteRunError: if runs failed (naming them; status 1).
@@ -544,11 +545,11 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
     finished = {(game, seed): finished_as_asked(result_file, frames, params)
                 for game in games for seed in seeds
                 if (result_file := run_dir(root_dir, game, seed) / RESULT_FILE).is_file()}
-    if backend == "tune":
-        todo = [(g, s) for g in games for s in seeds if not finished.get((g, s))]
-        if todo:
-            run_on_tune(conf, todo, frames, frameskip, params, root_dir, max_concurrent,
-                        address, num_cpus)
+    if backend == "tune" and not all(finished.get((g, s)) for g in games for s in seeds):
+        # Every (game, seed) is a trial, finished or not: a restart is the same experiment,
+        # which Tune resumes (its finished trials are not run again).
+        run_on_tune(conf, [(g, s) for g in games for s in seeds], frames, frameskip, params,
+                    root_dir, max_concurrent, address, num_cpus)
     rows = []
     for game in games:
         for seed in seeds:

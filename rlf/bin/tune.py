@@ -22,8 +22,9 @@ count in its Ray resources.
 exact checkpoint of a top one every ``--perturbation_interval`` steps and then perturb or
 redraw its ``--sample`` values, which take effect after the restore (``lineage.json`` and
 TensorBoard's ``Experiment/`` tags record each clone); its population runs at once (a
-population Ray's CPUs cannot hold is refused: ``--num_cpus`` may exceed the cores). The metrics (``--metric``) are the runs'
-own: ``AverageReturn``, ``AverageEpisodeScore``, ``Eval/AverageReturn``, ...
+population Ray's CPUs cannot hold is refused: ``--num_cpus`` may exceed the cores). The
+metrics (``--metric``) are the runs' own: ``AverageReturn``, ``AverageEpisodeScore``,
+``Eval/AverageReturn``, ...
 
 The experiment resumes when the same command is given again (after a crash, SIGKILL or Ctrl-C):
 finished trials are not run again, the others continue from their last checkpoints. Ray: a

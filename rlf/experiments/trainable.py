@@ -160,6 +160,8 @@ class RlfTrainable(tune.Trainable):
     def _summarize_values(self, steps: int) -> None:
         for key in self._experiment.keys:
             value = self._values.get(key)
+            if hasattr(value, "item") and not isinstance(value, (bool, int, float)):
+                value = value.item()  # a numpy number from Tune's samplers
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 summary.scalar(f"Experiment/{key}", float(value), step=steps)
 

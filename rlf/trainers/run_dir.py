@@ -22,8 +22,8 @@ from rlf.utils.checkpointer import Checkpointer
 from rlf.utils.errors import UserError
 
 __all__ = ["REPLAY_BUFFER_COMPANION", "RunDirectoryError", "changed_settings",
-           "check_run_directory", "config_bindings", "checkpointed_env_steps", "lock_run_directory", "model_state",
-           "run_checkpointer", "write_operative_config"]
+           "check_run_directory", "config_bindings", "checkpointed_env_steps",
+           "lock_run_directory", "model_state", "run_checkpointer", "write_operative_config"]
 
 #: The companion a checkpoint may have: ``ckpt/replay_buffer-<N>.pt``
 #: (``TrainerConfig.save_replay_buffer``).
