@@ -10,9 +10,9 @@ from typing import Callable, Iterable, List
 from absl import app, flags
 from absl import logging as absl_logging
 
-from rlf.utils.errors import ConfigWarning
+from rlf.utils.errors import ConfigWarning, UserError
 
-__all__ = ["join_list_values", "run_main"]
+__all__ = ["join_list_values", "run_main", "parse_seeds", "refuse_repeated"]
 
 
 def join_list_values(argv: List[str], list_flags: Iterable[str]) -> List[str]:
@@ -60,6 +60,36 @@ def join_list_values(argv: List[str], list_flags: Iterable[str]) -> List[str]:
         if values:
             out[-1] = f"--{name}={','.join(v for v in values if v)}"
     return out
+
+
+def parse_seeds(values: List[str]) -> List[int]:
+    """The ``--seeds`` list flag's values as ``TrainerConfig.random_seed`` values.
+
+    Raises:
+        UserError: for a value that is not an integer, or one outside ``[0, 2**30)``.
+    """
+    from rlf.algorithms.config_parts import RANDOM_SEED_LIMIT
+    try:
+        seeds = [int(s) for s in values]
+    except ValueError:
+        raise UserError(f"--seeds {values}: expected integers") from None
+    if not all(0 <= s < RANDOM_SEED_LIMIT for s in seeds):
+        raise UserError(f"--seeds {values}: seeds must be in [0, 2**30) "
+                        f"(TrainerConfig.random_seed)")
+    return seeds
+
+
+def refuse_repeated(flag: str, values: List) -> None:
+    """Refuses a list flag's value given twice (a run counted twice in the means over
+    seeds).
+
+    Raises:
+        UserError: naming the flag, its values and the repeated ones.
+    """
+    repeated = sorted({str(v) for v in values if values.count(v) > 1})
+    if repeated:
+        raise UserError(f"{flag} {', '.join(map(str, values))}: "
+                        f"{', '.join(repeated)} given more than once")
 
 
 _format_warning = warnings.formatwarning

@@ -71,8 +71,7 @@ from typing import Dict, List, Optional, Tuple
 
 from absl import flags
 
-from rlf.algorithms.config import RANDOM_SEED_LIMIT
-from rlf.bin.cli import debug_mode, run_main
+from rlf.bin.cli import debug_mode, parse_seeds, refuse_repeated, run_main
 from rlf.bin.gin_utils import parse_config, query
 from rlf.environments import find_spec
 from rlf.environments.atari import ATARI_ENTRY_POINT
@@ -310,12 +309,11 @@ def write_result(directory: Path, game: str, seed: int, frames: int, frameskip: 
     return result
 
 
-def run_on_tune(conf: str, runs: List[Tuple[str, int]], frames: int, frameskip: int,
+def run_on_tune(conf: str, games: List[str], seeds: List[int], frames: int, frameskip: int,
                 params: List[str], root_dir: Path, max_concurrent: int = 0,
                 address: Optional[str] = None, num_cpus: Optional[int] = None) -> None:
-    """Runs the suite's (game, seed) ``runs`` (every game with every seed) as parallel Ray
-    Tune trials, each the run ``train_one`` would make in the same directory, then writes
-    their result files.
+    """Runs every (game, seed) of the suite as parallel Ray Tune trials, each the run
+    ``train_one`` would make in the same directory, then writes their result files.
 
     Raises:
         SuiteRunError: if runs failed (naming them; status 1).
@@ -323,8 +321,6 @@ def run_on_tune(conf: str, runs: List[Tuple[str, int]], frames: int, frameskip: 
     """
     from rlf.experiments.runner import ExperimentFailed, ExperimentOptions, run_experiment
     from rlf.experiments.space import ENV_KEY, SEED_KEY, SearchSpace
-    games = list(dict.fromkeys(g for g, _ in runs))
-    seeds = list(dict.fromkeys(s for _, s in runs))
     space = SearchSpace(grid={ENV_KEY: [f"ALE/{g}-v5" for g in games], SEED_KEY: seeds})
     bindings = [f"TrainerConfig.num_env_steps={frames // frameskip}",
                 "TrainerConfig.num_iterations=0"] + list(params)
@@ -548,8 +544,8 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
     if backend == "tune" and not all(finished.get((g, s)) for g in games for s in seeds):
         # Every (game, seed) is a trial, finished or not: a restart is the same experiment,
         # which Tune resumes (its finished trials are not run again).
-        run_on_tune(conf, [(g, s) for g in games for s in seeds], frames, frameskip, params,
-                    root_dir, max_concurrent, address, num_cpus)
+        run_on_tune(conf, games, seeds, frames, frameskip, params, root_dir, max_concurrent,
+                    address, num_cpus)
     rows = []
     for game in games:
         for seed in seeds:
@@ -592,19 +588,9 @@ def main(argv) -> int:
             if not values:
                 raise UserError(f"{flag} is empty: give at least one value (e.g. --games Pong "
                                 f"--seeds 0)")
-        try:
-            seeds = [int(s) for s in FLAGS.seeds]
-        except ValueError:
-            raise UserError(f"--seeds {FLAGS.seeds}: expected integers") from None
-        if not all(0 <= s < RANDOM_SEED_LIMIT for s in seeds):
-            raise UserError(f"--seeds {FLAGS.seeds}: seeds must be in [0, 2**30) "
-                            f"(TrainerConfig.random_seed)")
-        # A repeated run would be counted twice in the means over seeds.
-        for flag, values in (("--games", FLAGS.games), ("--seeds", seeds)):
-            repeated = sorted({str(v) for v in values if values.count(v) > 1})
-            if repeated:
-                raise UserError(f"{flag} {', '.join(map(str, values))}: "
-                                f"{', '.join(repeated)} given more than once")
+        seeds = parse_seeds(FLAGS.seeds)
+        refuse_repeated("--games", FLAGS.games)
+        refuse_repeated("--seeds", seeds)
         if FLAGS.backend != "tune" and (FLAGS.max_concurrent or FLAGS.address):
             raise UserError("--max_concurrent and --address are settings of --backend tune, "
                             "which runs the suite on Ray Tune: add --backend tune")

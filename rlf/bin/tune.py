@@ -45,7 +45,7 @@ from pathlib import Path
 
 from absl import flags
 
-from rlf.bin.cli import debug_mode, run_main
+from rlf.bin.cli import debug_mode, parse_seeds, refuse_repeated, run_main
 from rlf.utils.errors import UserError, one_line
 
 FLAGS = flags.FLAGS
@@ -93,23 +93,15 @@ def options_from_flags():
         UserError: for a missing ``--conf``/``--root_dir``, bad seeds or a malformed grid
             or sample.
     """
-    from rlf.algorithms.config import RANDOM_SEED_LIMIT
     from rlf.experiments.runner import ExperimentOptions
     from rlf.experiments.space import SearchSpace
     if not FLAGS.conf:
         raise UserError("--conf is required (e.g. --conf confs/ppo_cartpole.gin)")
     if not FLAGS.root_dir or not FLAGS.root_dir.strip():
         raise UserError("--root_dir is required: the experiment's directory")
-    try:
-        seeds = [int(s) for s in FLAGS.seeds]
-    except ValueError:
-        raise UserError(f"--seeds {','.join(FLAGS.seeds)}: expected integers") from None
-    if not all(0 <= s < RANDOM_SEED_LIMIT for s in seeds):
-        raise UserError(f"--seeds {','.join(FLAGS.seeds)}: seeds must be in [0, 2**30)")
-    for flag, values in (("--games", FLAGS.games), ("--seeds", seeds)):
-        repeated = sorted({str(v) for v in values if values.count(v) > 1})
-        if repeated:
-            raise UserError(f"{flag}: {', '.join(repeated)} given more than once")
+    seeds = parse_seeds(FLAGS.seeds)
+    refuse_repeated("--games", FLAGS.games)
+    refuse_repeated("--seeds", seeds)
     space = SearchSpace.from_flags(FLAGS.grid, FLAGS.sample, seeds, FLAGS.games)
     suite_like = bool(FLAGS.games and seeds) and set(space.keys) <= {
         "load.env_name", "TrainerConfig.random_seed"}
@@ -137,7 +129,7 @@ def _write_suite_outputs(options, root: Path) -> None:
     parse_config(options.conf, list(options.conf_params))
     frameskip = int(query("load_atari.frameskip", 4))
     gin.clear_config()
-    seeds = [int(s) for s in FLAGS.seeds]
+    seeds = parse_seeds(FLAGS.seeds)
     rows = []
     for game in FLAGS.games:
         for seed in seeds:

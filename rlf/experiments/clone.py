@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from rlf.trainers.run_dir import REPLAY_BUFFER_COMPANION
+from rlf.trainers.run_dir import REPLAY_BUFFER_COMPANION, model_state, run_checkpointer
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.checkpoint import set_aside
 from rlf.utils.errors import UserError
@@ -104,7 +104,6 @@ def continues_from(run_dir: Path, info: Dict[str, Any]) -> bool:
     stopped before recording the last) and has it or a newer one of its own, so that it
     resumes from its own newest checkpoint (written after the Tune checkpoint, e.g. at a
     stop) rather than go back."""
-    from rlf.trainers.run_dir import run_checkpointer
     lineage = read_lineage(run_dir)
     grown_from = lineage.get("since_install") or [lineage.get("last_checkpoint")]
     if info["id"] not in grown_from:
@@ -130,7 +129,6 @@ def install_checkpoint(checkpoint_dir: Path, info: Dict[str, Any], run_dir: Path
             restore).
         env_steps: the environment steps the run had reached before (None: not started).
     """
-    from rlf.trainers.run_dir import run_checkpointer
     checkpointer = run_checkpointer(run_dir)
     ckpt_dir = checkpointer.ckpt_dir
     ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -177,7 +175,6 @@ def state_digest(state: Dict[str, Any]) -> str:
 
     import torch
 
-    from rlf.trainers.run_dir import model_state
     model = model_state({"algorithm": state})
     h = hashlib.sha256()
     for name in sorted(model):

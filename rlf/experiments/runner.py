@@ -204,7 +204,7 @@ def _scheduler(options: ExperimentOptions):
     return None
 
 
-def _check_population(options: ExperimentOptions, config) -> None:
+def _check_population(options: ExperimentOptions, resources) -> None:
     """Refuses a PBT population that Ray's CPUs cannot run at once: its later trials would
     wait for the first ones to finish instead of competing with them.
 
@@ -215,7 +215,7 @@ def _check_population(options: ExperimentOptions, config) -> None:
         return
     import ray
     population = options.space.num_trials(options.num_samples)
-    per_trial = sum(b.get("CPU", 0) for b in trial_resources(config).bundles)
+    per_trial = sum(b.get("CPU", 0) for b in resources.bundles)
     available = ray.cluster_resources().get("CPU", 0)
     if population * per_trial > available:
         raise UserError(f"--scheduler pbt runs its population of {population} trials at once, "
@@ -280,9 +280,10 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
                      include_dashboard=False, log_to_driver=verbose > 0)
         except ConnectionError as e:
             raise UserError(f"--address {options.address!r}: {e}") from None
-    _check_population(options, config)
+    resources = trial_resources(config)
+    _check_population(options, resources)
     trainable = tune.with_resources(tune.with_parameters(RlfTrainable, experiment=spec),
-                                    trial_resources(config))
+                                    resources)
     root_dir.mkdir(parents=True, exist_ok=True)
     with atomic_write(root_dir / SETTINGS_FILE) as tmp:
         tmp.write_text(json.dumps(settings, indent=1))

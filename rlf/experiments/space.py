@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 from rlf.utils.errors import UserError
 
 __all__ = ["SAMPLERS", "SearchSpace", "parse_grid", "parse_sample", "gin_value",
-           "trial_bindings", "short_name"]
+           "python_value", "trial_bindings", "short_name"]
 
 #: ``--sample`` distributions: name -> (the ``ray.tune`` function, its argument count).
 SAMPLERS = {"uniform": ("uniform", 2), "loguniform": ("loguniform", 2),
@@ -191,12 +191,12 @@ def gin_value(value: Any) -> str:
         if isinstance(value, list):
             return f"[{items}]"
         return f"({items},)" if len(value) == 1 else f"({items})"
-    return repr(_python(value))
+    return repr(python_value(value))
 
 
-def _python(value: Any) -> Any:
-    """A numpy scalar (Tune's samplers draw them; ``np.float64`` is a ``float`` whose repr
-    is ``np.float64(...)``) as the Python number."""
+def python_value(value: Any) -> Any:
+    """``value``, or for a numpy scalar (Tune's samplers draw them; ``np.float64`` is a
+    ``float`` whose repr is ``np.float64(...)``) the Python number."""
     return value.item() if hasattr(value, "item") and type(value) not in (bool, int, float) \
         else value
 
@@ -216,7 +216,7 @@ def short_name(config: Dict[str, Any], keys: Sequence[str], limit: int = 80) -> 
         elif key == ENV_KEY and isinstance(value, str):
             parts.append(value.split("/")[-1].split("-v")[0])
         else:
-            value = _python(value)
+            value = python_value(value)
             text = f"{value:.4g}" if isinstance(value, float) else str(value).lstrip("@%")
             parts.append(f"{key.rsplit('.', 1)[-1]}={text}")
     name = re.sub(r"[^\w.=+-]", "", "_".join(parts))

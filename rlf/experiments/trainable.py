@@ -30,7 +30,8 @@ from rlf.experiments.clone import (amend_last_event, apply_optimizer_settings,
                                    continues_from, export_checkpoint, install_checkpoint,
                                    optimizer_settings, read_checkpoint_info,
                                    record_checkpoint, restored_state)
-from rlf.experiments.space import ENV_KEY, SEED_KEY, short_name, trial_bindings
+from rlf.experiments.space import (ENV_KEY, SEED_KEY, python_value, short_name,
+                                   trial_bindings)
 from rlf.trainers.run_dir import RunDirectoryError
 from rlf.utils import summary
 
@@ -159,9 +160,7 @@ class RlfTrainable(tune.Trainable):
 
     def _summarize_values(self, steps: int) -> None:
         for key in self._experiment.keys:
-            value = self._values.get(key)
-            if hasattr(value, "item") and not isinstance(value, (bool, int, float)):
-                value = value.item()  # a numpy number from Tune's samplers
+            value = python_value(self._values.get(key))
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 summary.scalar(f"Experiment/{key}", float(value), step=steps)
 

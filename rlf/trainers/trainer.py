@@ -163,6 +163,7 @@ class Trainer:
         self._env = None
         self._algorithm = None
         self._loop: Optional[TrainingLoop] = None
+        self._checkpointer = None  # the run's, once built
         self._session: Optional[_Session] = None  # from start() to finish()
         self._eval_env = None
         self._lock_fd: Optional[int] = None
@@ -705,7 +706,7 @@ class Trainer:
     @property
     def checkpointer(self):
         """The run's ``Checkpointer`` of ``root_dir/ckpt`` (None until ``build``)."""
-        return getattr(self, "_checkpointer", None)
+        return self._checkpointer
 
     @property
     def loop(self) -> Optional[TrainingLoop]:
