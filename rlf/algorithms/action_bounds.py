@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from rlf.tensor_specs import BoundedTensorSpec
+from rlf.utils import distributed
 
 __all__ = ["ActionBounds", "check_continuous", "uniform_start_action"]
 
@@ -51,8 +52,8 @@ class ActionBounds(nn.Module):
 
     def uniform_like(self, action: torch.Tensor) -> torch.Tensor:
         """Actions drawn uniformly within the bounds, shaped like ``action`` (``[..., d...]``),
-        from torch's generator (one ``rand_like``)."""
-        return self.low + torch.rand_like(action) * (self.high - self.low)
+        from torch's generator (one ``rand_like``; a batch draw, ``rlf.utils.distributed``)."""
+        return self.low + distributed.rand_like(action) * (self.high - self.low)
 
 
 def uniform_start_action(action: torch.Tensor, bounds: ActionBounds,

@@ -46,7 +46,7 @@ class TrainerConfig:
 
     | part | fields |
     |---|---|
-    | ``run`` (``RunConfig``) | ``root_dir``, ``algorithm_ctor``, ``random_seed``, ``torch_num_threads``, ``flush_denormal``, ``reuse_freed_memory``, ``num_iterations``, ``num_env_steps``, ``device``, ``enable_amp``, ``empty_cache`` |
+    | ``run`` (``RunConfig``) | ``root_dir``, ``algorithm_ctor``, ``random_seed``, ``torch_num_threads``, ``flush_denormal``, ``reuse_freed_memory``, ``num_iterations``, ``num_env_steps``, ``device``, ``enable_amp``, ``empty_cache``, ``num_learners`` |
     | ``data_path`` (``DataPathConfig``) | ``unroll_length`` ... ``update_counter_every_mini_batch``, the ``offline_*`` settings |
     | ``actors`` (``ActorConfig``) | ``async_unroll``, ``num_actors``, ..., ``deterministic``, ``policy_lag``, the ``ray_*`` settings |
     | ``evaluation`` (``EvaluationConfig``) | ``evaluate``, ``eval_interval``, ``num_eval_episodes``, ``num_eval_environments`` |
@@ -139,6 +139,17 @@ class TrainerConfig:
         enable_amp: ``torch.autocast`` in rollout and loss (bfloat16 on CPU, float16 on CUDA
             with a ``GradScaler``).
         empty_cache: ``torch.cuda.empty_cache()`` every iteration.
+        num_learners: data-parallel learner processes (``torch.distributed``: gloo on CPU,
+            NCCL on CUDA, one device each), started by ``rlf.bin.train`` or by ``torchrun
+            --nproc_per_node N -m rlf.bin.train``. Learner ``r`` runs ``1/N`` of the
+            environments (``load.num_envs / N``; with actors ``num_actors / N`` actors), those
+            the one learner would run as ``r*B ... (r+1)*B - 1`` with their seeds; gradients
+            are averaged over the learners before clipping. ``load.num_envs``, ``num_actors``
+            and an epoch path's ``mini_batch_size`` must be multiples of ``N``; a sampled
+            mini-batch of ``mini_batch_size`` is drawn over every learner's replay buffer.
+            Rank 0 writes the summaries (losses averaged over the learners), the
+            checkpoints and ``config.gin``; learner ``r > 0`` keeps its own state (its
+            environments, replay buffer, random state) in ``ckpt/learner-<r>/``.
         async_unroll: unroll in ``num_actors`` actor processes (``AsyncUnroller``), each with
             its own copy of the environment (so ``num_actors * load.num_envs`` in all), while
             the learner trains; needs an off-policy algorithm.
@@ -282,6 +293,7 @@ class TrainerConfig:
                  device: str = "cpu",
                  enable_amp: bool = False,
                  empty_cache: bool = False,
+                 num_learners: int = 1,
                  async_unroll: bool = False,
                  num_actors: int = 1,
                  unroll_queue_size: int = 1,
@@ -319,6 +331,14 @@ class TrainerConfig:
         if actors.async_unroll and (length != int(length) or length < 1):
             raise ValueError(f"TrainerConfig.async_unroll needs an integer unroll_length >= 1, "
                              f"got {length}")
+        learners = run.num_learners
+        if learners > 1 and actors.async_unroll and actors.num_actors % learners:
+            raise ValueError(f"TrainerConfig.num_actors = {actors.num_actors} cannot be split "
+                             f"evenly among num_learners = {learners} learners; use a "
+                             f"multiple of {learners}")
+        if learners > 1 and data.offline_buffer_dir:
+            raise ValueError("TrainerConfig.offline_buffer_dir is not supported with "
+                             "num_learners > 1 yet; train offline with one learner")
         if data.unroll_length == 0 and not run.num_iterations:
             raise ValueError(f"TrainerConfig.unroll_length = 0 takes no environment step, so "
                              f"num_env_steps = {run.num_env_steps} would never be reached: "

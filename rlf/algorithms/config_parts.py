@@ -82,6 +82,7 @@ class RunConfig:
     device: str = "cpu"
     enable_amp: bool = False
     empty_cache: bool = False
+    num_learners: int = 1
 
     def __post_init__(self):
         seed = self.random_seed
@@ -97,6 +98,7 @@ class RunConfig:
         _set(self, "num_iterations", int(self.num_iterations))
         _set(self, "num_env_steps", int(self.num_env_steps))
         _at_least(self, 1, ["torch_num_threads"], none="torch's default")
+        _at_least(self, 1, ["num_learners"])
         _check_device(self.device)
 
 

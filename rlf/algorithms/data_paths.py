@@ -30,7 +30,7 @@ from rlf import nest
 from rlf.algorithms.config_parts import DataPathConfig, changed_fields, without_effect
 from rlf.data_structures import Experience, valid_step_mask
 from rlf.tensor_specs import spec_from_tensors
-from rlf.utils import summary
+from rlf.utils import distributed, summary
 from rlf.utils.common import detach, reset_state_if_necessary
 from rlf.utils.errors import UserError
 
@@ -62,6 +62,10 @@ class Batch(NamedTuple):
             None.
         weight: the mini-batch's size relative to a full one (a last, partial one < 1).
         record: whether the update writes its training summaries.
+        rows: with several learners, ``[N]`` int64: the rows of the one learner's mini-batch
+            of ``rows_size`` rows that these are (``rlf.utils.distributed.batch_rows``); None
+            otherwise.
+        rows_size: the one learner's mini-batch size (with ``rows``).
     """
 
     experience: Experience
@@ -69,6 +73,8 @@ class Batch(NamedTuple):
     batch_info: Any
     weight: float
     record: bool
+    rows: Optional[torch.Tensor] = None
+    rows_size: int = 0
 
 
 # ---------------------------------------------------------------------- settings checks
@@ -330,12 +336,21 @@ class MiniBatches:
             experience, valid = nest.map_structure(_split, (experience, valid))
             batch_info = None
             keep = valid.any(1)
-            if not bool(keep.all()):
+            # (with several learners every one keeps its sequences: they must all make the
+            # same number of updates; a sequence without a valid step adds no gradient)
+            if not bool(keep.all()) and not distributed.world().distributed:
                 experience, valid = nest.map_structure(lambda x: x[keep], (experience, valid))
         # One host-to-device copy of the whole batch: each mini-batch is then gathered on the
         # device, not gathered on the CPU and copied from pageable memory update by update.
         experience, valid = nest.utils.convert_device((experience, valid), algorithm._device)
         batch_size = valid.shape[0]
+        if distributed.world().distributed:
+            # Every learner makes as many updates as the one with the fewest sequences.
+            fewest = -int(distributed.all_reduce_max(-batch_size))
+            if fewest < batch_size:
+                experience, valid = nest.map_structure(lambda x: x[:fewest],
+                                                       (experience, valid))
+                batch_size = fewest
         mini_batch_size = self.mini_batch_size or batch_size
         per_mini_batch = counter_per_mini_batch and self.counter_per_mini_batch
         record = summary.should_record_summaries()
@@ -347,17 +362,8 @@ class MiniBatches:
                 # indexing would copy it again (~16 ms for a whole [16, 20] Pong batch).
                 idx = (slice(b, b + mini_batch_size) if order is None
                        else order[b:b + mini_batch_size])
-                mb, mb_valid = nest.map_structure(lambda x: x[idx], (experience, valid))
-                mb_info = (None if batch_info is None
-                           else nest.map_structure(lambda x: x[idx], batch_info))
-                n = mb_valid.shape[0]
-                if mixer is not None:
-                    mb, mb_info = mixer(mb, mb_info)
-                mb, mb_info = algorithm.mix_experience(mb, mb_info)
-                added = nest.flatten(mb)[0].shape[0] - n
-                if added:  # appended whole sequences: their own mask
-                    extra = mb.time_step.step_type[n:].transpose(0, 1)
-                    mb_valid = torch.cat([mb_valid, valid_step_mask(extra).transpose(0, 1)])
+                mb, mb_valid, mb_info = _mini_batch(algorithm, experience, valid, batch_info,
+                                                    idx, mixer)
                 if per_mini_batch:
                     summary.increment_global_counter()
                     record = summary.should_record_summaries()
@@ -365,6 +371,60 @@ class MiniBatches:
                 size = min(b + mini_batch_size, batch_size) - b
                 yield Batch(mb, mb_valid, mb_info, size / mini_batch_size,
                             record and (last or per_mini_batch))
+
+
+    def shard_epochs(self, algorithm, experience: Experience, batch_info: Any,
+                     rows: torch.Tensor, num_mini_batches: int, mixer: Optional[Mixer] = None,
+                     counter_per_mini_batch: bool = False) -> Iterator[Batch]:
+        """With several learners: the ``Batch`` es of this learner's share of sampled
+        mini-batches (``ReplayBuffer.get_batch_shard``). Row ``i`` of ``experience``
+        (``[n, L]``) is row ``rows[i]`` of the one learner's draw of ``K`` mini-batches of
+        ``mini_batch_size``; mini-batch ``k`` takes the rows drawn at
+        ``k*mini_batch_size ... (k+1)*mini_batch_size - 1``, ``0 <= k < num_mini_batches``
+        (rows of -1 are none of them). Its ``weight`` is ``N`` times its
+        share of the mini-batch, so that the average over the learners of the weighted
+        losses' gradients is the one learner's gradient; a mini-batch with none of this
+        learner's rows trains on one of its rows with weight 0 (every learner takes part in
+        every update)."""
+        size = self.mini_batch_size
+        learners = distributed.world().size
+        valid = valid_step_mask(experience.time_step.step_type.transpose(0, 1)).transpose(0, 1)
+        time_step, rollout_info = algorithm.preprocess_experience(
+            experience.time_step, experience.rollout_info, batch_info)
+        experience = experience._replace(time_step=time_step, rollout_info=rollout_info)
+        experience, valid = nest.utils.convert_device((experience, valid), algorithm._device)
+        record = summary.should_record_summaries()
+        per_mini_batch = counter_per_mini_batch and self.counter_per_mini_batch
+        num = num_mini_batches
+        for k in range(num):
+            mine = torch.nonzero((rows >= k * size) & (rows < (k + 1) * size))[:, 0]
+            count = mine.numel()
+            idx = mine if count else torch.zeros(1, dtype=torch.int64)
+            mb, mb_valid, mb_info = _mini_batch(algorithm, experience, valid, batch_info,
+                                                idx.to(valid.device), mixer)
+            if per_mini_batch:
+                summary.increment_global_counter()
+                record = summary.should_record_summaries()
+            local_rows = (rows[mine] - k * size) if count else torch.zeros(1, dtype=torch.int64)
+            yield Batch(mb, mb_valid, mb_info, learners * count / size,
+                        record and (k == num - 1 or per_mini_batch), local_rows, size)
+
+
+def _mini_batch(algorithm, experience: Experience, valid: torch.Tensor, batch_info: Any,
+                idx, mixer: Optional[Mixer]):
+    """``(experience, valid, batch_info)`` of the rows ``idx`` (a slice or an index tensor),
+    with the mixer's and ``mix_experience``'s sequences appended (with their own mask)."""
+    mb, mb_valid = nest.map_structure(lambda x: x[idx], (experience, valid))
+    mb_info = (None if batch_info is None else nest.map_structure(
+        lambda x: x[idx.to(x.device) if isinstance(idx, torch.Tensor) else idx], batch_info))
+    n = mb_valid.shape[0]
+    if mixer is not None:
+        mb, mb_info = mixer(mb, mb_info)
+    mb, mb_info = algorithm.mix_experience(mb, mb_info)
+    if nest.flatten(mb)[0].shape[0] > n:  # appended whole sequences: their own mask
+        extra = mb.time_step.step_type[n:].transpose(0, 1)
+        mb_valid = torch.cat([mb_valid, valid_step_mask(extra).transpose(0, 1)])
+    return mb, mb_valid, mb_info
 
 
 # ---------------------------------------------------------------------- paths
@@ -538,9 +598,10 @@ class Replay(DataPath):
             UserError: for sequences longer than a ring's usable steps.
         """
         self.buffer = buffer
-        if self.whole and self.clear:
-            self.initial_collect_steps = max(self.initial_collect_steps,
-                                             buffer.max_length * buffer.num_environments)
+        if self.whole and self.clear:  # (every learner's buffers: initial_collect_steps is)
+            self.initial_collect_steps = max(
+                self.initial_collect_steps,
+                buffer.max_length * buffer.num_environments * distributed.world().size)
         self.check_sequence_fits(buffer.max_length - buffer.num_earliest_frames_ignored)
         if self.pending_state is not None:
             buffer.load_state_dict(self.pending_state)
@@ -609,16 +670,26 @@ class Replay(DataPath):
         return Mixer(lambda k, length: offline.get_batch(k, length)[0], offline.data_spec,
                      self.offline_fraction)
 
+    def _online_ready(self) -> bool:
+        """Whether the online buffer holds ``initial_collect_steps`` (over all learners' buffers)
+        and, for sampled training, a whole sequence (in every learner's buffer)."""
+        buffer, length = self.buffer, self.mini_batches.mini_batch_length
+        if buffer is None:
+            return False
+        # A small initial_collect_steps: nothing to sample until a whole sequence is held.
+        sequence = self.whole or length is None or buffer.can_sample(length)
+        counts = torch.tensor([buffer.total_size, float(sequence)], dtype=torch.float64)
+        distributed.all_reduce_sum([counts])
+        total, can_sample = counts.tolist()
+        return (total >= max(self.initial_collect_steps, 1)
+                and can_sample == distributed.world().size)
+
     def batches(self, update_global_counter: bool = True) -> Iterator[Batch]:
         """As ``DataPath.batches``; ``update_global_counter``: advance the global counter per
         mini-batch where ``update_counter_every_mini_batch`` says so."""
         algorithm, mb = self.algorithm, self.mini_batches
         buffer, offline = self.buffer, self.offline
-        online_ready = buffer is not None and buffer.total_size >= max(
-            self.initial_collect_steps, 1)
-        if online_ready and not self.whole and mb.mini_batch_length is not None:
-            # A small initial_collect_steps: nothing to sample until a whole sequence is held.
-            online_ready = buffer.can_sample(mb.mini_batch_length)
+        online_ready = self._online_ready()
         if not online_ready and offline is None:
             return
         need_sampling = not online_ready or not self.whole
@@ -635,6 +706,12 @@ class Replay(DataPath):
             experience = buffer.gather_all(ignore_earliest_frames=True)  # [E, L]
             yield from mb.epochs(algorithm, experience, None, self.num_epochs, shuffle=True,
                                  mixer=mixer, counter_per_mini_batch=update_global_counter)
+        elif distributed.world().distributed:
+            experience, batch_info, rows = buffer.get_batch_shard(
+                mb.mini_batch_size * self.num_epochs, mb.mini_batch_length, self.num_epochs)
+            yield from mb.shard_epochs(algorithm, experience, batch_info, rows,
+                                       self.num_epochs, mixer=mixer,
+                                       counter_per_mini_batch=update_global_counter)
         else:
             experience, batch_info = buffer.get_batch(mb.mini_batch_size * self.num_epochs,
                                                       mb.mini_batch_length)
@@ -700,7 +777,19 @@ def make_data_path(algorithm, config) -> DataPath:
         raise UserError(f"TrainerConfig.burn_in_steps = {k} leaves no step to train in "
                         f"sequences of mini_batch_length = {config.mini_batch_length}; set "
                         f"mini_batch_length > burn_in_steps")
-    mini_batches = MiniBatches(config.mini_batch_size, config.mini_batch_length,
+    mini_batch_size = config.mini_batch_size
+    learners = distributed.world().size
+    if learners > 1 and mini_batch_size is not None and (
+            on_policy or config.whole_replay_buffer_training or config.priority_replay):
+        # Each learner trains on its share of every mini-batch of these paths.
+        if mini_batch_size % learners:
+            raise UserError(f"TrainerConfig.mini_batch_size = {mini_batch_size} cannot be "
+                            f"split evenly among TrainerConfig.num_learners = {learners} "
+                            f"learners on {name}'s data path '{path}'; use a multiple of "
+                            f"{learners}")
+        if on_policy or config.whole_replay_buffer_training:
+            mini_batch_size //= learners
+    mini_batches = MiniBatches(mini_batch_size, config.mini_batch_length,
                                config.update_counter_every_mini_batch)
     if on_policy:
         replay_settings = changed_fields(config, DataPathConfig.REPLAY_SETTINGS)

@@ -25,7 +25,7 @@ from rlf.data_structures import AlgStep, LossInfo, starts_transition
 from rlf.nest.utils import batch_apply
 from rlf.networks import QNetwork
 from rlf.tensor_specs import TensorSpec
-from rlf.utils import summary
+from rlf.utils import distributed, summary
 
 __all__ = ["apex_epsilon", "DQNAlgorithm", "DQNInfo", "double_q_bootstrap", "dqn_loss"]
 
@@ -282,7 +282,7 @@ class DQNAlgorithm(RLAlgorithm):
     def _epsilon_greedy(self, q: torch.Tensor, epsilon) -> torch.Tensor:
         action = q.argmax(-1)
         if not isinstance(epsilon, float) or epsilon > 0:
-            explore = torch.rand(action.shape, device=action.device) < epsilon
+            explore = distributed.rand_like(action.float()) < epsilon
             random = torch.randint_like(action, q.shape[-1])
             action = torch.where(explore, random, action)
         return action + self._min_action

@@ -30,6 +30,7 @@ from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
 from rlf.networks import CriticNetwork, DeterministicActorNetwork, ValueNetwork
 from rlf.tensor_specs import TensorSpec
+from rlf.utils import distributed
 from rlf.utils.common import read_only
 
 __all__ = ["IQLAlgorithm", "IQLInfo", "expectile_loss", "awr_weights"]
@@ -169,7 +170,7 @@ class IQLAlgorithm(RLAlgorithm):
     def rollout_step(self, time_step, state) -> AlgStep:
         """``a ~ N(mu(x), sigma^2)`` clipped to the bounds; records it."""
         mu = self._actor(time_step.observation)
-        noise = torch.randn_like(mu) * self._scale().view(mu.shape[1:])
+        noise = distributed.randn_like(mu) * self._scale().view(mu.shape[1:])
         action = self._bounds.clip(mu + noise)
         return AlgStep(output=action, state=state, info=IQLInfo(action=action))
 

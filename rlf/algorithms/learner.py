@@ -24,9 +24,9 @@ from rlf.algorithms.counters import Counters
 from rlf.algorithms.data_paths import Batch, Sequences
 from rlf.algorithms.overrides import deprecated_override
 from rlf.algorithms.optimization import (NonFiniteLossError, checked_schedule, extra_mean,
-                                         masked_loss_mean, term_mask)
+                                         extra_sum, masked_loss_mean, term_mask)
 from rlf.data_structures import Experience, LossInfo, valid_step_mask
-from rlf.utils import summary
+from rlf.utils import distributed, summary
 from rlf.utils.common import is_empty
 from rlf.utils.errors import UserError
 
@@ -147,7 +147,8 @@ class Learner:
         Returns:
             The number of steps trained on.
         """
-        with summary.record_if(lambda: batch.record):
+        with summary.record_if(lambda: batch.record), distributed.batch_rows(
+                batch.rows, batch.rows_size):
             return self._update(batch.experience, batch.batch_info, batch.valid, batch.weight)
 
     def _update(self, experience: Experience, batch_info, valid: torch.Tensor,
@@ -293,6 +294,10 @@ class Learner:
                 continue  # (a term that no parameter reaches gives no gradient)
             (scaler.scale(term) if scaler is not None else term).backward(
                 inputs=inputs, retain_graph=n < len(backward) - 1)
+        if distributed.world().distributed:
+            average_gradients([p for i in sorted({i for _, indices in backward
+                                                   for i in indices})
+                               for g in entries[i].optimizer.param_groups for p in g["params"]])
         pending = self._pending
         active = summary.is_active()
         params = []
@@ -332,8 +337,11 @@ class Learner:
         if active:
             self._summarize_loss(total, terms, loss_info, valid_masks)
             if summary.should_record_summaries():
-                for tag, value in pending.items():
-                    summary.scalar(tag, value() if callable(value) else value)
+                values = {tag: value() if callable(value) else value
+                          for tag, value in pending.items()}
+                _average_losses(values)
+                for tag, value in values.items():
+                    summary.scalar(tag, value)
                 pending.clear()
         return loss_info._replace(loss=total), params
 
@@ -393,7 +401,8 @@ class Learner:
         for path, value in nest.flatten_with_path(loss_info.extra):
             if isinstance(value, torch.Tensor):  # reduced only if it is the one written
                 pending[f"loss/{name}/{path}"] = functools.partial(
-                    extra_mean, value.detach(), mask)
+                    extra_sum if distributed.world().distributed else extra_mean,
+                    value.detach(), mask)
 
     @contextlib.contextmanager
     def autocast(self):
@@ -489,6 +498,50 @@ def _build_optimizers(root, base: type) -> List[_Optimizer]:
             f" have no optimizer; pass optimizer=... (e.g. in gin "
             f"`{type(root).__name__}.optimizer = @torch.optim.Adam`)")
     return entries
+
+
+# ---------------------------------------------------------------------- several learners
+def average_gradients(params: List[nn.Parameter]) -> None:
+    """Replaces each parameter's gradient by its average over the learners
+    (``torch.distributed``, one all-reduce per dtype and device), between the backward pass
+    and clipping: every rank then clips and steps on the gradient of the whole batch, as one
+    learner would. A parameter that received no gradient on a rank counts as a zero gradient
+    there; one that received none on every rank keeps ``grad = None`` (so an optimizer skips
+    it, as it would with one learner)."""
+    flags = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
+    distributed.all_reduce_sum([flags])
+    grads = []
+    for p, flag in zip(params, flags.tolist()):
+        if flag:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            grads.append(p.grad)
+    distributed.all_reduce_mean(grads)
+
+
+def _average_losses(values: Dict[str, Any]) -> None:
+    """With several learners, averages the ``loss/...`` summaries over them, in place (the
+    same tags in the same order on every rank, which record at the same updates): a loss
+    (already a mean over its batch, weighted by the batch's share) by its mean over the
+    learners; an ``extra`` term, given as ``extra_sum``'s ``(sum, count)``, by the sums over
+    the learners' summed counts."""
+    if not distributed.world().distributed:
+        return
+    tags = [t for t in values if t.startswith("loss/")]
+    if not tags:
+        return
+
+    def _scalar(x):
+        return torch.as_tensor(x, dtype=torch.float64).detach().cpu().reshape(())
+
+    pairs = [values[t] if isinstance(values[t], tuple) else (values[t], None) for t in tags]
+    sums = torch.stack([_scalar(s) for s, _ in pairs])
+    counts = torch.stack([_scalar(c) if c is not None else torch.tensor(0.0, dtype=torch.float64)
+                          for _, c in pairs])
+    distributed.all_reduce_sum([sums, counts])
+    size = distributed.world().size
+    for t, (_, c), s, n in zip(tags, pairs, sums.tolist(), counts.tolist()):
+        values[t] = s / size if c is None else s / max(n, 1.0)
 
 
 # ---------------------------------------------------------------------- checks and helpers

@@ -4,7 +4,7 @@ schedule and clipping arguments."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import torch
 
@@ -112,6 +112,17 @@ def extra_mean(value: torch.Tensor, valid_masks: Optional[torch.Tensor]) -> torc
         m = _fit_mask(valid_masks, value).expand_as(value)
         value = (value * m).sum() / m.sum().clamp(min=1)
     return value.mean()
+
+
+def extra_sum(value: torch.Tensor, valid_masks: Optional[torch.Tensor]
+              ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(sum, count)`` of the entries ``extra_mean`` averages (float32 scalars): summed over
+    several learners' batches, their quotient is the mean over all of them."""
+    value = value.float()
+    if valid_masks is not None and _fits_mask(valid_masks, value):
+        m = _fit_mask(valid_masks, value).expand_as(value)
+        return (value * m).sum(), m.sum().float()
+    return value.sum(), torch.tensor(float(value.numel()), device=value.device)
 
 
 #: Lengths of torch's schedules, in updates, that torch accepts below 1: ``LinearLR``,

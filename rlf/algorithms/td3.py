@@ -28,6 +28,7 @@ from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
 from rlf.networks import CriticNetwork, DeterministicActorNetwork
 from rlf.tensor_specs import TensorSpec
+from rlf.utils import distributed
 from rlf.utils.common import read_only
 
 __all__ = ["TD3Algorithm", "TD3Info", "smoothed_target_action", "clipped_double_q_target"]
@@ -176,7 +177,7 @@ class TD3Algorithm(RLAlgorithm):
         """``clip(mu(x) + N(0, sigma^2))``, or uniform within the bounds before the first
         update."""
         mu = self._actor(time_step.observation)
-        action = self._bounds.clip(mu + torch.randn_like(mu) * self._exploration_std)
+        action = self._bounds.clip(mu + distributed.randn_like(mu) * self._exploration_std)
         action = uniform_start_action(action, self._bounds, self.num_updates)
         return AlgStep(output=action, state=state, info=TD3Info(action=action))
 

@@ -44,7 +44,7 @@ from rlf.replay import ReplayBuffer
 from rlf.replay.offline import make_offline_replay_buffer
 from rlf.tensor_specs import spec_from_tensors
 from rlf.unrollers import ActorError, Unroller
-from rlf.utils import summary
+from rlf.utils import distributed, summary
 from rlf.utils.common import detach
 from rlf.utils.errors import UserError, one_line
 
@@ -164,9 +164,11 @@ class TrainingLoop:
                 start), or whose replay buffer refuses its settings.
         """
         alg, config = self.algorithm, self.config
+        learners = distributed.world().size
         if not alg.on_policy:
             path = self._path
-            path.check_fits(unroller.batch_size, path.length - self._probe_replay_buffer())
+            path.check_fits(unroller.batch_size * learners,
+                            path.length - self._probe_replay_buffer())
         if self._metrics is not None and unroller.batch_size != self._num_envs:
             raise ValueError(f"{alg.name}: the metrics were sized for {self._num_envs} "
                              f"environments, the new unroller has {unroller.batch_size}")
@@ -174,10 +176,13 @@ class TrainingLoop:
         if self._metrics is None:
             self._num_envs = unroller.batch_size
             env = alg._env
+            # With several learners every rank's metrics see every rank's steps
+            # (all_environments): they are the one learner's metrics of all N*B environments.
+            num_envs = self._num_envs * learners
             self._metrics = make_default_metrics(
-                batch_size=self._num_envs, reward_shape=tuple(alg.reward_spec.shape),
+                batch_size=num_envs, reward_shape=tuple(alg.reward_spec.shape),
                 env_info_spec=env.env_info_spec() if env is not None else {},
-                buffer_size=max(config.summaries.metric_min_buffer_size, self._num_envs),
+                buffer_size=max(config.summaries.metric_min_buffer_size, num_envs),
                 discount=alg._metric_discount)
 
     # ------------------------------------------------------------------ replay buffers
@@ -334,7 +339,7 @@ class TrainingLoop:
             return
         if experience is None or not summary.should_record_summaries():
             return
-        reward = experience.time_step.reward
+        reward = all_environments(experience.time_step.reward)
         if reward.ndim == 2:
             summary.scalar("rollout_reward/mean", reward.mean())
         else:
@@ -372,6 +377,9 @@ class TrainingLoop:
             raise ValueError(f"{self.algorithm.name}: ObservationNormalizer takes one "
                              f"observation tensor, the observation is a "
                              f"{type(observation).__name__}")
+        # With several learners, each merges every learner's observations, in rank order (as
+        # one learner would merge the N*B environments' unroll).
+        observation = all_environments(observation)
         for normalizer in normalizers:
             normalizer.update(observation)
 
@@ -394,7 +402,11 @@ class TrainingLoop:
             raise RuntimeError(f"{self.algorithm.name}: no unroller; the Trainer sets one "
                                f"(outside a Trainer: TrainingLoop(algorithm, "
                                f"SyncUnroller(env, algorithm)))")
-        experience = unroller.unroll(unroll_length)
+        # A rollout's batch draws are those of the one learner's N*B environments, at this
+        # learner's rows (rlf.utils.distributed).
+        with distributed.batch_rows(distributed.rank_rows(unroller.batch_size),
+                                    unroller.batch_size * distributed.world().size):
+            experience = unroller.unroll(unroll_length)
         for name, seconds in unroller.times.items():
             summary.add_time(f"time/{name}", seconds)
         if unroller.uses_actors:
@@ -406,7 +418,7 @@ class TrainingLoop:
             self._rollout_info_spec = spec_from_tensors(experience.rollout_info, outer_rank=2)
         stored = detach(nest.utils.convert_device(experience, "cpu"))
         t0 = time.perf_counter()
-        self.observe_for_metrics(stored.time_step)
+        self.observe_for_metrics(all_environments(stored.time_step))
         t1 = time.perf_counter()
         if not self.algorithm.on_policy:
             self._path.observe(stored)
@@ -570,6 +582,18 @@ class TrainingLoop:
             extra.get("remaining_unroll_length_fraction", 0.0))
         if extra.get("last_unroll_step") is not None:
             self._path.set_extra_state(extra)
+
+
+def all_environments(unroll: Any) -> Any:
+    """With several learners, every learner's ``[T, B, ...]`` tensors of ``unroll`` (a nest,
+    on CPU), concatenated in rank order along the environment dim (``[T, N*B, ...]``, as one
+    learner with all ``N*B`` environments would hold them; a ``TimeStep``'s observation is
+    left out: ``()``); ``unroll`` itself for one learner."""
+    if not distributed.world().distributed:
+        return unroll
+    if hasattr(unroll, "observation") and hasattr(unroll, "step_type"):
+        unroll = unroll._replace(observation=())
+    return nest.map_structure(lambda x: distributed.all_gather_cat(x, 1), unroll)
 
 
 class RunCheckpoint:

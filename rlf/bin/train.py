@@ -63,14 +63,58 @@ def _train() -> int:
         conf_length = conf_values(FLAGS.conf, RUN_LENGTH, 0)
     parse_config(FLAGS.conf, FLAGS.conf_param)
     note = schedules_note(RUN_LENGTH, conf_length) if conf_length is not None else None
-    from rlf.algorithms import NonFiniteLossError, TrainerConfig
-    from rlf.trainers import ActorFailure, CheckpointWriteError, Trainer
-    from rlf.utils import summary
+    from rlf.algorithms import TrainerConfig
     try:
         config = TrainerConfig()
     except (ValueError, TypeError) as e:
         raise ConfigError(one_line(e)) from e
     root_dir = FLAGS.root_dir or config.root_dir or str(Path("runs") / Path(FLAGS.conf).stem)
+    from rlf.trainers import learners
+    if learners.launched_as_learner():
+        world = learners.join_learners(config.num_learners, config.device)
+        try:
+            return _run(config, root_dir, note if world.is_chief else None)
+        finally:
+            learners.leave_learners()
+    if config.num_learners > 1:
+        return _launch(config, root_dir)
+    return _run(config, root_dir, note)
+
+
+def _launch(config, root_dir: str) -> int:
+    """Starts ``config.num_learners`` learners running this command (``learners.launch``)."""
+    from rlf.trainers import learners
+    from rlf.trainers.run_dir import check_run_directory
+    check_run_directory(Path(root_dir))
+    if not config.async_unroll:
+        learners.environments_per_learner(config.num_learners)
+    new = not Path(root_dir).exists()
+    argv = ([f"--conf={FLAGS.conf}"] + [f"--conf_param={b}" for b in FLAGS.conf_param]
+            + [f"--root_dir={root_dir}", "--progress" if FLAGS.progress else "--noprogress"]
+            + (["--debug"] if FLAGS.debug else []))
+    try:
+        return learners.launch(argv, config.num_learners, root_dir)
+    except learners.LearnerFailure as e:
+        if debug_mode():
+            raise
+        log_dir = Path(root_dir) / learners.LEARNER_LOG_DIR
+        if new and e.caused_by_input and not any(
+                p.name != learners.LEARNER_LOG_DIR for p in Path(root_dir).iterdir()):
+            # A mistake in the input stopped every learner before the run began: the
+            # learners' logs are all there is, and the line says what they say.
+            import shutil
+            shutil.rmtree(log_dir, ignore_errors=True)
+            Path(root_dir).rmdir()
+        if str(e):
+            print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2 if e.caused_by_input else 1
+
+
+def _run(config, root_dir: str, note) -> int:
+    """Trains in this process (one learner, or one of several)."""
+    from rlf.algorithms import NonFiniteLossError
+    from rlf.trainers import ActorFailure, CheckpointWriteError, Trainer
+    from rlf.utils import distributed, summary
     trainer = Trainer(config, root_dir=root_dir, progress=FLAGS.progress)
     # The learner's process settings; the actors apply theirs themselves (ActorSetup).
     configure_process(num_threads=config.torch_num_threads,
@@ -89,6 +133,8 @@ def _train() -> int:
             raise
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2 if getattr(e, "caused_by_input", False) else 1
+    if not distributed.world().is_chief:
+        return 0
     metrics, evaluation = result["metrics"], result["eval"]
     episodes = metrics.get("NumberOfEpisodes", 0)
     average = (f"AverageReturn {metrics['AverageReturn']:.2f}" if episodes

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+from rlf.utils import distributed
 
 __all__ = ["CategoricalHead", "ClipToBounds", "MultiCategoricalHead", "NormalHead",
            "TanhNormalHead", "make_policy_head"]
@@ -48,8 +49,8 @@ class CategoricalHead(nn.Module):
     def sample(self, logits, greedy: bool = False) -> torch.Tensor:
         """Actions ``[...]`` (the spec's dtype) drawn from ``softmax(logits)``
         (``[..., N]``), or its mode when ``greedy``."""
-        a = logits.argmax(-1) if greedy else torch.multinomial(
-            torch.softmax(logits.reshape(-1, logits.shape[-1]).float(), -1), 1).reshape(
+        a = logits.argmax(-1) if greedy else distributed.categorical_sample(
+            torch.softmax(logits.reshape(-1, logits.shape[-1]).float(), -1)).reshape(
             logits.shape[:-1])
         return (a + self._min).to(self._dtype)
 
@@ -126,7 +127,7 @@ class NormalHead(nn.Module):
         """Actions ``[..., *action_shape]`` drawn from ``N(loc, scale)``, or ``loc`` when
         ``greedy``."""
         loc, scale = params
-        a = loc if greedy else loc + scale * torch.randn_like(loc)
+        a = loc if greedy else loc + scale * distributed.randn_like(loc)
         return a.reshape(a.shape[:-1] + self._shape)
 
     def log_prob(self, params, action) -> torch.Tensor:
@@ -211,14 +212,14 @@ class TanhNormalHead(nn.Module):
         ``greedy``); no gradient."""
         loc, scale = params
         with torch.no_grad():
-            u = loc if greedy else loc + scale * torch.randn_like(loc)
+            u = loc if greedy else loc + scale * distributed.randn_like(loc)
             return self._squash(u)
 
     def rsample_with_log_prob(self, params) -> Tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised sample ``[..., *action_shape]`` (gradient flows into ``params``)
         and its ``log pi(a|x)`` ``[...]`` (with the tanh change of variables)."""
         loc, scale = params
-        u = loc + scale * torch.randn_like(loc)
+        u = loc + scale * distributed.randn_like(loc)
         return self._squash(u), self._log_prob_u(params, u)
 
     def log_prob(self, params, action) -> torch.Tensor:

@@ -22,6 +22,7 @@ from rlf import nest
 from rlf.data_structures import StepType
 from rlf.replay.sum_tree import SumTree
 from rlf.tensor_specs import validate_nest
+from rlf.utils import distributed
 
 __all__ = ["ReplayBuffer", "BatchInfo"]
 
@@ -333,6 +334,66 @@ class ReplayBuffer(nn.Module):
         return batch, BatchInfo(env_ids=torch.from_numpy(env),
                                 positions=torch.from_numpy(start),
                                 importance_weights=weights)
+
+    def get_batch_shard(self, batch_size: int, batch_length: int = 1, num_groups: int = 1
+                        ) -> Tuple[Any, BatchInfo, torch.Tensor]:
+        """With several learners (``rlf.utils.distributed``), each holding this buffer's
+        counterpart for its own environments: this learner's share of one batch drawn over
+        all of them. Uniform sampling draws ``batch_size`` (environment, start) pairs over
+        every learner's valid starts, in the learners' order, from the generator every learner
+        holds in the same state, and keeps those of this buffer's environments: the rows one
+        buffer of every environment would draw with the same generator state
+        (``get_batch``). Prioritised sampling draws ``batch_size / N`` rows of this buffer (its
+        own priorities): in each of ``num_groups`` equal groups of the batch (mini-batches),
+        rows ``rank * s ... (rank+1) * s - 1`` of the group, ``s = batch_size / (num_groups
+        * N)``.
+
+        Returns:
+            ``(batch, info, rows)``: ``[n, batch_length]`` batch-major as ``get_batch``, its
+            ``BatchInfo`` and ``rows`` ``[n]`` int64, each row's index in the whole draw. With
+            none of the draw's rows here, one row of this buffer with ``rows = [-1]`` (a
+            stand-in, to be weighted 0).
+
+        Raises:
+            ValueError: as ``get_batch``; for prioritised sampling, a ``batch_size`` that the
+                number of learners does not divide.
+        """
+        world = distributed.world()
+        if self._tree is not None:
+            if batch_size % (world.size * num_groups):
+                raise ValueError(f"{self._name}.get_batch_shard: {world.size} learners cannot "
+                                 f"share {num_groups} groups of {batch_size // num_groups} "
+                                 f"prioritised samples evenly")
+            share = batch_size // (world.size * num_groups)
+            batch, info = self.get_batch(share * num_groups, batch_length)
+            rows = (torch.arange(num_groups)[:, None] * (batch_size // num_groups)
+                    + world.rank * share + torch.arange(share)).reshape(-1)
+            return batch, info, rows
+        with self._lock:
+            own = self._num_valid_starts(batch_length)
+            num_starts = distributed.all_gather_cat(torch.from_numpy(own.astype(np.int64)),
+                                                    0).numpy()
+            if num_starts.sum() == 0:
+                raise ValueError(
+                    f"{self._name}.get_batch_shard: no environment of any learner holds "
+                    f"{batch_length} steps for a sequence")
+            cum = np.cumsum(num_starts)
+            u = torch.randint(int(cum[-1]), (batch_size,),
+                              generator=distributed.shared_generator("cpu")).numpy()
+            env = np.searchsorted(cum, u, side="right")
+            offset = u - (cum[env] - num_starts[env])
+            first = world.rank * self._num_envs
+            rows = np.nonzero((env >= first) & (env < first + self._num_envs))[0]
+            env, offset = env[rows] - first, offset[rows]
+            if rows.size == 0:  # a stand-in: the environment with the most starts, its first
+                env, offset, rows = np.array([int(own.argmax())]), np.zeros(1), np.array([-1])
+            start = (self._oldest()[env] + self._num_ignored + offset).astype(np.int64)
+            env = env.astype(np.int64)
+            positions = start[:, None] + np.arange(batch_length)
+            batch = self._gather(env, positions)
+        return batch, BatchInfo(env_ids=torch.from_numpy(env), positions=torch.from_numpy(start),
+                                importance_weights=torch.ones(env.size, dtype=torch.float32)
+                                ), torch.from_numpy(rows.astype(np.int64))
 
     def can_sample(self, batch_length: int = 1) -> bool:
         """Whether some environment holds a sequence of ``batch_length`` steps for

@@ -144,16 +144,25 @@ def changed_settings(root_dir: Path, limit: int = 5) -> List[str]:
     return changed
 
 
+def learner_dir(directory: Path, rank: int) -> Path:
+    """Where learner ``rank`` of a data-parallel run keeps its own files under ``directory``
+    (``ckpt``, ``actors``): ``directory`` itself for rank 0, ``directory/learner-<rank>`` for
+    the others."""
+    return Path(directory) if rank == 0 else Path(directory) / f"learner-{int(rank)}"
+
+
 def run_checkpointer(root_dir: Path, num_checkpoints: int = 3,
-                     warn: Optional[Callable[[str], None]] = None, **objects) -> Checkpointer:
+                     warn: Optional[Callable[[str], None]] = None, rank: int = 0,
+                     **objects) -> Checkpointer:
     """The ``Checkpointer`` of ``root_dir/ckpt``, whose checkpoints may have the
     ``REPLAY_BUFFER_COMPANION``; ``num_checkpoints``, ``warn`` and ``objects`` as for
-    ``Checkpointer``.
+    ``Checkpointer``. Learner ``rank > 0`` of a data-parallel run keeps its own state in
+    ``root_dir/ckpt/learner-<rank>`` (``learner_dir``).
 
     Raises:
         ValueError: if ``num_checkpoints < 1``.
     """
-    return Checkpointer(Path(root_dir) / "ckpt", num_checkpoints,
+    return Checkpointer(learner_dir(Path(root_dir) / "ckpt", rank), num_checkpoints,
                         companion_names=(REPLAY_BUFFER_COMPANION,), warn=warn, **objects)
 
 

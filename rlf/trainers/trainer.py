@@ -25,14 +25,15 @@ from rlf.algorithms.training_loop import RunCheckpoint, TrainingLoop
 from rlf.environments import load
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
+from rlf.trainers.learners import environments_per_learner
 from rlf.trainers.run_dir import (REPLAY_BUFFER_COMPANION, changed_settings,
-                                  check_run_directory, config_bindings, lock_run_directory,
-                                  run_checkpointer, write_operative_config)
+                                  check_run_directory, config_bindings, learner_dir,
+                                  lock_run_directory, run_checkpointer, write_operative_config)
 from rlf.trainers.tracker import Tracker, check_tracker, make_tracker
 from rlf.trainers.unrollers import make_unroller
 from rlf.unrollers import ActorError
-from rlf.utils import summary
-from rlf.utils.checkpoint import remove_stale_temp_files
+from rlf.utils import distributed, summary
+from rlf.utils.checkpoint import load_checkpoint_file, remove_stale_temp_files
 from rlf.utils.errors import ConfigWarning, UserError, one_line
 from rlf.utils.gin_bindings import unapplied_bindings
 
@@ -102,18 +103,42 @@ class _TrainerState:
     def state_dict(self) -> Dict[str, Any]:
         """``{"iter_num", "global_counter", "env_steps"}``: the summary step, and the
         environment steps for readers of the checkpoint (``run_dir.checkpointed_env_steps``;
-        the algorithm restores its own count); with a tracker also ``"tracker_run_id"``."""
+        the algorithm restores its own count); with a tracker also ``"tracker_run_id"``; with
+        several learners also ``"num_learners"`` and ``"shared_rng"`` (the states of the
+        generators of batch draws, ``rlf.utils.distributed``)."""
         state = {"iter_num": self.iter_num, "global_counter": summary.get_global_counter(),
                  "env_steps": int(self.env_steps())}
         if self.tracker_run_id is not None:
             state["tracker_run_id"] = self.tracker_run_id
+        world = distributed.world()
+        if world.distributed:
+            state["num_learners"] = world.size
+            state["shared_rng"] = {k: g.get_state() for k, g in world.generators.items()}
         return state
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Restores ``state_dict()`` output, including the global summary counter."""
+    def load_state_dict(self, state: Dict[str, Any], regroup: bool = False) -> None:
+        """Restores ``state_dict()`` output, including the global summary counter.
+
+        Args:
+            regroup: the checkpoint may be of another number of learners (its shared random
+                state is then left to the caller).
+
+        Raises:
+            ValueError: for a checkpoint of another number of learners, unless ``regroup``.
+        """
+        world = distributed.world()
+        learners = int(state.get("num_learners", 1))
+        if regroup:
+            state = {k: v for k, v in state.items() if k != "shared_rng"}
+        elif learners != world.size:
+            raise ValueError(f"it was written by {learners} learner(s), this run has "
+                             f"{world.size} (TrainerConfig.num_learners)")
         self.iter_num = int(state["iter_num"])
         summary.set_global_counter(int(state["global_counter"]))
         self.tracker_run_id = state.get("tracker_run_id")
+        for kind, rng in state.get("shared_rng", {}).items():
+            if kind in world.generators:
+                world.generators[kind].set_state(rng)
 
 
 class Trainer:
@@ -168,6 +193,7 @@ class Trainer:
         self._eval_env = None
         self._lock_fd: Optional[int] = None
         self._closed = False
+        self._taken_bindings: tuple = ()
 
     @property
     def root_dir(self) -> Path:
@@ -178,8 +204,11 @@ class Trainer:
     def _seed(self) -> int:
         seed = self._config.random_seed
         if seed is None:
-            seed = int.from_bytes(os.urandom(4), "little") % RANDOM_SEED_LIMIT
-            tqdm.write(f"random_seed is None; using {seed}")
+            # (every learner takes rank 0's)
+            seed = distributed.broadcast_object(
+                int.from_bytes(os.urandom(4), "little") % RANDOM_SEED_LIMIT)
+            if distributed.world().is_chief:
+                tqdm.write(f"random_seed is None; using {seed}")
         random.seed(seed)
         np.random.seed(seed)
         torch.manual_seed(seed)
@@ -213,11 +242,14 @@ class Trainer:
                 # An existing run is locked before its actors start (they write its logs);
                 # a new one once everything is built, so that a refused setting leaves no
                 # directory behind.
-                if self._root_dir.is_dir():
+                # With several learners rank 0 holds the lock for all of them.
+                chief = distributed.world().is_chief
+                if chief and self._root_dir.is_dir():
                     self._lock_fd = lock_run_directory(self._root_dir)
                 self._build()
-                _refuse_unapplied_bindings()
-                if self._lock_fd is None:
+                # (with several learners the trainer takes load.num_envs itself: it splits it)
+                _refuse_unapplied_bindings(self._taken_bindings)
+                if chief and self._lock_fd is None:
                     self._lock_fd = lock_run_directory(self._root_dir)
             except BaseException:
                 self.close()
@@ -246,8 +278,9 @@ class Trainer:
         config = self._config
         check_tracker(config.tracker)  # a missing extra stops the run before anything runs
         self._seed_value = self._seed()
+        world = distributed.world()
         try:
-            self._env = load(seed=self._seed_value)
+            self._env = self._load_env(world)
         except TypeError as e:
             if "required" in str(e):  # load() without its env_name or num_envs
                 hint = "set `load.env_name` and `load.num_envs` in the gin file"
@@ -272,13 +305,42 @@ class Trainer:
             # Now, not at the first evaluation: an evaluation environment that cannot be made
             # stops the run before anything is written, not after eval_interval iterations.
             self._eval_env = self._make_eval_env()
-        loop.set_unroller(make_unroller(config, self._env, algorithm, self._seed_value,
-                                        self._root_dir))
+        actors = config.num_actors // world.size
+        loop.set_unroller(make_unroller(
+            config, self._env, algorithm,
+            self._seed_value + world.rank * self._env.batch_size * (
+                actors if config.async_unroll else 1),
+            self._root_dir, num_actors=actors,
+            log_dir=learner_dir(self._root_dir / "actors", world.rank)))
         self._state.env_steps = algorithm.get_env_steps
-        self._checkpointer = run_checkpointer(self._root_dir, config.num_checkpoints,
-                                              warn=_warn,
-                                              algorithm=RunCheckpoint(algorithm, loop),
-                                              trainer=self._state, unroller=loop.unroller)
+        # Rank 0 writes the run's checkpoints, every other learner its own state beside them
+        # (ckpt/learner-<rank>/).
+        self._checkpointer = run_checkpointer(
+            self._root_dir, config.num_checkpoints, warn=_warn, rank=world.rank,
+            algorithm=RunCheckpoint(algorithm, loop), trainer=self._state,
+            unroller=loop.unroller)
+        if world.distributed:
+            # The batch draws continue from here as one learner's would; each learner's own
+            # draws (and numpy's, Python's) get a stream of their own.
+            distributed.fork_shared_generators([algorithm._device])
+            own = (self._seed_value + 7919 * (world.rank + 1)) % RANDOM_SEED_LIMIT
+            random.seed(own)
+            np.random.seed(own)
+            torch.manual_seed(own)
+
+    def _load_env(self, world):
+        """The training environment of this learner: ``load(seed=...)`` with gin's settings;
+        with ``N`` learners (synchronous), ``load.num_envs / N`` environments with the seeds of
+        the one learner's environments ``rank*B ... (rank+1)*B - 1``.
+
+        Raises:
+            UserError: if ``load.num_envs`` is not a multiple of ``N``.
+        """
+        if not world.distributed or self._config.async_unroll:
+            return load(seed=self._seed_value)
+        per = environments_per_learner(world.size)
+        self._taken_bindings = ("load.num_envs",)
+        return load(seed=self._seed_value + world.rank * per, num_envs=per)
 
     def _write_config(self) -> None:
         """Writes ``root_dir/config.gin``.
@@ -287,6 +349,8 @@ class Trainer:
             CheckpointWriteError: if it cannot be written (a full disk); the file before is
                 kept (it is written atomically).
         """
+        if not distributed.world().is_chief:
+            return
         try:
             write_operative_config(self._root_dir)
         except OSError as e:
@@ -307,7 +371,14 @@ class Trainer:
                 state = self._loop.replay_buffer_state_dict()
                 if state is not None:  # ALF's replay-checkpoint layout
                     companions[REPLAY_BUFFER_COMPANION] = {"algorithm": state}
+            # With several learners rank 0's checkpoint comes last, after every other
+            # learner's state: a ckpt-N.pt on disk has all of them beside it.
+            world = distributed.world()
+            if world.is_chief:
+                distributed.barrier()
             path = self._checkpointer.save(step, companions)
+            if not world.is_chief:
+                distributed.barrier()
         except OSError as e:
             raise CheckpointWriteError(
                 f"could not write the checkpoint of iteration {step} "
@@ -324,8 +395,21 @@ class Trainer:
             for p in remove_stale_temp_files(directory):
                 _warn(f"removed {p}: the temporary file of a save whose process "
                       f"({p.name.rsplit('-', 1)[-1]}) no longer exists")
+        world = distributed.world()
         try:
+            # A checkpoint of another number of learners carries over what they share.
+            newest = None
+            if world.is_chief:
+                found = self._checkpointer.newest_complete(set_aside_unreadable=True)
+                if found is not None:
+                    newest = (found[0], int(found[1].get("trainer", {}).get("num_learners", 1)))
+            newest = distributed.broadcast_object(newest)
+            if newest is not None and newest[1] != world.size:
+                return self._regroup(*newest)
+            if not world.is_chief:
+                return self._restore_learner(distributed.broadcast_object(None))
             restored = self._checkpointer.restore()
+            distributed.broadcast_object(None if restored is None else restored.step)
             if restored is None:
                 return None
             replay = restored.companions.get(REPLAY_BUFFER_COMPANION)
@@ -340,7 +424,73 @@ class Trainer:
             ) from None
         return restored.step
 
+    def _regroup(self, step: int, learners: int) -> int:
+        """Loads checkpoint ``step``, written by ``learners`` learners, into this run of another
+        number: every learner takes rank 0's file's parameters, optimizers, counters, metrics
+        and loop counters; the random stream of batch draws continues (the one learner's
+        generator is the several learners' shared one); environments start new episodes and
+        replay buffers refill, as each learner's own part of the state has no counterpart.
+
+        Raises:
+            ValueError: if the file does not fit (as ``Checkpointer.restore``).
+        """
+        path = run_checkpointer(self._root_dir).path(step)
+        state = load_checkpoint_file(path)
+        algorithm = dict(state["algorithm"])
+        extra = dict(algorithm.get("_extra_state") or {})
+        extra["last_unroll_step"] = None  # (one learner's environments)
+        algorithm["_extra_state"] = extra
+        try:
+            RunCheckpoint(self._algorithm, self._loop).load_state_dict(algorithm)
+        except ValueError as e:
+            raise ValueError(f"{path} does not fit the configured algorithm: {e}") from None
+        self._state.load_state_dict(state["trainer"], regroup=True)
+        shared = state["trainer"].get("shared_rng") or {"cpu": state["_rng_states"]["torch"]}
+        world = distributed.world()
+        if world.distributed:
+            for kind, rng in shared.items():
+                if kind in world.generators:
+                    world.generators[kind].set_state(rng)
+        else:
+            torch.set_rng_state(shared["cpu"])
+        if world.is_chief:
+            _warn(f"checkpoint {step} was written by {learners} learner(s) and this run has "
+                  f"{world.size}: parameters, optimizers, counters and metrics carry over; "
+                  f"the environments start new episodes"
+                  + ("" if self._algorithm.on_policy else " and the replay buffers refill"))
+        return step
+
+    def _restore_learner(self, step: Optional[int]) -> Optional[int]:
+        """Learner ``rank > 0`` of a data-parallel run: loads its own state of the checkpoint
+        rank 0 restored (``step``; None: a new run).
+
+        Raises:
+            ValueError: if this learner's file of that checkpoint is missing or does not fit.
+        """
+        if step is None:
+            return None
+        checkpointer = self._checkpointer
+        if not checkpointer.path(step).is_file():
+            raise ValueError(f"{checkpointer.path(step)} is missing: checkpoint {step} was "
+                             f"not written by {distributed.world().size} learners")
+        checkpointer.load(step)
+        replay = checkpointer.companion_path(REPLAY_BUFFER_COMPANION, step)
+        if self._config.save_replay_buffer and replay.is_file():
+            self._loop.load_replay_buffer_state_dict(
+                load_checkpoint_file(replay)["algorithm"])
+        return step
+
     # ------------------------------------------------------------------ signals
+    def _stop_agreed(self) -> bool:
+        """Whether to stop before the next iteration: a stop signal arrived (with several
+        learners: at any of them, so that all stop after the same iteration)."""
+        if not distributed.world().distributed:
+            return self._stop_signal is not None
+        signum = int(distributed.all_reduce_max(float(self._stop_signal or 0)))
+        if self._stop_signal is None and signum:
+            self._stop_signal = signum
+        return self._stop_signal is not None
+
     def _on_signal(self, signum, frame) -> None:
         if self._stop_signal is not None:
             if (signum == self._stop_signal
@@ -402,18 +552,23 @@ class Trainer:
         # the new summaries; env-step summaries after the checkpoint's step are the ones
         # hidden (iteration summaries past it are written again at the same steps).
         purge_step = algorithm.get_env_steps() + 1 if restored is not None else 0
-        writer = summary.create_summary_writer(str(self._root_dir / "train"),
-                                               flush_secs=config.summaries_flush_secs,
-                                               purge_step=purge_step)
+        chief = distributed.world().is_chief
+        # With several learners, rank 0 writes the summaries; the others compute the same
+        # ones (losses are averaged over the learners at each summary) and discard them.
+        writer = (summary.create_summary_writer(str(self._root_dir / "train"),
+                                                flush_secs=config.summaries_flush_secs,
+                                                purge_step=purge_step)
+                  if chief else summary.DiscardingWriter())
         summary.set_default_writer(writer)
-        if restored is None:
+        self._progress = self._progress and chief
+        if chief and restored is None:
             tqdm.write(f"Starting a new run in {self._root_dir}")
-        else:
+        elif chief:
             tqdm.write(f"Resuming from iteration {restored} "
                        f"({self._checkpointer.path(restored)})")
         self._write_config()
         try:
-            tracker = self._start_tracker()
+            tracker = self._start_tracker() if chief else None
         except BaseException:  # the tracker's service refused: nothing of the run is left open
             summary.close()
             self.close()
@@ -463,9 +618,10 @@ class Trainer:
         """
         session = self._started()
         config, algorithm = self._config, self._algorithm
+        world = distributed.world()
         done = 0
         try:
-            while self._stop_signal is None and not self.done and (
+            while not self._stop_agreed() and not self.done and (
                     max_iterations is None or done < max_iterations):
                 try:
                     self._loop.train_iter()
@@ -479,8 +635,9 @@ class Trainer:
                 except ActorError as e:
                     # The failed iteration changed nothing (TrainingLoop.train_iter): the
                     # learner's state is that of the last completed one, worth a checkpoint
-                    # if one was completed since the last (not the untrained learner's).
-                    if self._state.iter_num in (0, session.saved_at):
+                    # if one was completed since the last (not the untrained learner's). With
+                    # several learners the others are not at a checkpoint: none is written.
+                    if self._state.iter_num in (0, session.saved_at) or world.distributed:
                         where = f"training stopped; {self._newest_checkpoint()}"
                     else:
                         where = f"training stopped, checkpoint written: {self._save()}"
@@ -495,13 +652,14 @@ class Trainer:
                 if it % config.checkpoint_interval == 0:
                     self._save()
                     session.saved_at = it
-                if config.evaluate and it % config.eval_interval == 0:
+                if config.evaluate and it % config.eval_interval == 0 and world.is_chief:
                     try:
                         session.last_eval = self._evaluate() or session.last_eval
                     except Exception as e:
-                        # The iteration is complete: keep it before stopping.
-                        path = (self._save() if session.saved_at != it
-                                else self._checkpointer.path(it))
+                        # The iteration is complete: keep it before stopping (alone: with
+                        # several learners the others are not at a checkpoint).
+                        path = (self._save() if session.saved_at != it and not world.distributed
+                                else self._checkpointer.path(session.saved_at or it))
                         if not isinstance(e, UserError):
                             raise
                         raise UserError(f"evaluation at iteration {it}: {one_line(e)}; "
@@ -553,7 +711,7 @@ class Trainer:
                 with summary.record_if(lambda: True):
                     self._loop.summarize_metrics()
             if (config.evaluate and self._stop_signal is None and it > session.start_iter
-                    and it % config.eval_interval):
+                    and it % config.eval_interval and distributed.world().is_chief):
                 # The run reached its budget between two evaluations: its final policy is
                 # what a reader of the curve wants evaluated (the checkpoint is already
                 # written; evaluation leaves the random state as it found it).
@@ -714,17 +872,20 @@ class Trainer:
         return self._loop
 
 
-def _refuse_unapplied_bindings() -> None:
+def _refuse_unapplied_bindings(taken=()) -> None:
     """Refuses gin bindings of the command line that nothing the run built received (a
     setting that would do nothing: ``load_gym.masked_observation_indices`` on an Atari id,
     which ``load_atari`` loads), and warns once, one line each, of such bindings in the conf
     files (a ``--conf_param`` that swaps the optimizer leaves the conf's bindings of the old
     one unused, and cannot unbind them).
 
+    Args:
+        taken: ``"Name.param"`` of bindings the trainer read itself.
+
     Raises:
         UserError: one line naming the command line's unused bindings.
     """
-    unapplied = unapplied_bindings()
+    unapplied = [u for u in unapplied_bindings() if u[0].split(" = ")[0] not in taken]
     for text, _ in (u for u in unapplied if not u[1]):
         warnings.warn(f"{text} (in the conf) takes no effect in this run: its configurable is "
                       f"never called with it", ConfigWarning)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Optional
 
 import gin
 
@@ -15,7 +16,9 @@ from rlf.utils.errors import UserError
 __all__ = ["make_unroller"]
 
 
-def make_unroller(config, env, algorithm, seed: int, root_dir: Path) -> Unroller:
+def make_unroller(config, env, algorithm, seed: int, root_dir: Path,
+                  num_actors: Optional[int] = None, log_dir: Optional[Path] = None
+                  ) -> Unroller:
     """The unroller ``config`` asks for.
 
     - ``SyncUnroller(env, algorithm)``: the learner steps ``env`` itself;
@@ -32,6 +35,9 @@ def make_unroller(config, env, algorithm, seed: int, root_dir: Path) -> Unroller
         algorithm: the learner's algorithm.
         seed: the run's seed (actor ``a``'s environment ``i`` gets ``seed + a * B + i``).
         root_dir: the run's directory.
+        num_actors: the actors of this learner (``config.num_actors / N`` with ``N``
+            learners); None: ``config.num_actors``.
+        log_dir: where the actors' logs go; None: ``root_dir/actors``.
 
     Raises:
         UserError: for ``async_unroll`` with an on-policy algorithm.
@@ -49,13 +55,14 @@ def make_unroller(config, env, algorithm, seed: int, root_dir: Path) -> Unroller
     setup = ActorSetup(gin.config_str(), num_threads=1, flush_denormal=config.flush_denormal,
                        niceness=0 if config.use_ray else config.actor_niceness,
                        deterministic=config.deterministic)
-    kwargs = dict(algorithm_ctor=algorithm_ctor, env_ctor=load, num_actors=config.num_actors,
+    kwargs = dict(algorithm_ctor=algorithm_ctor, env_ctor=load,
+                  num_actors=config.num_actors if num_actors is None else num_actors,
                   num_envs_per_actor=env.batch_size, unroll_length=int(config.unroll_length),
                   seed=seed, queue_size=config.unroll_queue_size, setup=setup,
                   restart_failed_actors=config.restart_failed_actors,
                   max_restarts=config.max_actor_restarts,
                   restart_window=config.actor_restart_window,
-                  log_dir=str(Path(root_dir) / "actors"),
+                  log_dir=str(Path(root_dir) / "actors" if log_dir is None else log_dir),
                   fixed_lag=config.policy_lag if config.deterministic else None)
     if config.use_ray:
         from rlf.unrollers.ray_unroller import RayUnroller

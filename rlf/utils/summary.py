@@ -30,7 +30,7 @@ __all__ = [
     "get_global_counter", "set_global_counter", "increment_global_counter", "add_mirror",
     "remove_mirror", "set_summary_interval", "record_if", "is_active",
     "should_record_summaries", "enable_summary", "scalar", "histogram", "text", "record_time",
-    "flush", "close",
+    "flush", "close", "DiscardingWriter",
 ]
 
 _writer: Optional[SummaryWriter] = None
@@ -96,6 +96,27 @@ def create_summary_writer(logdir: str, flush_secs: int = 10, max_queue: int = 10
         threading.excepthook = _quiet_writer_thread_errors
     return SummaryWriter(logdir, flush_secs=flush_secs, max_queue=max_queue,
                          purge_step=purge_step)
+
+
+class DiscardingWriter:
+    """A writer that writes nothing, for the learners of a data-parallel run other than
+    rank 0: they compute the same summaries at the same steps (averaging the losses over the
+    learners is a collective every rank takes part in), and only rank 0's reach the files."""
+
+    def add_scalar(self, *args, **kwargs) -> None:
+        """Discards a scalar."""
+
+    def add_histogram(self, *args, **kwargs) -> None:
+        """Discards a histogram."""
+
+    def add_text(self, *args, **kwargs) -> None:
+        """Discards a text."""
+
+    def flush(self) -> None:
+        """Nothing to flush."""
+
+    def close(self) -> None:
+        """Nothing to close."""
 
 
 def set_default_writer(writer: Optional[SummaryWriter]) -> None:

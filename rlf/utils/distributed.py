@@ -1,0 +1,265 @@
+"""The learners of a data-parallel run (``torch.distributed``) as the rest of rlf sees them: which
+learner this process is, the collectives the learner and the training loop call, and random
+draws that do not depend on how the batch is split among the learners.
+
+A run with ``TrainerConfig.num_learners = N`` has ``N`` processes (ranks), each with ``1/N`` of
+the environments: rank ``r`` runs the single learner's environments ``r*B ... (r+1)*B - 1``.
+``set_world`` is called once per process by the launcher (``rlf.trainers.learners``); a
+process that never calls it is the one learner of an ordinary run, where every function here
+is what torch does by itself (the same draws, no communication).
+
+Random draws of a batch. A rollout step's ``[B]`` rows are rows ``r*B ... (r+1)*B - 1`` of the
+``[N*B]`` batch one learner would act on; a sampled mini-batch's rows are rows ``S_r`` of the
+one learner's ``[M]`` rows. Within ``batch_rows(S_r, M)``, ``randn_like``, ``rand_like`` and
+``categorical_sample`` draw the whole ``[M, ...]`` batch from a generator every rank holds in
+the same state (``World.generators``, forked from the one learner's after the build) and keep
+the rows ``S_r``: each rank draws what the one learner would draw for those rows, so ``N``
+learners with ``B`` environments each make the draws of one learner with ``N*B`` (the cost:
+each rank draws ``N`` times its own noise). Outside ``batch_rows``, or for a tensor whose
+leading dim is not a multiple of the rows, they draw from the process's own generator, which
+each rank seeds differently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Dict, Iterator, List, Optional, Sequence
+
+import torch
+
+__all__ = ["World", "world", "set_world", "batch_rows", "rank_rows", "randn_like",
+           "rand_like", "categorical_sample", "shared_generator", "all_reduce_mean",
+           "all_reduce_sum", "all_reduce_max", "all_gather_cat", "broadcast_object", "barrier"]
+
+
+@dataclasses.dataclass
+class World:
+    """The learners of the run, as this process sees them.
+
+    Attributes:
+        rank: this learner's index, ``0 <= rank < size``; rank 0 writes the run's files.
+        size: the number of learners ``N`` (1: an ordinary run, no process group).
+        local_rank: the index among the learners of this machine (its CUDA device).
+        generators: device type -> the generator of batch draws, in the same state on every
+            rank (``fork_shared_generators``).
+        comm_device: where the backend's collectives take tensors (``cpu`` for gloo, this
+            learner's CUDA device for NCCL); tensors elsewhere are copied there and back.
+    """
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    comm_device: str = "cpu"
+    generators: Dict[str, torch.Generator] = dataclasses.field(default_factory=dict)
+
+    @property
+    def distributed(self) -> bool:
+        """Whether there are several learners."""
+        return self.size > 1
+
+    @property
+    def is_chief(self) -> bool:
+        """Whether this is rank 0, which writes summaries, checkpoints and the config."""
+        return self.rank == 0
+
+
+_world = World()
+_rows: Optional["_Rows"] = None
+
+
+def world() -> World:
+    """This process's ``World`` (one learner unless ``set_world`` said otherwise)."""
+    return _world
+
+
+def set_world(new: World) -> None:
+    """Makes ``new`` this process's ``World`` (the launcher, once the process group is up; a
+    test, ``World()`` to end it)."""
+    global _world
+    _world = new
+
+
+def fork_shared_generators(devices: Sequence[torch.device]) -> None:
+    """Gives the world generators of batch draws in the current state of the process's
+    default generators (CPU, and each CUDA device type among ``devices``). Called on every
+    rank at the same point (after the build, before the ranks reseed their own generators):
+    the batch draws then continue the one learner's stream."""
+    gens = {"cpu": torch.Generator().set_state(torch.get_rng_state())}
+    for device in devices:
+        device = torch.device(device)
+        if device.type == "cuda" and "cuda" not in gens:
+            g = torch.Generator(device=device)
+            g.set_state(torch.cuda.get_rng_state(device))
+            gens["cuda"] = g
+    _world.generators = gens
+
+
+def shared_generator(device: torch.device) -> torch.Generator:
+    """The generator of batch draws on ``device``'s type.
+
+    Raises:
+        RuntimeError: if ``fork_shared_generators`` gave none for it.
+    """
+    kind = torch.device(device).type
+    if kind not in _world.generators:
+        raise RuntimeError(f"no shared generator for device type {kind!r}: "
+                           f"fork_shared_generators was not called with it")
+    return _world.generators[kind]
+
+
+class _Rows:
+    def __init__(self, index: torch.Tensor, size: int):
+        self.index, self.size = index, int(size)
+
+
+@contextlib.contextmanager
+def batch_rows(index: Optional[torch.Tensor], size: int) -> Iterator[None]:
+    """Within the block, the batch in hand has rows ``index`` (``[n]`` int64, ascending) of a
+    batch of ``size`` rows that one learner would hold, and batch draws (``randn_like``,
+    ``rand_like``, ``categorical_sample``) draw that batch and keep those rows. A no-op for
+    one learner or ``index`` None.
+
+    A tensor of ``n * k`` leading rows is taken as ``n`` rows of ``k`` steps each (the
+    batch-major ``[n*T]`` of a temporally independent ``train_step``).
+    """
+    global _rows
+    if index is None or not _world.distributed:
+        yield
+        return
+    old, _rows = _rows, _Rows(index, size)
+    try:
+        yield
+    finally:
+        _rows = old
+
+
+def rank_rows(batch_size: int) -> Optional[torch.Tensor]:
+    """The rows ``rank*B ... (rank+1)*B - 1`` that this rank's ``B`` environments are among the
+    one learner's ``N*B``; None for one learner. With ``batch_rows(rank_rows(B), N*B)``."""
+    if not _world.distributed:
+        return None
+    start = _world.rank * batch_size
+    return torch.arange(start, start + batch_size)
+
+
+def _rows_of(x: torch.Tensor) -> Optional[tuple]:
+    """``(rows, steps)`` for a batch draw shaped like ``x``, or None for a local draw."""
+    rows = _rows
+    if rows is None or x.ndim == 0:
+        return None
+    n = rows.index.numel()
+    if n == 0 or x.shape[0] % n:
+        return None
+    return rows, x.shape[0] // n
+
+
+def _keep(full: torch.Tensor, rows: _Rows, steps: int, like: torch.Tensor) -> torch.Tensor:
+    full = full.view(rows.size, steps, *like.shape[1:])
+    return full[rows.index.to(full.device)].reshape(like.shape)
+
+
+def _batch_draw(draw, draw_like, x: torch.Tensor) -> torch.Tensor:
+    found = _rows_of(x)
+    if found is None:
+        return draw_like(x)
+    rows, steps = found
+    full = draw((rows.size * steps,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device,
+                generator=shared_generator(x.device))
+    return _keep(full, rows, steps, x)
+
+
+def randn_like(x: torch.Tensor) -> torch.Tensor:
+    """``torch.randn_like(x)``; within ``batch_rows``, the rows of the whole batch's draw."""
+    return _batch_draw(torch.randn, torch.randn_like, x)
+
+
+def rand_like(x: torch.Tensor) -> torch.Tensor:
+    """``torch.rand_like(x)``; within ``batch_rows``, the rows of the whole batch's draw."""
+    return _batch_draw(torch.rand, torch.rand_like, x)
+
+
+def categorical_sample(probs: torch.Tensor) -> torch.Tensor:
+    """One index per row of ``probs`` (``[L, K]``, rows summing to 1): ``torch.multinomial(probs,
+    1)[:, 0]``; within ``batch_rows``, torch's own draw for the whole batch (``argmax(p / q)``
+    with ``q ~ Exp(1)`` of the batch's shape, which is how ``torch.multinomial`` draws one
+    sample) at these rows."""
+    found = _rows_of(probs)
+    if found is None:
+        return torch.multinomial(probs, 1)[:, 0]
+    rows, steps = found
+    q = torch.empty((rows.size * steps, probs.shape[1]), dtype=probs.dtype,
+                    device=probs.device).exponential_(
+        1, generator=shared_generator(probs.device))
+    return (probs / _keep(q, rows, steps, probs)).argmax(-1)
+
+
+# ---------------------------------------------------------------------- collectives
+def _dist():
+    import torch.distributed as dist
+    return dist
+
+
+def all_reduce_sum(tensors: List[torch.Tensor]) -> None:
+    """Sums each tensor over the ranks, in place (one message per dtype and device); nothing
+    for one learner."""
+    if not _world.distributed or not tensors:
+        return
+    dist = _dist()
+    groups: Dict[tuple, List[torch.Tensor]] = {}
+    for t in tensors:
+        groups.setdefault((t.dtype, t.device), []).append(t)
+    for group in groups.values():
+        flat = torch.cat([t.reshape(-1) for t in group]).to(_world.comm_device)
+        dist.all_reduce(flat)
+        offset = 0
+        for t in group:
+            t.copy_(flat[offset:offset + t.numel()].view_as(t))
+            offset += t.numel()
+
+
+def all_reduce_max(value: float) -> float:
+    """The largest ``value`` over the ranks (``value`` itself for one learner)."""
+    if not _world.distributed:
+        return value
+    dist = _dist()
+    t = torch.tensor([float(value)], dtype=torch.float64, device=_world.comm_device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def all_reduce_mean(tensors: List[torch.Tensor]) -> None:
+    """Averages each tensor over the ranks, in place; nothing for one learner."""
+    all_reduce_sum(tensors)
+    if _world.distributed:
+        for t in tensors:
+            t.div_(_world.size)
+
+
+def all_gather_cat(tensor: torch.Tensor, dim: int) -> torch.Tensor:
+    """The ranks' ``tensor``s (the same shape on every rank) concatenated along ``dim`` in rank
+    order; ``tensor`` itself for one learner."""
+    if not _world.distributed:
+        return tensor
+    dist = _dist()
+    local = tensor.detach().contiguous().to(_world.comm_device)
+    if local.dtype == torch.bool:  # (gloo gathers no bool)
+        local = local.to(torch.uint8)
+    parts = [torch.empty_like(local) for _ in range(_world.size)]
+    dist.all_gather(parts, local)
+    return torch.cat(parts, dim).to(device=tensor.device, dtype=tensor.dtype)
+
+
+def broadcast_object(obj):
+    """Rank 0's ``obj`` on every rank (``obj`` itself for one learner)."""
+    if not _world.distributed:
+        return obj
+    box = [obj]
+    _dist().broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier() -> None:
+    """Waits for every rank (nothing for one learner)."""
+    if _world.distributed:
+        _dist().barrier()

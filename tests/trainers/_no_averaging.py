@@ -1,0 +1,6 @@
+"""Imported by a test's conf: each learner steps on its own gradient (the averaging over the
+learners replaced by nothing), to show that the equivalence test would catch it."""
+
+from rlf.algorithms import learner
+
+learner.average_gradients = lambda params: None
