@@ -508,15 +508,24 @@ def average_gradients(params: List[nn.Parameter]) -> None:
     learner would. A parameter that received no gradient on a rank counts as a zero gradient
     there; one that received none on every rank keeps ``grad = None`` (so an optimizer skips
     it, as it would with one learner)."""
-    flags = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
-    distributed.all_reduce_sum([flags])
-    grads = []
-    for p, flag in zip(params, flags.tolist()):
-        if flag:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            grads.append(p.grad)
-    distributed.all_reduce_mean(grads)
+    if not params:
+        return
+    # One message: each gradient (zeros for none) and, in the gradients' dtype, whether
+    # it was there.
+    missing = [p.grad is None for p in params]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flags = torch.tensor([not m for m in missing], dtype=params[0].grad.dtype,
+                         device=params[0].grad.device)
+    grads = [p.grad for p in params]
+    distributed.all_reduce_sum(grads + [flags])
+    size = distributed.world().size
+    for p, received in zip(params, flags.tolist()):
+        if received:
+            p.grad.div_(size)
+        else:
+            p.grad = None
 
 
 def _average_losses(values: Dict[str, Any]) -> None:

@@ -593,7 +593,10 @@ def all_environments(unroll: Any) -> Any:
         return unroll
     if hasattr(unroll, "observation") and hasattr(unroll, "step_type"):
         unroll = unroll._replace(observation=())
-    return nest.map_structure(lambda x: distributed.all_gather_cat(x, 1), unroll)
+    leaves = nest.flatten(unroll)
+    if len(leaves) == 1:  # (one tensor, an observation: as it is)
+        return nest.pack_sequence_as(unroll, [distributed.all_gather_cat(leaves[0], 1)])
+    return nest.pack_sequence_as(unroll, distributed.all_gather_cat_nest(leaves, 1))
 
 
 class RunCheckpoint:

@@ -165,7 +165,7 @@ def launch(argv: Sequence[str], num_learners: int, root_dir: str) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
     for name in ("torch.distributed.elastic", "torch.distributed.launcher"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     log_dir = Path(root_dir) / LEARNER_LOG_DIR
     log_dir.mkdir(parents=True, exist_ok=True)
     config = LaunchConfig(

@@ -30,7 +30,7 @@ import torch
 
 __all__ = ["World", "world", "set_world", "batch_rows", "rank_rows", "randn_like",
            "rand_like", "categorical_sample", "shared_generator", "all_reduce_mean",
-           "all_reduce_sum", "all_reduce_max", "all_gather_cat", "broadcast_object", "barrier"]
+           "all_reduce_sum", "all_reduce_max", "all_gather_cat", "all_gather_cat_nest", "broadcast_object", "barrier"]
 
 
 @dataclasses.dataclass
@@ -63,6 +63,9 @@ class World:
         """Whether this is rank 0, which writes summaries, checkpoints and the config."""
         return self.rank == 0
 
+
+#: Sums of at most this many elements go as one gather (``all_reduce_sum``).
+SMALL_MESSAGE = 1 << 16
 
 _world = World()
 _rows: Optional["_Rows"] = None
@@ -211,7 +214,14 @@ def all_reduce_sum(tensors: List[torch.Tensor]) -> None:
         groups.setdefault((t.dtype, t.device), []).append(t)
     for group in groups.values():
         flat = torch.cat([t.reshape(-1) for t in group]).to(_world.comm_device)
-        dist.all_reduce(flat)
+        if flat.numel() <= SMALL_MESSAGE:
+            # A small sum as a gather, added up in rank order on every rank (the same
+            # result on all of them): one exchange where gloo's all-reduce takes two.
+            parts = [torch.empty_like(flat) for _ in range(_world.size)]
+            dist.all_gather(parts, flat)
+            flat = torch.stack(parts).sum(0)
+        else:
+            dist.all_reduce(flat)
         offset = 0
         for t in group:
             t.copy_(flat[offset:offset + t.numel()].view_as(t))
@@ -222,10 +232,8 @@ def all_reduce_max(value: float) -> float:
     """The largest ``value`` over the ranks (``value`` itself for one learner)."""
     if not _world.distributed:
         return value
-    dist = _dist()
     t = torch.tensor([float(value)], dtype=torch.float64, device=_world.comm_device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
+    return float(all_gather_cat(t, 0).max())
 
 
 def all_reduce_mean(tensors: List[torch.Tensor]) -> None:
@@ -248,6 +256,22 @@ def all_gather_cat(tensor: torch.Tensor, dim: int) -> torch.Tensor:
     parts = [torch.empty_like(local) for _ in range(_world.size)]
     dist.all_gather(parts, local)
     return torch.cat(parts, dim).to(device=tensor.device, dtype=tensor.dtype)
+
+
+def all_gather_cat_nest(tensors: List[torch.Tensor], dim: int) -> List[torch.Tensor]:
+    """``all_gather_cat`` of several CPU tensors in one message: each is carried as float64
+    (exact for float32, and for integers and booleans below 2**53) and given back in its own
+    dtype."""
+    if not _world.distributed or not tensors:
+        return tensors
+    flat = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in tensors])
+    gathered = all_gather_cat(flat, 0).view(_world.size, -1)
+    out, offset = [], 0
+    for t in tensors:
+        parts = gathered[:, offset:offset + t.numel()].reshape(_world.size, *t.shape)
+        out.append(torch.cat(list(parts), dim).to(t.dtype))
+        offset += t.numel()
+    return out
 
 
 def broadcast_object(obj):
