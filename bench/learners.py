@@ -1,7 +1,7 @@
 """One learner against several (``TrainerConfig.num_learners``) on the same conf and the same
 total of environments, side by side on this machine: training iterations and environment steps
-per second, from the wall times of the summaries the runs write (after the first summary, so
-that start-up, the launch of the learners and the replay's warm-up are left out).
+per second, from the wall times of the summaries the runs write from iteration ``start`` on
+(start-up, the launch of the learners and the replay's warm-up are left out).
 
     python bench/learners.py [--learners 2] [--cases sac_mujoco,impala_atari]
         [--device cpu]
@@ -9,10 +9,12 @@ that start-up, the launch of the learners and the replay's warm-up are left out)
 Cases:
 
 - ``sac_mujoco``: ``confs/sac_mujoco.gin`` (HalfCheetah) with 2 environments, training after
-  1,000 steps, 600 iterations (one update of 256 transitions each).
+  256 steps (128 iterations), measured over iterations 200-700 (one update of 256
+  transitions each).
 - ``impala_atari``: ``confs/impala_atari.gin`` (Pong, actor processes in the reproducible
-  mode) with 2 actors of 16 games, 60 iterations.
-- ``impala_atari_gpu``: ``confs/impala_atari_gpu.gin``, for a machine with CUDA devices.
+  mode) with 2 actors of 16 games, measured over iterations 10-60.
+- ``impala_atari_gpu``: ``confs/impala_atari_gpu.gin``, for a machine with CUDA devices,
+  iterations 25-200.
 
 Prints one line per case and number of learners, with the CPU's name.
 """
@@ -27,13 +29,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: case -> (conf, iterations, summary interval, first measured iteration, bindings)
 CASES = {
-    "sac_mujoco": ("confs/sac_mujoco.gin", 600, 100,
-                   ["load.num_envs = 2", "TrainerConfig.initial_collect_steps = 1000",
+    "sac_mujoco": ("confs/sac_mujoco.gin", 700, 100, 200,
+                   ["load.num_envs = 2", "TrainerConfig.initial_collect_steps = 256",
                     "TrainerConfig.evaluate = False"]),
-    "impala_atari": ("confs/impala_atari.gin", 60, 10,
+    "impala_atari": ("confs/impala_atari.gin", 60, 10, 10,
                      ["TrainerConfig.num_actors = 2", "TrainerConfig.evaluate = False"]),
-    "impala_atari_gpu": ("confs/impala_atari_gpu.gin", 200, 25,
+    "impala_atari_gpu": ("confs/impala_atari_gpu.gin", 200, 25, 25,
                          ["TrainerConfig.evaluate = False"]),
 }
 
@@ -46,10 +49,10 @@ def cpu_name() -> str:
     return "unknown CPU"
 
 
-def measure(conf: str, iterations: int, interval: int, bindings, learners: int,
+def measure(conf: str, iterations: int, interval: int, start: int, bindings, learners: int,
             device: str) -> dict:
     """Trains ``conf`` with ``learners`` learners; returns iterations and environment steps
-    per second between its first and last summary."""
+    per second between its summary at iteration ``start`` and its last."""
     from rlf.utils.tensorboard_reader import read_scalar_tags
     with tempfile.TemporaryDirectory() as tmp:
         params = bindings + [f"TrainerConfig.num_iterations = {iterations}",
@@ -69,9 +72,10 @@ def measure(conf: str, iterations: int, interval: int, bindings, learners: int,
                              f"{result.stderr.strip().splitlines()[-1]}")
         tag = "Metrics/EnvironmentSteps"
         steps, values, times = read_scalar_tags(Path(tmp) / "train", [tag])[tag]
-    seconds = times[-1] - times[0]
-    return {"iterations/s": (steps[-1] - steps[0]) / seconds,
-            "env steps/s": (values[-1] - values[0]) / seconds}
+    first = steps.index(start)
+    seconds = times[-1] - times[first]
+    return {"iterations/s": (steps[-1] - steps[first]) / seconds,
+            "env steps/s": (values[-1] - values[first]) / seconds}
 
 
 def main() -> int:
@@ -84,10 +88,11 @@ def main() -> int:
     print(f"{'case':18s} {'learners':>8s} {'iterations/s':>13s} {'env steps/s':>12s} "
           f"{'vs 1':>6s}")
     for case in args.cases.split(","):
-        conf, iterations, interval, bindings = CASES[case]
+        conf, iterations, interval, start, bindings = CASES[case]
         base = None
         for learners in (1, args.learners):
-            found = measure(conf, iterations, interval, bindings, learners, args.device)
+            found = measure(conf, iterations, interval, start, bindings, learners,
+                            args.device)
             base = base or found["env steps/s"]
             print(f"{case:18s} {learners:8d} {found['iterations/s']:13.2f} "
                   f"{found['env steps/s']:12.1f} {found['env steps/s'] / base:6.2f}",
