@@ -32,8 +32,9 @@ __all__ = ["environments_per_learner", "launched_as_learner", "join_learners", "
 #: Where each learner's stdout and stderr go, under the run directory.
 LEARNER_LOG_DIR = "learners"
 #: How long a collective waits for a learner that neither answers nor dies (gloo's and NCCL's
-#: timeout): a learner that died is noticed at once, one that hangs after this.
-COLLECTIVE_TIMEOUT_SECONDS = 600
+#: timeout): a learner that died is noticed at once, one that hangs after this. It bounds what
+#: one learner may do alone between two exchanges too: learner 0's evaluation.
+COLLECTIVE_TIMEOUT_SECONDS = 1800
 #: How long the launcher waits, after passing a stop signal on, for the learners to finish their
 #: iteration and write their checkpoint before it kills them.
 STOP_GRACE_SECONDS = 300

@@ -301,9 +301,10 @@ class Trainer:
         # before anything is written (make_data_path).
         loop = self._loop = TrainingLoop(algorithm, config=config)
         loop.load_offline_data()
-        if config.evaluate:
+        if config.evaluate and world.is_chief:
             # Now, not at the first evaluation: an evaluation environment that cannot be made
             # stops the run before anything is written, not after eval_interval iterations.
+            # (With several learners, learner 0 evaluates.)
             self._eval_env = self._make_eval_env()
         actors = config.num_actors // world.size
         loop.set_unroller(make_unroller(
