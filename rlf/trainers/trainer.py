@@ -277,8 +277,13 @@ class Trainer:
     def _build(self) -> None:
         config = self._config
         check_tracker(config.tracker)  # a missing extra stops the run before anything runs
-        self._seed_value = self._seed()
         world = distributed.world()
+        if config.num_learners != world.size:
+            raise UserError(f"TrainerConfig.num_learners = {config.num_learners}, but this "
+                            f"process is one of {world.size} learner(s): start the run with "
+                            f"python -m rlf.bin.train or torchrun (a Trainer built in a script "
+                            f"trains as one learner)")
+        self._seed_value = self._seed()
         try:
             self._env = self._load_env(world)
         except TypeError as e:

@@ -205,6 +205,23 @@ def test_a_setting_two_learners_cannot_split_is_refused_in_one_line(tmp_path, bi
     assert not root.exists()
 
 
+def test_a_trainer_outside_a_group_of_learners_refuses_num_learners(tmp_path):
+    """A Trainer built in a process that joined no group (a script, a Tune trial) would train
+    as one learner: refused in one line."""
+    import gin
+    from rlf.algorithms import TrainerConfig
+    from rlf.bin.gin_utils import parse_config
+    from rlf.trainers import Trainer
+    from rlf.utils.errors import UserError
+    parse_config(str(REPO / "confs/impala_cartpole.gin"), ["TrainerConfig.num_learners=2"])
+    try:
+        with pytest.raises(UserError, match="num_learners = 2, but this process is one"):
+            Trainer(TrainerConfig(), root_dir=str(tmp_path / "run")).build()
+    finally:
+        gin.clear_config()
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_checkpoint_of_two_learners_loads_into_one_and_back(tmp_path):
     root = tmp_path / "run"
     _train(root, IMPALA, 2, 2)
@@ -214,5 +231,12 @@ def test_a_checkpoint_of_two_learners_loads_into_one_and_back(tmp_path):
     two = _train(root, IMPALA, 6, 2)
     assert "Resuming from iteration 4" in two.stdout
     assert "finished: 6 iterations" in two.stdout
-    # the one learner's parameters went on from the two learners' checkpoint
-    assert set(_state(root, 6)) == set(_state(root, 4))
+    # each run went on from the other's updates, environment steps and summary step
+    previous = (0, 0)
+    for iteration in (2, 4, 6):
+        state = torch.load(root / "ckpt" / f"ckpt-{iteration}.pt", weights_only=False)
+        assert state["trainer"]["global_counter"] == iteration
+        counts = (state["algorithm"]["_extra_state"]["num_updates"],
+                  state["trainer"]["env_steps"])
+        assert counts[0] > previous[0] and counts[1] > previous[1], (iteration, counts)
+        previous = counts
