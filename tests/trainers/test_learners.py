@@ -120,12 +120,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _torchrun(*args, root: Path, iterations: int = 4) -> subprocess.Popen:
+def _torchrun(*args, root: Path, iterations: int = 4, learners: int = 2) -> subprocess.Popen:
     environ = {k: v for k, v in os.environ.items() if k != "RLF_DEBUG"}
     return subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", *args, "-m", "rlf.bin.train", *IMPALA,
          "--root_dir", str(root), "--conf_param", f"TrainerConfig.num_iterations={iterations}",
-         "--conf_param", "TrainerConfig.num_learners=2"],
+         "--conf_param", f"TrainerConfig.num_learners={learners}"],
         cwd=REPO, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -135,6 +135,16 @@ def test_torchrun_starts_the_same_run(runs, tmp_path):
     assert proc.returncode == 0, err[-3000:]
     straight, launched = _state(runs["impala"] / "two", 4), _state(tmp_path / "run", 4)
     assert all(torch.equal(straight[k], launched[k]) for k in straight)
+
+
+def test_torchrun_with_another_number_of_processes_is_refused(tmp_path):
+    proc = _torchrun("--standalone", "--nproc_per_node", "2", root=tmp_path / "run",
+                     learners=3)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert ("error: the launcher started 2 learner processes (WORLD_SIZE), but "
+            "TrainerConfig.num_learners = 3; make them equal") in err
+    assert not (tmp_path / "run").exists()
 
 
 def test_two_nodes_meet_through_a_c10d_rendezvous(runs, tmp_path):
@@ -189,16 +199,19 @@ def test_sigterm_stops_every_learner_after_one_checkpoint(tmp_path):
     assert (root / "ckpt" / "learner-1" / f"ckpt-{steps[0]}.pt").is_file()
 
 
-@pytest.mark.parametrize("binding,message", [
-    ("load.num_envs=15", "load.num_envs = 15 cannot be split evenly among"),
-    ("TrainerConfig.offline_buffer_dir='x'", "offline_buffer_dir is not supported with"),
+@pytest.mark.parametrize("bindings,message", [
+    (["load.num_envs=15"], "load.num_envs = 15 cannot be split evenly among"),
+    (["TrainerConfig.async_unroll=True", "TrainerConfig.num_actors=3"],
+     "num_actors = 3 cannot be split evenly among"),
+    (["TrainerConfig.offline_buffer_dir='x'"], "offline_buffer_dir is not supported with"),
 ])
-def test_a_setting_two_learners_cannot_split_is_refused_in_one_line(tmp_path, binding,
+def test_a_setting_two_learners_cannot_split_is_refused_in_one_line(tmp_path, bindings,
                                                                     message):
     root = tmp_path / "run"
+    extra = [a for b in bindings for a in ("--conf_param", b)]
     result = run_cli("train", *IMPALA, "--root_dir", str(root),
                      "--conf_param", "TrainerConfig.num_iterations=2",
-                     "--conf_param", "TrainerConfig.num_learners=2", "--conf_param", binding)
+                     "--conf_param", "TrainerConfig.num_learners=2", *extra)
     assert result.returncode == 2, result.stderr[-3000:]
     lines = result.stderr.strip().splitlines()
     assert message in lines[-1], lines[-1]
