@@ -25,9 +25,9 @@ import torch
 from rlf.utils import distributed
 from rlf.utils.errors import UserError
 
-__all__ = ["environments_per_learner", "launched_as_learner", "join_learners", "leave_learners", "launch",
-           "LearnerFailure", "LEARNER_LOG_DIR", "COLLECTIVE_TIMEOUT_SECONDS",
-           "STOP_GRACE_SECONDS"]
+__all__ = ["environments_per_learner", "launched_as_learner", "join_learners",
+           "leave_learners", "launch", "LearnerFailure", "LEARNER_LOG_DIR",
+           "COLLECTIVE_TIMEOUT_SECONDS", "STOP_GRACE_SECONDS"]
 
 #: Where each learner's stdout and stderr go, under the run directory.
 LEARNER_LOG_DIR = "learners"

@@ -28,9 +28,10 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import torch
 
-__all__ = ["World", "world", "set_world", "batch_rows", "rank_rows", "randn_like",
-           "rand_like", "categorical_sample", "shared_generator", "all_reduce_mean",
-           "all_reduce_sum", "all_reduce_max", "all_gather_cat", "all_gather_cat_nest", "broadcast_object", "barrier"]
+__all__ = ["World", "world", "set_world", "fork_shared_generators", "shared_generator",
+           "batch_rows", "rank_rows", "randn_like", "rand_like", "categorical_sample",
+           "all_reduce_sum", "all_reduce_max", "all_gather_cat", "all_gather_cat_nest",
+           "broadcast_object", "barrier"]
 
 
 @dataclasses.dataclass
@@ -234,14 +235,6 @@ def all_reduce_max(value: float) -> float:
         return value
     t = torch.tensor([float(value)], dtype=torch.float64, device=_world.comm_device)
     return float(all_gather_cat(t, 0).max())
-
-
-def all_reduce_mean(tensors: List[torch.Tensor]) -> None:
-    """Averages each tensor over the ranks, in place; nothing for one learner."""
-    all_reduce_sum(tensors)
-    if _world.distributed:
-        for t in tensors:
-            t.div_(_world.size)
 
 
 def all_gather_cat(tensor: torch.Tensor, dim: int) -> torch.Tensor:
