@@ -503,7 +503,7 @@ def _build_optimizers(root, base: type) -> List[_Optimizer]:
 # ---------------------------------------------------------------------- several learners
 def average_gradients(params: List[nn.Parameter]) -> None:
     """Replaces each parameter's gradient by its average over the learners
-    (``torch.distributed``, one all-reduce per dtype and device), between the backward pass
+    (``torch.distributed``, one message per dtype and device), between the backward pass
     and clipping: every rank then clips and steps on the gradient of the whole batch, as one
     learner would. A parameter that received no gradient on a rank counts as a zero gradient
     there; one that received none on every rank keeps ``grad = None`` (so an optimizer skips
