@@ -14,6 +14,11 @@ checkpoint and exits with status 0; a second one aborts at once, with one line a
 (nothing saved after the last checkpoint). The same signal again within half a second (as
 ``timeout`` sends it to the run and to its process group) counts as the first.
 
+With ``TrainerConfig.num_learners = N > 1`` it starts ``N`` learner processes running this
+command (``rlf.trainers.learners.launch``; learner 0 writes to this console, the others to
+``root_dir/learners/``) and waits for them; under ``torchrun`` each process is one learner.
+A learner that fails stops the others, with one line naming it and its log.
+
 Exit status 2, with one line on stderr and nothing written to disk, for every mistake in the
 input (``rlf.utils.errors.UserError``): a missing conf file, a malformed or unknown binding, a
 value of the wrong type, a value a constructor refuses, an unknown environment id, a
