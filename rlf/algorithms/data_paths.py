@@ -319,10 +319,7 @@ class MiniBatches:
         the algorithm's device); ``batch_info`` only without a cut. Yields nothing if
         ``mini_batch_length > L``."""
         length = nest.flatten(experience)[0].shape[1]
-        valid = valid_step_mask(experience.time_step.step_type.transpose(0, 1)).transpose(0, 1)
-        time_step, rollout_info = algorithm.preprocess_experience(
-            experience.time_step, experience.rollout_info, batch_info)
-        experience = experience._replace(time_step=time_step, rollout_info=rollout_info)
+        experience, valid = _preprocessed(algorithm, experience, batch_info)
         seq = self.mini_batch_length or length
         if seq > length:
             return
@@ -388,10 +385,7 @@ class MiniBatches:
         every update)."""
         size = self.mini_batch_size
         learners = distributed.world().size
-        valid = valid_step_mask(experience.time_step.step_type.transpose(0, 1)).transpose(0, 1)
-        time_step, rollout_info = algorithm.preprocess_experience(
-            experience.time_step, experience.rollout_info, batch_info)
-        experience = experience._replace(time_step=time_step, rollout_info=rollout_info)
+        experience, valid = _preprocessed(algorithm, experience, batch_info)
         experience, valid = nest.utils.convert_device((experience, valid), algorithm._device)
         record = summary.should_record_summaries()
         per_mini_batch = counter_per_mini_batch and self.counter_per_mini_batch
@@ -408,6 +402,15 @@ class MiniBatches:
             local_rows = (rows[mine] - k * size) if count else torch.zeros(1, dtype=torch.int64)
             yield Batch(mb, mb_valid, mb_info, learners * count / size,
                         record and (k == num - 1 or per_mini_batch), local_rows, size)
+
+
+def _preprocessed(algorithm, experience: Experience, batch_info: Any):
+    """``(experience, valid)``: the ``[N, L]`` batch's loss mask (``valid_step_mask``,
+    before anything is cut) and the batch through ``preprocess_experience``."""
+    valid = valid_step_mask(experience.time_step.step_type.transpose(0, 1)).transpose(0, 1)
+    time_step, rollout_info = algorithm.preprocess_experience(
+        experience.time_step, experience.rollout_info, batch_info)
+    return experience._replace(time_step=time_step, rollout_info=rollout_info), valid
 
 
 def _mini_batch(algorithm, experience: Experience, valid: torch.Tensor, batch_info: Any,

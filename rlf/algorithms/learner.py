@@ -294,14 +294,14 @@ class Learner:
                 continue  # (a term that no parameter reaches gives no gradient)
             (scaler.scale(term) if scaler is not None else term).backward(
                 inputs=inputs, retain_graph=n < len(backward) - 1)
+        stepping = sorted({i for _, indices in backward for i in indices})
         if distributed.world().distributed:
-            average_gradients([p for i in sorted({i for _, indices in backward
-                                                   for i in indices})
-                               for g in entries[i].optimizer.param_groups for p in g["params"]])
+            average_gradients([p for i in stepping for g in entries[i].optimizer.param_groups
+                               for p in g["params"]])
         pending = self._pending
         active = summary.is_active()
         params = []
-        for i in sorted({i for _, indices in backward for i in indices}):
+        for i in stepping:
             entry = entries[i]
             opt = entry.optimizer
             if scaler is not None:

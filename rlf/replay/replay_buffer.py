@@ -44,6 +44,18 @@ class BatchInfo(NamedTuple):
     importance_weights: torch.Tensor
 
 
+def _uniform_starts(batch_size: int, num_starts: np.ndarray,
+                    generator: Optional[torch.Generator] = None):
+    """``batch_size`` draws, uniform over every (environment, start) pair: ``(env, offset)``,
+    each ``[batch_size]``, ``offset`` counted from the environment's first valid start
+    (``num_starts``: ``[E]``, the valid starts of each environment; one ``torch.randint``
+    from ``generator``, torch's default if None)."""
+    cum = np.cumsum(num_starts)
+    u = torch.randint(int(cum[-1]), (batch_size,), generator=generator).numpy()
+    env = np.searchsorted(cum, u, side="right")
+    return env, u - (cum[env] - num_starts[env])
+
+
 def _as_numpy(x: Any, dtype=np.int64) -> np.ndarray:
     """A 1-D numpy array from a tensor (any device), array or sequence."""
     if isinstance(x, torch.Tensor):
@@ -377,11 +389,8 @@ class ReplayBuffer(nn.Module):
                 raise ValueError(
                     f"{self._name}.get_batch_shard: no environment of any learner holds "
                     f"{batch_length} steps for a sequence")
-            cum = np.cumsum(num_starts)
-            u = torch.randint(int(cum[-1]), (batch_size,),
-                              generator=distributed.shared_generator("cpu")).numpy()
-            env = np.searchsorted(cum, u, side="right")
-            offset = u - (cum[env] - num_starts[env])
+            env, offset = _uniform_starts(batch_size, num_starts,
+                                          distributed.shared_generator("cpu"))
             first = world.rank * self._num_envs
             rows = np.nonzero((env >= first) & (env < first + self._num_envs))[0]
             env, offset = env[rows] - first, offset[rows]
@@ -408,10 +417,7 @@ class ReplayBuffer(nn.Module):
         return self._pos_np - self._size_np
 
     def _sample_uniform(self, batch_size, num_starts):
-        cum = np.cumsum(num_starts)
-        u = torch.randint(int(cum[-1]), (batch_size,)).numpy()
-        env = np.searchsorted(cum, u, side="right")
-        offset = u - (cum[env] - num_starts[env])
+        env, offset = _uniform_starts(batch_size, num_starts)
         start = self._oldest()[env] + self._num_ignored + offset
         return env.astype(np.int64), start.astype(np.int64)
 

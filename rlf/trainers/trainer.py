@@ -120,17 +120,14 @@ class _TrainerState:
         """Restores ``state_dict()`` output, including the global summary counter.
 
         Args:
-            regroup: the checkpoint may be of another number of learners (its shared random
-                state is then left to the caller).
+            regroup: the checkpoint may be of another number of learners.
 
         Raises:
             ValueError: for a checkpoint of another number of learners, unless ``regroup``.
         """
         world = distributed.world()
         learners = int(state.get("num_learners", 1))
-        if regroup:
-            state = {k: v for k, v in state.items() if k != "shared_rng"}
-        elif learners != world.size:
+        if learners != world.size and not regroup:
             raise ValueError(f"it was written by {learners} learner(s), this run has "
                              f"{world.size} (TrainerConfig.num_learners)")
         self.iter_num = int(state["iter_num"])
@@ -193,7 +190,6 @@ class Trainer:
         self._eval_env = None
         self._lock_fd: Optional[int] = None
         self._closed = False
-        self._taken_bindings: tuple = ()
 
     @property
     def root_dir(self) -> Path:
@@ -247,8 +243,10 @@ class Trainer:
                 if chief and self._root_dir.is_dir():
                     self._lock_fd = lock_run_directory(self._root_dir)
                 self._build()
-                # (with several learners the trainer takes load.num_envs itself: it splits it)
-                _refuse_unapplied_bindings(self._taken_bindings)
+                # (synchronous learners take load.num_envs themselves: they split it)
+                _refuse_unapplied_bindings(
+                    ("load.num_envs",) if distributed.world().distributed
+                    and not self._config.async_unroll else ())
                 if chief and self._lock_fd is None:
                     self._lock_fd = lock_run_directory(self._root_dir)
             except BaseException:
@@ -345,7 +343,6 @@ class Trainer:
         if not world.distributed or self._config.async_unroll:
             return load(seed=self._seed_value)
         per = environments_per_learner(world.size)
-        self._taken_bindings = ("load.num_envs",)
         return load(seed=self._seed_value + world.rank * per, num_envs=per)
 
     def _write_config(self) -> None:
@@ -403,21 +400,21 @@ class Trainer:
                       f"({p.name.rsplit('-', 1)[-1]}) no longer exists")
         world = distributed.world()
         try:
-            # A checkpoint of another number of learners carries over what they share.
-            newest = None
-            if world.is_chief:
-                found = self._checkpointer.newest_complete(set_aside_unreadable=True)
-                if found is not None:
-                    newest = (found[0], int(found[1].get("trainer", {}).get("num_learners", 1)))
-            newest = distributed.broadcast_object(newest)
-            if newest is not None and newest[1] != world.size:
-                return self._regroup(*newest)
-            if not world.is_chief:
-                return self._restore_learner(distributed.broadcast_object(None))
-            restored = self._checkpointer.restore()
-            distributed.broadcast_object(None if restored is None else restored.step)
-            if restored is None:
+            # Rank 0 reads the newest checkpoint; every learner learns its step and how many
+            # learners wrote it (one of another number carries over what they share).
+            found = (self._checkpointer.newest_complete(set_aside_unreadable=True,
+                                                        with_companions=True)
+                     if world.is_chief else None)
+            newest = distributed.broadcast_object(
+                None if found is None
+                else (found[0], int(found[1].get("trainer", {}).get("num_learners", 1))))
+            if newest is None:
                 return None
+            if newest[1] != world.size:
+                return self._regroup(*newest, state=found[1] if found else None)
+            if not world.is_chief:
+                return self._restore_learner(newest[0])
+            restored = self._checkpointer.apply(*found)
             replay = restored.companions.get(REPLAY_BUFFER_COMPANION)
             if self._config.save_replay_buffer and replay is not None:
                 self._loop.load_replay_buffer_state_dict(replay["algorithm"])
@@ -430,18 +427,24 @@ class Trainer:
             ) from None
         return restored.step
 
-    def _regroup(self, step: int, learners: int) -> int:
+    def _regroup(self, step: int, learners: int, state: Optional[Dict[str, Any]] = None
+                 ) -> int:
         """Loads checkpoint ``step``, written by ``learners`` learners, into this run of another
         number: every learner takes rank 0's file's parameters, optimizers, counters, metrics
         and loop counters; the random stream of batch draws continues (the one learner's
         generator is the several learners' shared one); environments start new episodes and
         replay buffers refill, as each learner's own part of the state has no counterpart.
 
+        Args:
+            step: the checkpoint's iteration.
+            learners: how many learners wrote it.
+            state: rank 0's file, if read already.
+
         Raises:
             ValueError: if the file does not fit (as ``Checkpointer.restore``).
         """
         path = run_checkpointer(self._root_dir).path(step)
-        state = load_checkpoint_file(path)
+        state = load_checkpoint_file(path) if state is None else state
         algorithm = dict(state["algorithm"])
         extra = dict(algorithm.get("_extra_state") or {})
         extra["last_unroll_step"] = None  # (one learner's environments)
@@ -450,15 +453,14 @@ class Trainer:
             RunCheckpoint(self._algorithm, self._loop).load_state_dict(algorithm)
         except ValueError as e:
             raise ValueError(f"{path} does not fit the configured algorithm: {e}") from None
+        # (several learners' shared generators are restored with the trainer's state; the one
+        # learner's generator is theirs, and theirs, from one learner, is its generator)
         self._state.load_state_dict(state["trainer"], regroup=True)
-        shared = state["trainer"].get("shared_rng") or {"cpu": state["_rng_states"]["torch"]}
         world = distributed.world()
-        if world.distributed:
-            for kind, rng in shared.items():
-                if kind in world.generators:
-                    world.generators[kind].set_state(rng)
-        else:
-            torch.set_rng_state(shared["cpu"])
+        if not world.distributed:
+            torch.set_rng_state(state["trainer"]["shared_rng"]["cpu"])
+        elif "shared_rng" not in state["trainer"]:
+            world.generators["cpu"].set_state(state["_rng_states"]["torch"])
         if world.is_chief:
             _warn(f"checkpoint {step} was written by {learners} learner(s) and this run has "
                   f"{world.size}: parameters, optimizers, counters and metrics carry over; "
@@ -466,15 +468,13 @@ class Trainer:
                   + ("" if self._algorithm.on_policy else " and the replay buffers refill"))
         return step
 
-    def _restore_learner(self, step: Optional[int]) -> Optional[int]:
+    def _restore_learner(self, step: int) -> int:
         """Learner ``rank > 0`` of a data-parallel run: loads its own state of the checkpoint
-        rank 0 restored (``step``; None: a new run).
+        rank 0 restores (``step``).
 
         Raises:
             ValueError: if this learner's file of that checkpoint is missing or does not fit.
         """
-        if step is None:
-            return None
         checkpointer = self._checkpointer
         if not checkpointer.path(step).is_file():
             raise ValueError(f"{checkpointer.path(step)} is missing: checkpoint {step} was "
@@ -662,14 +662,18 @@ class Trainer:
                     try:
                         session.last_eval = self._evaluate() or session.last_eval
                     except Exception as e:
-                        # The iteration is complete: keep it before stopping (alone: with
-                        # several learners the others are not at a checkpoint).
-                        path = (self._save() if session.saved_at != it and not world.distributed
-                                else self._checkpointer.path(session.saved_at or it))
+                        # The iteration is complete: keep it before stopping (not with
+                        # several learners: the others are not at a checkpoint).
+                        if world.distributed:
+                            where = f"training stopped; {self._newest_checkpoint()}"
+                        else:
+                            path = (self._save() if session.saved_at != it
+                                    else self._checkpointer.path(it))
+                            where = f"training stopped, checkpoint written: {path}"
                         if not isinstance(e, UserError):
                             raise
                         raise UserError(f"evaluation at iteration {it}: {one_line(e)}; "
-                                        f"training stopped, checkpoint written: {path}") from e
+                                        f"{where}") from e
         except summary.SummaryWriteError as e:
             # The iteration may be half done: nothing is saved, the newest checkpoint stays.
             raise summary.SummaryWriteError(

@@ -220,9 +220,19 @@ class Checkpointer:
         found = self.newest_complete(set_aside_unreadable, with_companions=True)
         if found is None:
             return None
-        step, state, companions = found
+        return self.apply(*found)
+
+    def apply(self, step: int, state: Dict[str, Any],
+              companions: Optional[Dict[str, Any]] = None) -> RestoredCheckpoint:
+        """Restores the objects from checkpoint ``step``'s ``state`` and ``companions`` as
+        ``newest_complete`` read them (``restore`` is the two in a row; a caller that must
+        look at the state first calls them itself).
+
+        Raises:
+            ValueError: as ``restore``.
+        """
         self._apply(self.path(step), state)
-        return RestoredCheckpoint(step, self.path(step), companions)
+        return RestoredCheckpoint(step, self.path(step), companions or {})
 
     def newest_complete(self, set_aside_unreadable: bool = False, with_companions: bool = False
                         ) -> Optional[Tuple[int, Dict[str, Any], Dict[str, Any]]]:
