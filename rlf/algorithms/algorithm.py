@@ -19,8 +19,9 @@ import torch
 from torch import nn
 
 from rlf.algorithms.algorithm_state import load_optimizer_states, state_problems
-from rlf.algorithms.deprecated import deprecated_member
-from rlf.algorithms.reserved import check_reserved_name, check_subclass_members
+from rlf.algorithms.deprecated import install_deprecated_members
+from rlf.algorithms.reserved import (check_reserved_name, check_subclass_members,
+                                      set_framework_state)
 from rlf.algorithms.learner import Learner
 from rlf.algorithms.optimization import LOSS_AVERAGES, NonFiniteLossError, check_optimizer_args
 from rlf.data_structures import AlgStep, Experience, LossInfo
@@ -106,24 +107,24 @@ class Algorithm(nn.Module):
         if loss_average not in LOSS_AVERAGES:
             raise ValueError(f"{name}: loss_average must be one of {LOSS_AVERAGES}, got "
                              f"{loss_average!r}")
-        self._loss_average = loss_average
-        self._name = name
-        self._train_state_spec = train_state_spec
-        self._rollout_state_spec = (train_state_spec if rollout_state_spec is None
-                                    else rollout_state_spec)
-        self._predict_state_spec = (self._rollout_state_spec if predict_state_spec is None
-                                    else predict_state_spec)
-        self._is_on_policy = is_on_policy
-        self._optimizer_arg = optimizer
-        self._lr_scheduler_arg = lr_scheduler
-        self._added_optimizers: List[Dict[str, Any]] = []  # add_optimizer's declarations
-        self._config = config
-        self._checkpoint = checkpoint
+        rollout_state_spec = train_state_spec if rollout_state_spec is None else rollout_state_spec
+        set_framework_state(
+            self, _rlf_loss_average=loss_average, _rlf_name=name,
+            _rlf_train_state_spec=train_state_spec, _rlf_rollout_state_spec=rollout_state_spec,
+            _rlf_predict_state_spec=(rollout_state_spec if predict_state_spec is None
+                                     else predict_state_spec),
+            _rlf_is_on_policy=is_on_policy, _rlf_optimizer_arg=optimizer,
+            _rlf_lr_scheduler_arg=lr_scheduler,
+            _rlf_added_optimizers=[],  # add_optimizer's declarations
+            _rlf_config=config, _rlf_checkpoint=checkpoint,
+            _rlf_debug_summaries=debug_summaries, _rlf_gradient_clipping=gradient_clipping,
+            _rlf_clip_by_global_norm=clip_by_global_norm,
+            _rlf_device=torch.device(getattr(config, "device", None) or "cpu"))
+        # The optimizers (built at first use), the updates and the counters.
+        set_framework_state(self, _rlf_learner=Learner(self, Algorithm))
+        # ALF's protected names, for a subclass to read (or replace: rlf never reads them).
+        self._name, self._config, self._device = name, config, self._rlf_device
         self._debug_summaries = debug_summaries
-        self._gradient_clipping = gradient_clipping
-        self._clip_by_global_norm = clip_by_global_norm
-        self._device = torch.device(getattr(config, "device", None) or "cpu")
-        self._learner = Learner(self, Algorithm)  # the optimizers (built at first use), updates
 
     # ------------------------------------------------------------------ reserved names
     def __setattr__(self, name: str, value: Any) -> None:
@@ -132,16 +133,6 @@ class Algorithm(nn.Module):
         if not _base_setter(type(self), name):
             check_reserved_name(type(self).__name__, name, "the attribute")
         super().__setattr__(name, value)
-
-    def __getattr__(self, name: str) -> Any:
-        """``nn.Module``'s (parameters, buffers, modules), then the members of rlf 0.1 that
-        moved (``rlf.algorithms.deprecated``), with a deprecation warning naming where."""
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            if name.startswith("_"):
-                raise
-            return deprecated_member(self, name)
 
     def register_buffer(self, name: str, tensor: Optional[torch.Tensor],
                         persistent: bool = True) -> None:
@@ -163,7 +154,7 @@ class Algorithm(nn.Module):
     @property
     def name(self) -> str:
         """The algorithm's name."""
-        return self._name
+        return self._rlf_name
 
     @property
     def learner(self) -> Learner:
@@ -171,39 +162,39 @@ class Algorithm(nn.Module):
         ``optimizer_steps``), its gradient updates (``update_with_gradient``) and its
         counters (``counters``: ``num_updates``, ``env_steps``, ``train_iter_num``, the
         optimizers' steps)."""
-        return self._learner
+        return self._rlf_learner
 
     @property
     def on_policy(self) -> Optional[bool]:
         """Whether the algorithm trains on each unroll directly."""
-        return self._is_on_policy
+        return self._rlf_is_on_policy
 
     @property
     def train_state_spec(self) -> Any:
         """Spec of ``train_step``'s state."""
-        return self._train_state_spec
+        return self._rlf_train_state_spec
 
     @property
     def rollout_state_spec(self) -> Any:
         """Spec of ``rollout_step``'s state."""
-        return self._rollout_state_spec
+        return self._rlf_rollout_state_spec
 
     @property
     def predict_state_spec(self) -> Any:
         """Spec of ``predict_step``'s state."""
-        return self._predict_state_spec
+        return self._rlf_predict_state_spec
 
     def get_initial_predict_state(self, batch_size: int) -> Any:
         """Zeros of ``predict_state_spec`` with outer dim ``[batch_size]``."""
-        return zeros_from_spec(self._predict_state_spec, batch_size, self._device)
+        return zeros_from_spec(self._rlf_predict_state_spec, batch_size, self._rlf_device)
 
     def get_initial_rollout_state(self, batch_size: int) -> Any:
         """Zeros of ``rollout_state_spec`` with outer dim ``[batch_size]``."""
-        return zeros_from_spec(self._rollout_state_spec, batch_size, self._device)
+        return zeros_from_spec(self._rlf_rollout_state_spec, batch_size, self._rlf_device)
 
     def get_initial_train_state(self, batch_size: int) -> Any:
         """Zeros of ``train_state_spec`` with outer dim ``[batch_size]``."""
-        return zeros_from_spec(self._train_state_spec, batch_size, self._device)
+        return zeros_from_spec(self._rlf_train_state_spec, batch_size, self._rlf_device)
 
     def train_state_from_rollout_state(self, state: Any) -> Any:
         """The ``train_step`` state a stored sequence starts from, given the rollout state
@@ -265,17 +256,17 @@ class Algorithm(nn.Module):
                 that cannot be called, a ``gradient_clipping`` <= 0, ``every`` < 1 or a
                 ``name`` used already.
         """
-        if self._learner.built:
-            raise RuntimeError(f"{self._name}: add_optimizer must be called before the "
+        if self._rlf_learner.built:
+            raise RuntimeError(f"{self._rlf_name}: add_optimizer must be called before the "
                                f"optimizers are created (in the constructor)")
-        check_optimizer_args(f"{self._name}.add_optimizer", optimizer, lr_scheduler,
+        check_optimizer_args(f"{self._rlf_name}.add_optimizer", optimizer, lr_scheduler,
                              None if gradient_clipping == "inherit" else gradient_clipping)
         if not (isinstance(every, int) and every >= 1):
-            raise ValueError(f"{self._name}.add_optimizer: every must be an int >= 1 "
+            raise ValueError(f"{self._rlf_name}.add_optimizer: every must be an int >= 1 "
                              f"(updates), got {every!r}")
         if name is not None and (not isinstance(name, str) or name == "default" or name in [
-                e["name"] for e in self._added_optimizers]):
-            raise ValueError(f"{self._name}.add_optimizer: name {name!r} is taken or not a "
+                e["name"] for e in self._rlf_added_optimizers]):
+            raise ValueError(f"{self._rlf_name}.add_optimizer: name {name!r} is taken or not a "
                              f"string; give each optimizer its own name")
         if optimizer is None:
             return
@@ -288,15 +279,15 @@ class Algorithm(nn.Module):
             key = next((("p", n) if isinstance(m, nn.Parameter) else ("m", n)
                         for n, x in found if x is m), None)
             if key is None:
-                raise ValueError(f"{self._name}: add_optimizer got a {type(m).__name__} that "
+                raise ValueError(f"{self._rlf_name}: add_optimizer got a {type(m).__name__} that "
                                  f"is not part of this algorithm; assign it to an attribute "
                                  f"first")
             names.append(key)
-        self._added_optimizers.append(dict(
+        self._rlf_added_optimizers.append(dict(
             optimizer=optimizer, modules=names, lr_scheduler=lr_scheduler, name=name,
-            every=every, clipping=(self._gradient_clipping if gradient_clipping == "inherit"
+            every=every, clipping=(self._rlf_gradient_clipping if gradient_clipping == "inherit"
                                    else gradient_clipping,
-                                   self._clip_by_global_norm if clip_by_global_norm is None
+                                   self._rlf_clip_by_global_norm if clip_by_global_norm is None
                                    else clip_by_global_norm)))
 
     @property
@@ -305,7 +296,7 @@ class Algorithm(nn.Module):
         so far, checkpointed; an optimizer with ``every = N`` steps on updates ``N, 2N, ...``
         (counted from 1). On an actor, the learner's count as of the parameters it acts
         with."""
-        return self._learner.counters.num_updates
+        return self._rlf_learner.counters.num_updates
 
     def is_due(self, name: str) -> bool:
         """Whether optimizer ``name`` steps in the next update (its ``every`` divides the
@@ -315,7 +306,7 @@ class Algorithm(nn.Module):
         Raises:
             KeyError: for a name that is not among ``learner.names``.
         """
-        return self._learner.is_due(self._learner.index(name))
+        return self._rlf_learner.is_due(self._rlf_learner.index(name))
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
@@ -325,8 +316,8 @@ class Algorithm(nn.Module):
         state = super().state_dict(*args, destination=destination, prefix=prefix,
                                    keep_vars=keep_vars)
         if prefix == "" and not args:
-            state["_optimizers"] = [opt.state_dict() for opt in self._learner.optimizers]
-            schedules = self._learner.schedules
+            state["_optimizers"] = [opt.state_dict() for opt in self._rlf_learner.optimizers]
+            schedules = self._rlf_learner.schedules
             if any(s is not None for s in schedules):
                 state["_lr_schedulers"] = [None if s is None else s.state_dict()
                                            for s in schedules]
@@ -346,37 +337,37 @@ class Algorithm(nn.Module):
         sched_states = state_dict.pop("_lr_schedulers", None)
         own = super().state_dict()
         own.pop("_optimizers", None)
-        optimizers = self._learner.optimizers if opt_states is not None else []
-        schedules = self._learner.schedules if opt_states is not None else []
-        problems = state_problems(self._name, own, state_dict, strict, optimizers, schedules,
+        optimizers = self._rlf_learner.optimizers if opt_states is not None else []
+        schedules = self._rlf_learner.schedules if opt_states is not None else []
+        problems = state_problems(self._rlf_name, own, state_dict, strict, optimizers, schedules,
                                   opt_states, sched_states)
         if problems:
-            raise ValueError(f"{self._name}: the checkpoint does not fit this algorithm: "
+            raise ValueError(f"{self._rlf_name}: the checkpoint does not fit this algorithm: "
                              + "; ".join(problems) + " (nothing was loaded)")
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
         if opt_states is not None:
-            load_optimizer_states(self._name, optimizers, schedules, opt_states, sched_states)
+            load_optimizer_states(self._rlf_name, optimizers, schedules, opt_states, sched_states)
         return result
 
     def get_extra_state(self) -> Dict[str, Any]:
         """What ``state_dict`` saves beside tensors (``nn.Module`` hook): the counters (the
         training iteration, the update count and the optimizers' step counts, in
         ``optimizers`` order). Subclasses extend the dict (call ``super()``)."""
-        return {"train_iter_num": self._learner.counters.train_iter_num,
-                "num_updates": self._learner.counters.num_updates,
-                "optimizer_steps": self._learner.counters.optimizer_steps}
+        return {"train_iter_num": self._rlf_learner.counters.train_iter_num,
+                "num_updates": self._rlf_learner.counters.num_updates,
+                "optimizer_steps": self._rlf_learner.counters.optimizer_steps}
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
         """Restores ``get_extra_state()`` output; keys missing in older checkpoints get their
         defaults (counts of other optimizers start from 0)."""
-        self._learner.counters.train_iter_num = int(state.get("train_iter_num", 0))
-        self._learner.counters.num_updates = int(state.get("num_updates", 0))
+        self._rlf_learner.counters.train_iter_num = int(state.get("train_iter_num", 0))
+        self._rlf_learner.counters.num_updates = int(state.get("num_updates", 0))
         steps = [int(c) for c in state.get("optimizer_steps") or []]
-        if not self._learner.built:  # sized now; building the optimizers keeps a fitting size
-            self._learner.counters.set_num_optimizers(len(steps))
-        if len(steps) != len(self._learner.counters.optimizer_steps):
-            steps = [0] * len(self._learner.counters.optimizer_steps)
-        self._learner.counters.set_optimizer_steps(steps)
+        if not self._rlf_learner.built:  # sized now; building the optimizers keeps a fitting size
+            self._rlf_learner.counters.set_num_optimizers(len(steps))
+        if len(steps) != len(self._rlf_learner.counters.optimizer_steps):
+            steps = [0] * len(self._rlf_learner.counters.optimizer_steps)
+        self._rlf_learner.counters.set_optimizer_steps(steps)
 
     # ------------------------------------------------------------------ steps (subclasses)
     def predict_step(self, inputs: Any, state: Any) -> AlgStep:
@@ -472,3 +463,8 @@ class Algorithm(nn.Module):
             rollout_info: the unroll's ``[T, B]`` ``rollout_info`` (with the graph of
                 ``rollout_step`` when training used it), or None.
         """
+
+
+# The members of rlf 0.1 that moved, with a deprecation warning naming where (also through
+# super()).
+install_deprecated_members(Algorithm)

@@ -339,7 +339,7 @@ class MiniBatches:
                 experience, valid = nest.map_structure(lambda x: x[keep], (experience, valid))
         # One host-to-device copy of the whole batch: each mini-batch is then gathered on the
         # device, not gathered on the CPU and copied from pageable memory update by update.
-        experience, valid = nest.utils.convert_device((experience, valid), algorithm._device)
+        experience, valid = nest.utils.convert_device((experience, valid), algorithm._rlf_device)
         batch_size = valid.shape[0]
         if distributed.world().distributed:
             # Every learner makes as many updates as the one with the fewest sequences.
@@ -386,7 +386,7 @@ class MiniBatches:
         size = self.mini_batch_size
         learners = distributed.world().size
         experience, valid = _preprocessed(algorithm, experience, batch_info)
-        experience, valid = nest.utils.convert_device((experience, valid), algorithm._device)
+        experience, valid = nest.utils.convert_device((experience, valid), algorithm._rlf_device)
         record = summary.should_record_summaries()
         per_mini_batch = counter_per_mini_batch and self.counter_per_mini_batch
         num = num_mini_batches
@@ -730,7 +730,7 @@ def data_path_name(algorithm, config) -> str:
     ``algorithm`` (``make_data_path``'s), without
     building or checking it."""
     if algorithm.on_policy:
-        return ("rollout_graph" if algorithm._trains_on_rollout_graph() and
+        return ("rollout_graph" if algorithm._rlf_trains_on_rollout_graph() and
                 trains_on_rollout_graph(config) else "unroll_epochs")
     if config is not None and not config.unroll_length and config.offline_buffer_dir:
         return "offline"

@@ -2,10 +2,12 @@
 works for one release, with one ``DeprecationWarning`` naming its replacement, and is removed in
 rlf 0.3 (the deprecation rule of ``CHANGELOG.md``).
 
-They are reached through ``Algorithm.__getattr__`` (``deprecated_member``), so they are not part
-of the class's public members. A subclass written for 0.1 that overrides a hook the framework no
-longer calls on the algorithm is still called, with a warning
-(``rlf.algorithms.overrides.deprecated_override``).
+Each is a class attribute of ``Algorithm`` (``DeprecatedMember``, installed by
+``install_deprecated_members``), so that a subclass reaches it through ``super()`` as well as
+through ``self``; an instance attribute or sub-module of the same name takes precedence. A
+subclass written for 0.1 that overrides a hook the framework no longer calls on the algorithm is
+still called, with a warning (``rlf.algorithms.overrides.deprecated_override``); its ``super()``
+call of the hook then warns no second time.
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ from typing import Any, Callable, Dict, Tuple
 
 from rlf.utils.deprecation import warn_deprecated
 
-__all__ = ["DEPRECATED_MEMBERS", "deprecated_member", "shim_training_loop"]
+__all__ = ["DEPRECATED_MEMBERS", "DeprecatedMember", "deprecated_member",
+           "install_deprecated_members", "shim_training_loop"]
 
 
 def shim_training_loop(algorithm):
     """The ``TrainingLoop`` behind the deprecated loop members (``set_unroller``,
-    ``train_iter``, ...): the algorithm's (the last one built over it), or one built now."""
+    ``replay_buffer``, ...): the algorithm's ``training_loop`` (the last one built over it), or
+    one built now."""
     from rlf.algorithms.training_loop import TrainingLoop
-    loop = algorithm._loop
+    loop = algorithm.training_loop
     return TrainingLoop(algorithm) if loop is None else loop
 
 
@@ -71,8 +75,9 @@ def _train_epochs(alg):
 
 
 def _loop_shim(replacement: str) -> Tuple[str, Callable[[Any], Any]]:
-    """The table entry of a member that moved to ``TrainingLoop.<replacement>``."""
-    return f"TrainingLoop.{replacement}", _loop_member(replacement)
+    """The table entry of a member that moved to ``TrainingLoop.<replacement>``, which an
+    algorithm reaches as ``self.training_loop.<replacement>``."""
+    return f"algorithm.training_loop.{replacement}", _loop_member(replacement)
 
 
 #: name -> (what replaces it, ``fn(algorithm) -> the member's value``).
@@ -88,9 +93,9 @@ DEPRECATED_MEMBERS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
                         lambda a: a.learner.summarize_train),
     # the constructor's arguments
     "config": ("the config your constructor receives (keep a reference of your own)",
-               lambda a: a._config),
+               lambda a: a._rlf_config),
     "env": ("the env your constructor receives (keep a reference of your own)",
-            lambda a: a._env),
+            lambda a: a._rlf_env),
     "reward_weights": ("the reward_weights your constructor receives (weighted_reward "
                        "applies them)", lambda a: a._reward_weights),
     "has_multidim_reward": ("algorithm.reward_spec.numel > 1",
@@ -98,13 +103,13 @@ DEPRECATED_MEMBERS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
     "load_initial_checkpoint": ("rlf.algorithms.algorithm_state.load_initial_checkpoint"
                                 "(algorithm)", _load_initial_checkpoint),
     "trains_on_rollout_graph": ("the constructor argument rollout_graph_training",
-                                lambda a: a._trains_on_rollout_graph()),
+                                lambda a: a._rlf_trains_on_rollout_graph()),
     "offline_experience_spec": ("algorithm.offline_layout().spec",
                                 lambda a: (lambda: a.offline_layout().spec)),
     "offline_replay_aliases": ("algorithm.offline_layout().aliases",
                                lambda a: (lambda: a.offline_layout().aliases)),
     "rollout_info_spec_probe": ("algorithm.offline_layout().spec.rollout_info",
-                                lambda a: a._rollout_info_spec_probe),
+                                lambda a: a._rlf_rollout_info_spec_probe),
     # the actors'
     "actor_state_dict": ("rlf.unrollers.actor_params.actor_state_dict(algorithm)",
                          _actor_state_dict),
@@ -120,14 +125,15 @@ DEPRECATED_MEMBERS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
                                 "(algorithm)", _observation_normalizers),
     "set_unroller": _loop_shim("set_unroller"),
     "unroller": _loop_shim("unroller"),
-    "data_path": ("TrainingLoop.data_path.name",
+    "data_path": ("algorithm.training_loop.data_path.name",
                   lambda a: shim_training_loop(a).data_path.name),
-    "check_training_settings": ("TrainingLoop(algorithm) (it builds the data path, which "
-                                "refuses the settings)",
+    "check_training_settings": ("rlf.algorithms.TrainingLoop(algorithm) (it builds the data "
+                                "path, which refuses the settings)",
                                 lambda a: (lambda: shim_training_loop(a) and None)),
     "rollout_info_spec": _loop_shim("rollout_info_spec"),
-    "get_metrics": ("TrainingLoop.metrics", lambda a: (lambda: shim_training_loop(a).metrics)),
-    "get_step_metrics": ("TrainingLoop.metrics[:2]",
+    "get_metrics": ("algorithm.training_loop.metrics",
+                    lambda a: (lambda: shim_training_loop(a).metrics)),
+    "get_step_metrics": ("algorithm.training_loop.metrics[:2]",
                          lambda a: (lambda: shim_training_loop(a).metrics[:2])),
     "observe_for_metrics": _loop_shim("observe_for_metrics"),
     "summarize_metrics": _loop_shim("summarize_metrics"),
@@ -139,21 +145,26 @@ DEPRECATED_MEMBERS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
     "load_offline_replay_buffer": _loop_shim("load_offline_data"),
     "update_observation_normalizers": _loop_shim("update_observation_normalizers"),
     "unroll": _loop_shim("unroll"),
-    "train_iter": _loop_shim("train_iter"),
     "finish_train": _loop_shim("close"),
-    "train_from_unroll": ("TrainingLoop.train_iter() (the data path's observe and batches, "
+    "train_from_unroll": ("algorithm.train_iter() (the data path's observe and batches, "
                           "rlf.algorithms.data_paths)",
                           lambda a: shim_training_loop(a)._train_on_unroll),
-    "train_from_replay_buffer": ("TrainingLoop.train_iter() (the data path's batches, "
+    "train_from_replay_buffer": ("algorithm.train_iter() (the data path's batches, "
                                  "rlf.algorithms.data_paths)", _train_from_replay_buffer),
-    "train_epochs": ("TrainingLoop.train_iter() (MiniBatches.epochs and Learner.update, "
+    "train_epochs": ("algorithm.train_iter() (MiniBatches.epochs and Learner.update, "
                      "rlf.algorithms.data_paths)", _train_epochs),
 }
 
 
-def deprecated_member(algorithm, name: str) -> Any:
+def deprecated_member(algorithm, name: str, warn: bool = True) -> Any:
     """The value of deprecated member ``name`` of ``algorithm``, with a warning (once per
     name) naming its replacement.
+
+    Args:
+        algorithm: the algorithm.
+        name: a key of ``DEPRECATED_MEMBERS``.
+        warn: False where the caller was warned already (the ``super()`` call inside an
+            override that ``deprecated_override`` warned about).
 
     Raises:
         AttributeError: for a name that is no deprecated member.
@@ -163,8 +174,52 @@ def deprecated_member(algorithm, name: str) -> Any:
         raise AttributeError(f"'{type(algorithm).__name__}' object has no attribute '{name}'")
     replacement, get = entry
     owner = "Algorithm" if name in _ALGORITHM_MEMBERS else "RLAlgorithm"
-    warn_deprecated(f"{owner}.{name}", replacement, stacklevel=4)  # the caller of __getattr__
+    if warn:  # stacklevel: the code that read the member (through DeprecatedMember.__get__)
+        warn_deprecated(f"{owner}.{name}", replacement, stacklevel=4)
     return get(algorithm)
+
+
+def _overridden(algorithm, name: str) -> bool:
+    """Whether a class of ``algorithm``'s own (not one of rlf's base classes) defines
+    ``name``."""
+    for klass in type(algorithm).__mro__:
+        if vars(klass).get("_rlf_base_class"):
+            return False
+        if name in vars(klass):
+            return True
+    return False
+
+
+class DeprecatedMember:
+    """A member of rlf 0.1 as a class attribute of ``Algorithm`` (a non-data descriptor), so
+    that ``self.<name>`` and ``super().<name>`` both reach it. A sub-module, parameter,
+    buffer or instance attribute of the same name wins, as it would without it.
+
+    Args:
+        name: a key of ``DEPRECATED_MEMBERS``.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, algorithm, owner=None):
+        if algorithm is None:
+            return self
+        for store in ("_parameters", "_buffers", "_modules"):
+            values = vars(algorithm).get(store) or {}
+            if self.name in values:
+                return values[self.name]
+        # Inside an override of the hook (its super() call), the override was warned about.
+        return deprecated_member(algorithm, self.name,
+                                 warn=not _overridden(algorithm, self.name))
+
+
+def install_deprecated_members(cls: type) -> None:
+    """Makes every ``DEPRECATED_MEMBERS`` entry a ``DeprecatedMember`` of ``cls`` (rlf's
+    ``Algorithm``), past names ``cls`` or its bases define."""
+    for name in DEPRECATED_MEMBERS:
+        if not hasattr(cls, name):
+            setattr(cls, name, DeprecatedMember(name))
 
 
 _ALGORITHM_MEMBERS = {"optimizers", "optimizer_names", "optimizer_steps",

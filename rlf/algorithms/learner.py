@@ -161,7 +161,7 @@ class Learner:
         # calc_loss saw the [T-k, B] steps after a burn-in: so does the mask
         experience, valid = self.sequences.after_burn_in(experience, valid)
         if batch_info is not None and self.replay is not None:
-            weights = batch_info.importance_weights.to(alg._device)
+            weights = batch_info.importance_weights.to(alg._rlf_device)
             loss_info = loss_info._replace(loss=nest.map_structure(
                 lambda x: importance_weighted(alg.name, x, weights), loss_info.loss))
         loss_info, params = self.update_with_gradient(loss_info, valid, weight)
@@ -211,7 +211,7 @@ class Learner:
         if override is not None:
             override(experience, train_info, loss_info, params)
             return
-        config = alg._config
+        config = alg._rlf_config
         if (config is None or not config.summaries.summarize_grads_and_vars
                 or not summary.should_record_summaries()):
             return
@@ -374,7 +374,7 @@ class Learner:
                 mask_x = term_mask(valid_masks, x, mask)
                 if self.counters.num_updates == 0:
                     _warn_if_masked_out(alg.name, key, mask_x)
-                x = masked_loss_mean(x, mask_x, alg._loss_average)
+                x = masked_loss_mean(x, mask_x, alg._rlf_loss_average)
             elif is_empty(x):
                 x = 0.0
             if extra is not None:
@@ -409,7 +409,7 @@ class Learner:
         """``torch.autocast`` when ``config.enable_amp``; float16 on CUDA (with a
         ``GradScaler``), bfloat16 on CPU."""
         alg = self.algorithm
-        config, device = alg._config, alg._device
+        config, device = alg._rlf_config, alg._rlf_device
         if config is None or not config.run.enable_amp:
             yield
             return
@@ -435,7 +435,7 @@ def _own_parameters(algorithm, base, claimed=frozenset()) -> List[nn.Parameter]:
     excluded = set(claimed)
     for module in algorithm.modules():
         if module is not algorithm and isinstance(module, base) and (
-                module._optimizer_arg is not None):
+                module._rlf_optimizer_arg is not None):
             excluded.update(id(p) for p in module.parameters())
     return [p for p in algorithm.parameters() if id(p) not in excluded and p.requires_grad]
 
@@ -452,7 +452,7 @@ def _build_optimizers(root, base: type) -> List[_Optimizer]:
     algorithms = [m for m in root.modules() if isinstance(m, base)]
     claimed = set()
     for module in algorithms:
-        for entry in module._added_optimizers:
+        for entry in module._rlf_added_optimizers:
             claimed.update(id(p) for p in _parameters_of(module, entry["modules"]))
     entries: List[_Optimizer] = []
 
@@ -469,20 +469,20 @@ def _build_optimizers(root, base: type) -> List[_Optimizer]:
 
     for module in algorithms:
         taken = set()
-        for entry in module._added_optimizers:
+        for entry in module._rlf_added_optimizers:
             params = [p for p in _parameters_of(module, entry["modules"]) if id(p) not in taken]
             taken.update(id(p) for p in params)
             _add(entry["optimizer"], params, entry["lr_scheduler"], entry["clipping"],
                  entry["name"] if module is root or entry["name"] is None
                  else f"{module.name}/{entry['name']}", entry["every"])
-        if module._optimizer_arg is None:
-            if module._lr_scheduler_arg is not None:
+        if module._rlf_optimizer_arg is None:
+            if module._rlf_lr_scheduler_arg is not None:
                 raise UserError(f"{module.name}: lr_scheduler needs an optimizer of its "
                                 f"own (set {type(module).__name__}.optimizer)")
             continue
-        _add(module._optimizer_arg, _own_parameters(module, base, claimed),
-             module._lr_scheduler_arg,
-             (module._gradient_clipping, module._clip_by_global_norm),
+        _add(module._rlf_optimizer_arg, _own_parameters(module, base, claimed),
+             module._rlf_lr_scheduler_arg,
+             (module._rlf_gradient_clipping, module._rlf_clip_by_global_norm),
              "default" if module is root else f"{module.name}/default", 1)
     names = [e.name for e in entries]
     if len(set(names)) != len(names):

@@ -1,11 +1,31 @@
 """The names that rlf's ``Algorithm`` and ``RLAlgorithm`` reserve: properties and counters a
-subclass reads but must not replace (hooks meant to be overridden are not among them)."""
+subclass reads but must not replace (hooks meant to be overridden are not among them), and the
+attributes that hold the base classes' state.
+
+The base classes keep their state in attributes named ``_rlf_*`` (``FRAMEWORK_PREFIX``), set
+through ``set_framework_state``, and in the ``_reward_weights`` buffer (a checkpoint key since
+rlf 0.1), so that no name a subclass may reasonably use (``_actor``, ``_critic``, ``_loop``,
+``_env``, ...) is theirs: a subclass that assigns or defines one of their names is refused in
+one line. ALF's protected names (``_name``, ``_config``, ``_env``, ``_device``,
+``_observation_spec``, ``_action_spec``, ``_reward_spec``, ``_debug_summaries``) are set for
+subclasses to read; rlf never reads them, so a subclass may replace them.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from torch import nn
+
 from rlf.utils.errors import UserError
 
-__all__ = ["RESERVED_NAMES", "check_reserved_name", "check_subclass_members"]
+__all__ = ["RESERVED_NAMES", "FRAMEWORK_PREFIX", "FRAMEWORK_NAMES", "check_reserved_name",
+           "check_subclass_members", "set_framework_state"]
+
+#: The prefix of the attributes holding the base classes' state.
+FRAMEWORK_PREFIX = "_rlf_"
+#: The base classes' state outside ``FRAMEWORK_PREFIX`` (checkpoint keys of rlf 0.1).
+FRAMEWORK_NAMES = frozenset({"_reward_weights"})
 
 #: name -> the rlf version that reserved it.
 RESERVED_NAMES = {
@@ -22,6 +42,25 @@ def _refuse(owner: str, name: str, what: str) -> None:
                     f"(e.g. '_{name}' or 'my_{name}'); see CHANGELOG.md")
 
 
+def _is_framework_name(name: str) -> bool:
+    return (name.startswith(FRAMEWORK_PREFIX) and name != "_rlf_base_class"
+            or name in FRAMEWORK_NAMES)
+
+
+def _refuse_framework_name(owner: str, name: str, what: str) -> None:
+    raise UserError(f"{owner}: {what} '{name}' takes a name that holds the state of rlf's "
+                    f"Algorithm (every '{FRAMEWORK_PREFIX}*' name and "
+                    f"{sorted(FRAMEWORK_NAMES)}); rename it")
+
+
+def set_framework_state(module: nn.Module, **values: Any) -> None:
+    """Sets the base classes' state attributes of an algorithm (``nn.Module``'s
+    ``__setattr__``, past the refusal of ``check_reserved_name``); only rlf's base classes and
+    their training loop call it."""
+    for name, value in values.items():
+        nn.Module.__setattr__(module, name, value)
+
+
 def check_reserved_name(owner: str, name: str, what: str) -> None:
     """Refuses a buffer, parameter, module or attribute ``name`` that the base classes
     reserve.
@@ -32,10 +71,13 @@ def check_reserved_name(owner: str, name: str, what: str) -> None:
         what: ``"buffer"``, ``"parameter"``, ``"module"`` or ``"attribute"``.
 
     Raises:
-        UserError: (a ``ValueError``) naming it and the version that reserved it.
+        UserError: (a ``ValueError``) naming it and the version that reserved it, or, for a
+            name of the base classes' state (``_rlf_*``, ``_reward_weights``), naming it.
     """
     if name in RESERVED_NAMES:
         _refuse(owner, name, what)
+    if _is_framework_name(name):
+        _refuse_framework_name(owner, name, what)
 
 
 def check_subclass_members(cls: type, base: type) -> None:
@@ -51,3 +93,5 @@ def check_subclass_members(cls: type, base: type) -> None:
             continue
         for name in sorted(RESERVED_NAMES.keys() & vars(klass).keys()):
             _refuse(klass.__name__, name, "the member")
+        for name in sorted(filter(_is_framework_name, vars(klass))):
+            _refuse_framework_name(klass.__name__, name, "the member")

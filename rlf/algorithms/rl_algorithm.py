@@ -39,11 +39,15 @@ from rlf.algorithms.counters import without_legacy_update_counter
 from rlf.algorithms.data_paths import replay_buffer_length
 from rlf.algorithms.data_paths import trains_on_rollout_graph as _rollout_graph_settings
 from rlf.algorithms.overrides import deprecated_override
+from rlf.algorithms.reserved import set_framework_state
+from rlf.algorithms.training_loop import TrainingLoop
 from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import OfflineLayout
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
+from rlf.unrollers import SyncUnroller
 from rlf.unrollers.actor_params import ActorIdentity
+from rlf.utils.errors import UserError
 
 __all__ = ["RLAlgorithm", "adjust_replay_buffer_length", "check_unit_interval"]
 
@@ -174,40 +178,43 @@ class RLAlgorithm(Algorithm):
                          debug_summaries=debug_summaries, name=name, **kwargs)
         if reward_spec.ndim > 1:
             raise ValueError(f"{name}: reward_spec must be rank 0 or 1, got {reward_spec}")
-        self._observation_spec = observation_spec
-        self._action_spec = action_spec
-        self._reward_spec = reward_spec
+        set_framework_state(self, _rlf_observation_spec=observation_spec,
+                            _rlf_action_spec=action_spec, _rlf_reward_spec=reward_spec)
         if reward_spec.numel > 1:
             weights = [1.0] * reward_spec.numel if reward_weights is None else reward_weights
             if len(weights) != reward_spec.numel:
                 raise ValueError(f"{name}: {len(weights)} reward_weights for a reward of "
                                  f"{reward_spec.numel} dimensions")
-            self.register_buffer("_reward_weights", torch.tensor(weights, dtype=torch.float32))
+            nn.Module.register_buffer(self, "_reward_weights",
+                                      torch.tensor(weights, dtype=torch.float32))
         elif reward_weights is not None:
             raise ValueError(f"{name}: reward_weights need a vector reward_spec, got "
                              f"{reward_spec}")
         else:
-            self._reward_weights = None
+            set_framework_state(self, _reward_weights=None)
         if not reward_scale > 0:
             raise ValueError(f"{name}: reward_scale must be > 0, got {reward_scale}")
-        self._reward_scale = float(reward_scale)
-        self._env = env
-        self._replay_buffer_ctor = replay_buffer_ctor or ReplayBuffer
-        self._metric_discount = metric_discount
-        self._rollout_graph_training = bool(rollout_graph_training)
-        self._actor_module_names: Optional[List[str]] = None  # found by a probe step
-        self._actor: Optional[ActorIdentity] = None  # set on an actor's copy
-        self._loop = None  # the TrainingLoop training it (reached by the deprecated members)
+        set_framework_state(
+            self, _rlf_reward_scale=float(reward_scale), _rlf_env=env,
+            _rlf_replay_buffer_ctor=replay_buffer_ctor or ReplayBuffer,
+            _rlf_metric_discount=metric_discount,
+            _rlf_rollout_graph_training=bool(rollout_graph_training),
+            _rlf_actor_module_names=None,  # found by a probe step
+            _rlf_actor_identity=None,  # set on an actor's copy
+            _rlf_loop=None)  # the TrainingLoop training it (train_iter, training_loop)
+        # ALF's protected names, for a subclass to read (or replace: rlf never reads them).
+        self._observation_spec, self._action_spec = observation_spec, action_spec
+        self._reward_spec, self._env = reward_spec, env
         if env is not None:
             if config is None:
                 raise ValueError(f"{name}: an algorithm given an env needs config=TrainerConfig")
-            if self._is_on_policy and (config.unroll_length < 1
+            if self._rlf_is_on_policy and (config.unroll_length < 1
                                        or config.unroll_length != int(config.unroll_length)):
                 raise ValueError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
                                  f"positive integer, got {config.unroll_length}")
-            if (config.unroll_length == 1 and self._is_on_policy
+            if (config.unroll_length == 1 and self._rlf_is_on_policy
                     and _rollout_graph_settings(config.data_path)
-                    and self._trains_on_rollout_graph()):
+                    and self._rlf_trains_on_rollout_graph()):
                 # Each unroll's graph is its own: no step would ever have a successor.
                 raise ValueError(f"{name} trains on each unroll's own graph, where a step's "
                                  f"transition needs the next step in the same unroll: "
@@ -219,17 +226,17 @@ class RLAlgorithm(Algorithm):
     @property
     def observation_spec(self) -> Any:
         """Nest of ``TensorSpec`` of one observation."""
-        return self._observation_spec
+        return self._rlf_observation_spec
 
     @property
     def action_spec(self) -> Any:
         """Nest of ``BoundedTensorSpec`` of one action."""
-        return self._action_spec
+        return self._rlf_action_spec
 
     @property
     def reward_spec(self) -> TensorSpec:
         """``TensorSpec(())`` or ``TensorSpec((k,))``."""
-        return self._reward_spec
+        return self._rlf_reward_spec
 
     @property
     def actor_identity(self) -> Optional[ActorIdentity]:
@@ -241,23 +248,71 @@ class RLAlgorithm(Algorithm):
         Raises:
             ValueError: when set to an index outside ``[0, num_actors)``.
         """
-        return self._actor
+        return self._rlf_actor_identity
 
     @actor_identity.setter
     def actor_identity(self, identity: Optional[ActorIdentity]) -> None:
         if identity is not None:
             index, num_actors = identity
             if not 0 <= index < num_actors:
-                raise ValueError(f"{self._name}: actor index {index} is not in "
+                raise ValueError(f"{self._rlf_name}: actor index {index} is not in "
                                  f"[0, {num_actors})")
             identity = ActorIdentity(int(index), int(num_actors))
-        self._actor = identity
+        set_framework_state(self, _rlf_actor_identity=identity)
+
+    @property
+    def training_loop(self) -> Optional["TrainingLoop"]:
+        """The ``TrainingLoop`` training this algorithm (read-only): the last one built over
+        it (by ``train_iter``, a ``Trainer`` or a script), or None. A hook reaches what the
+        loop owns through it: ``replay_buffer``, ``offline_replay_buffer``, ``data_path``,
+        ``unroller``, ``metrics``."""
+        return self._rlf_loop
+
+    def train_iter(self) -> int:
+        """One training iteration (ALF's ``RLAlgorithm.train_iter``): unroll, store or train on
+        the unroll through the data path the settings select, update, then
+        ``after_train_iter``.
+
+        An algorithm built with ``env=`` and ``config=`` trains on its own environment::
+
+            alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env,
+                               config=TrainerConfig(...), ...)
+            for _ in range(100):
+                alg.train_iter()
+
+        The first call builds ``TrainingLoop(self, SyncUnroller(env, self))`` and loads the
+        offline data the config names (without ``env``, a purely offline config trains on
+        that alone); an algorithm already in a loop (a ``Trainer``'s, with its actors, or
+        one a script built) trains through that loop. The ``Trainer`` adds summaries,
+        evaluation and checkpoints.
+
+        Returns:
+            The steps trained on (with repetitions).
+
+        Raises:
+            UserError: (a ``ValueError``) for an algorithm built without ``config`` and in
+                no loop, for settings the data path refuses, or offline data it cannot
+                read.
+            RuntimeError: for a config that unrolls, without ``env`` or an unroller.
+            ActorError: if an actor of the loop's unroller failed.
+        """
+        loop, env = self._rlf_loop, self._rlf_env
+        if loop is None:
+            if self._rlf_config is None:
+                raise UserError(f"{self._rlf_name}: train_iter needs the algorithm built with "
+                                f"config=TrainerConfig(...) (and env= to act), or a "
+                                f"TrainingLoop over it (rlf.algorithms.TrainingLoop)")
+            loop = TrainingLoop(self, None if env is None else SyncUnroller(env, self))
+            loop.load_offline_data()
+        elif loop.unroller is None and env is not None:
+            loop.set_unroller(SyncUnroller(env, self))
+        return loop.train_iter()
 
     def get_env_steps(self) -> int:
         """Environment steps taken so far (``EnvironmentSteps``, which the ``TrainingLoop``
         keeps in the learner's counters); on an actor, the learner's count as of the
         parameters it acts with."""
-        return self._learner.counters.env_steps
+        return self._rlf_learner.counters.env_steps
 
     def weighted_reward(self, reward: torch.Tensor) -> torch.Tensor:
         """The scalar training reward: ``reward`` ``[..., k]`` weighted by the
@@ -265,15 +320,15 @@ class RLAlgorithm(Algorithm):
         ``[...]``; times ``reward_scale``."""
         if self._reward_weights is not None:
             reward = (reward * self._reward_weights.to(reward.device)).sum(-1)
-        return reward if self._reward_scale == 1.0 else reward * self._reward_scale
+        return reward if self._rlf_reward_scale == 1.0 else reward * self._rlf_reward_scale
 
-    def _trains_on_rollout_graph(self) -> bool:
+    def _rlf_trains_on_rollout_graph(self) -> bool:
         """``rollout_graph_training``, or the ``trains_on_rollout_graph`` property of a
         subclass written for rlf 0.1 (with a deprecation warning)."""
         override = deprecated_override(self, "trains_on_rollout_graph")
         if override is not None:
             return bool(override)
-        return self._rollout_graph_training
+        return self._rlf_rollout_graph_training
 
     # ------------------------------------------------------------------ hooks
     def actor_modules(self) -> List[str]:
@@ -281,17 +336,18 @@ class RLAlgorithm(Algorithm):
         those whose ``forward`` runs in ``rollout_step`` (found once, by a probe step on a
         zero ``FIRST`` step), not the critics or target networks. Override it for a
         ``rollout_step`` that uses a module without calling it (its parameters directly)."""
-        names = self._actor_module_names
+        names = self._rlf_actor_module_names
         if names is None:
             called = []
             hooks = [m.register_forward_pre_hook(lambda mod, args, n=n: called.append(n))
                      for n, m in self.named_modules() if n]
             try:
-                self._probe_rollout_step()
+                self._rlf_probe_rollout_step()
             finally:
                 for h in hooks:
                     h.remove()
-            names = self._actor_module_names = sorted(set(called))
+            names = sorted(set(called))
+            set_framework_state(self, _rlf_actor_module_names=names)
         return list(names)
 
     def observe_for_replay(self, exp: Experience) -> None:
@@ -318,22 +374,22 @@ class RLAlgorithm(Algorithm):
         Returns:
             ``OfflineLayout(spec, aliases)``.
         """
-        ts = time_step_spec(self._observation_spec, self._action_spec, self._reward_spec)
-        action = self._action_spec
+        ts = time_step_spec(self._rlf_observation_spec, self._rlf_action_spec, self._rlf_reward_spec)
+        action = self._rlf_action_spec
 
         def _bounded(path, spec):  # the recorded action keeps its bounds (checked, rescaled)
             fits = (isinstance(action, TensorSpec) and path.split(".")[-1] == "action"
                     and spec.shape == action.shape and spec.dtype == action.dtype)
             return action if fits else spec
 
-        info = nest.map_structure_with_path(_bounded, self._rollout_info_spec_probe())
+        info = nest.map_structure_with_path(_bounded, self._rlf_rollout_info_spec_probe())
         spec = Experience(time_step=ts._replace(env_info={}), action=action,
                           rollout_info=info, state=())
         return OfflineLayout(spec=spec,
                              aliases={"rollout_info|action": ["rollout_info|rl|action",
                                                               "action"]})
 
-    def _offline_layout(self) -> OfflineLayout:
+    def _rlf_offline_layout(self) -> OfflineLayout:
         """``offline_layout()``, with the ``offline_experience_spec`` and
         ``offline_replay_aliases`` of a subclass written for rlf 0.1 (deprecation
         warnings)."""
@@ -343,18 +399,18 @@ class RLAlgorithm(Algorithm):
         return OfflineLayout(spec=layout.spec if spec is None else spec(),
                              aliases=layout.aliases if aliases is None else aliases())
 
-    def _rollout_info_spec_probe(self) -> Any:
+    def _rlf_rollout_info_spec_probe(self) -> Any:
         """The spec of ``rollout_step``'s info (one step, no batch dim; ``()`` if it records
         none), found by ``_probe_rollout_step`` before any unroll."""
-        info = self._probe_rollout_step().info
+        info = self._rlf_probe_rollout_step().info
         return spec_from_tensors(nest.map_structure(lambda x: x.cpu(), info))
 
-    def _probe_rollout_step(self) -> AlgStep:
+    def _rlf_probe_rollout_step(self) -> AlgStep:
         """``rollout_step`` on a zero ``FIRST`` step of one environment, in eval mode,
         without gradients, with torch's random state restored afterwards (so that a run's
         random numbers do not depend on it)."""
-        ts_spec = time_step_spec(self._observation_spec, self._action_spec, self._reward_spec)
-        time_step = nest.map_structure(lambda spec: spec.zeros((1,)).to(self._device),
+        ts_spec = time_step_spec(self._rlf_observation_spec, self._rlf_action_spec, self._rlf_reward_spec)
+        time_step = nest.map_structure(lambda spec: spec.zeros((1,)).to(self._rlf_device),
                                        ts_spec._replace(env_info={}))
         time_step = time_step._replace(step_type=torch.full_like(time_step.step_type,
                                                                  int(StepType.FIRST)))

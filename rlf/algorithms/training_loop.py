@@ -37,6 +37,7 @@ from rlf.algorithms.config_parts import without_effect
 from rlf.algorithms.data_paths import (DataPath, RolloutGraph, make_data_path,
                                        offline_data_settings)
 from rlf.algorithms.overrides import deprecated_override
+from rlf.algorithms.reserved import set_framework_state
 from rlf.data_structures import Experience, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.networks.normalizers import ObservationNormalizer
@@ -79,7 +80,7 @@ class TrainingLoop:
     """
 
     def __init__(self, algorithm, unroller: Optional[Unroller] = None, config=None):
-        config = algorithm._config if config is None else config
+        config = algorithm._rlf_config if config is None else config
         if config is None:
             raise ValueError(f"{algorithm.name}: training needs config=TrainerConfig")
         self.algorithm, self.config = algorithm, config
@@ -99,7 +100,8 @@ class TrainingLoop:
         self._num_envs = 0
         self._rollout_info_spec = None
         self._remaining_unroll_length_fraction = 0.0
-        algorithm._loop = self  # the deprecated members of rlf 0.1 reach it (deprecated.py)
+        # The algorithm's train_iter and training_loop reach it.
+        set_framework_state(algorithm, _rlf_loop=self)
         if unroller is not None:
             self.set_unroller(unroller)
 
@@ -175,7 +177,7 @@ class TrainingLoop:
         self._unroller = unroller
         if self._metrics is None:
             self._num_envs = unroller.batch_size
-            env = alg._env
+            env = alg._rlf_env
             # With several learners every rank's metrics see every rank's steps
             # (all_environments): they are the one learner's metrics of all N*B environments.
             num_envs = self._num_envs * learners
@@ -183,7 +185,7 @@ class TrainingLoop:
                 batch_size=num_envs, reward_shape=tuple(alg.reward_spec.shape),
                 env_info_spec=env.env_info_spec() if env is not None else {},
                 buffer_size=max(config.summaries.metric_min_buffer_size, num_envs),
-                discount=alg._metric_discount)
+                discount=alg._rlf_metric_discount)
 
     # ------------------------------------------------------------------ replay buffers
     def _make_replay_buffer(self, data_spec, num_environments: int,
@@ -197,7 +199,7 @@ class TrainingLoop:
         """
         alg = self.algorithm
         try:
-            return alg._replay_buffer_ctor(
+            return alg._rlf_replay_buffer_ctor(
                 data_spec=data_spec, num_environments=num_environments, max_length=max_length,
                 name=f"{alg.name}_replay_buffer", **self._path.priority)
         except ValueError as e:
@@ -220,7 +222,7 @@ class TrainingLoop:
             UserError: (a ``ValueError``) for a setting the buffer refuses.
         """
         alg = self.algorithm
-        env = alg._env
+        env = alg._rlf_env
         ts = (env.time_step_spec() if env is not None else
               time_step_spec(alg.observation_spec, alg.action_spec, alg.reward_spec))
         spec = Experience(time_step=ts, action=alg.action_spec, rollout_info=(),
@@ -293,12 +295,12 @@ class TrainingLoop:
         if settings is None:
             return
         alg = self.algorithm
-        layout = alg._offline_layout()
+        layout = alg._rlf_offline_layout()
         offline = self._path.offline = make_offline_replay_buffer(
             settings["files"], layout.spec, length=settings["length"],
             aliases=layout.aliases, name=f"{alg.name}_offline_replay_buffer",
             action_spec=alg.action_spec, normalized_actions=settings["normalized_actions"],
-            buffer_ctor=alg._replay_buffer_ctor)
+            buffer_ctor=alg._rlf_replay_buffer_ctor)
         logger.info("loaded offline replay data: %d steps in %d environments",
                     offline.total_size, offline.num_environments)
         normalizers = observation_normalizers(alg)

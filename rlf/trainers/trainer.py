@@ -326,7 +326,7 @@ class Trainer:
         if world.distributed:
             # The batch draws continue from here as one learner's would; each learner's own
             # draws (and numpy's, Python's) get a stream of their own.
-            distributed.fork_shared_generators([algorithm._device])
+            distributed.fork_shared_generators([algorithm._rlf_device])
             own = (self._seed_value + 7919 * (world.rank + 1)) % RANDOM_SEED_LIMIT
             random.seed(own)
             np.random.seed(own)

@@ -11,6 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torch import nn
 
 from rlf.algorithms import Algorithm, RLAlgorithm, TrainerConfig, TrainingLoop
+from rlf.algorithms.reserved import set_framework_state
 from rlf.data_structures import AlgStep, LossInfo, StepType, valid_step_mask
 from rlf.environments import load
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
@@ -67,7 +68,7 @@ def _recorder(**config):
 def test_on_policy_epochs_preprocess_the_whole_unroll_then_shuffle_transitions():
     alg, env = _recorder(unroll_length=6, num_updates_per_train_iter=3, mini_batch_size=5,
                          mini_batch_length=1)
-    alg._is_on_policy = True
+    set_framework_state(alg, _rlf_is_on_policy=True)
     loop = TrainingLoop(alg, alg.unroller)  # the path follows: built anew
     assert loop.data_path.name == "unroll_epochs"
     steps = loop.train_iter()
@@ -96,7 +97,7 @@ def _train_summaries(tmp_path, iterations, on_policy=False, **config):
     the step, times the mini-batch's weight)."""
     from rlf.utils import summary
     alg, env = _recorder(**config)
-    alg._is_on_policy = on_policy
+    set_framework_state(alg, _rlf_is_on_policy=on_policy)
     TrainingLoop(alg, alg.unroller)  # the path follows: built anew
     summary.set_default_writer(summary.create_summary_writer(str(tmp_path), flush_secs=1))
     summary.set_summary_interval(1)

@@ -1,0 +1,180 @@
+"""The base classes keep their state in ``_rlf_*`` names a subclass would not use: a subclass's
+own ``_actor``, ``_critic`` and counters stay its own (also on an actor's copy), a subclass that
+assigns a name of the base classes' state is refused in one line, 0.1 members reach through
+``super()``, and ``train_iter`` is the algorithm's own (ALF's entry point)."""
+
+import functools
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from rlf.algorithms import PPOAlgorithm, RLAlgorithm, SACAlgorithm, TrainerConfig, TrainingLoop
+from rlf.data_structures import AlgStep, LossInfo
+from rlf.environments import load
+from rlf.unrollers import SyncUnroller
+from rlf.unrollers.actor_params import ActorIdentity
+from rlf.utils import deprecation
+from rlf.utils.errors import UserError
+
+ALF_FILE = Path(__file__).resolve().parents[1] / "data" / "alf_pendulum_sac_replay_buffer.pt"
+ADAM = functools.partial(torch.optim.Adam, lr=1e-3)
+
+
+class OwnNames(RLAlgorithm):
+    """A user's actor-critic that keeps its networks in ``_actor``/``_critic`` and counts its
+    own updates in ``_num_updates``, ``_loop`` and ``_env``."""
+
+    def __init__(self, env, config):
+        super().__init__(env.observation_spec(), env.action_spec(), env=env, config=config,
+                         is_on_policy=True, optimizer=ADAM, name="OwnNames")
+        self._actor, self._critic = nn.Linear(4, 2), nn.Linear(4, 1)
+        self._num_updates = 0
+        self._loop = "mine"
+        self._env = "mine too"
+
+    def rollout_step(self, time_step, state):
+        dist = torch.distributions.Categorical(logits=self._actor(time_step.observation))
+        action = dist.sample()
+        value = self._critic(time_step.observation).squeeze(-1)
+        return AlgStep(output=action, state=state,
+                       info=(dist.log_prob(action), value, time_step.reward))
+
+    def calc_loss(self, info):
+        log_prob, value, reward = info
+        return LossInfo(loss=-(log_prob * (reward - value).detach()) + (reward - value) ** 2)
+
+    def after_update(self, root_inputs, info):
+        self._num_updates += 1
+
+
+def test_a_subclass_keeps_its_own_actor_critic_and_counters_also_as_an_actor_copy():
+    env = load("CartPole-v1", 2, seed=0)
+    alg = OwnNames(env, TrainerConfig(unroll_length=4))
+    alg.actor_identity = ActorIdentity(1, 2)  # what build_actor does in an actor
+    assert isinstance(alg._actor, nn.Module) and alg.actor_identity == (1, 2)
+    for _ in range(3):
+        alg.train_iter()
+    assert alg._num_updates == alg.num_updates == 3
+    assert (alg._loop, alg._env) == ("mine", "mine too")
+    assert isinstance(alg.training_loop, TrainingLoop)
+    env.close()
+
+
+def test_the_built_in_actor_networks_take_an_actor_identity():
+    env = load("Pendulum-v1", 1, seed=0)
+    sac = SACAlgorithm(env.observation_spec(), env.action_spec(), actor_optimizer=ADAM,
+                       critic_optimizer=ADAM, alpha_optimizer=ADAM)
+    sac.actor_identity = ActorIdentity(0, 1)
+    assert isinstance(sac.actor, nn.Module) and sac.actor_identity.index == 0
+    env.close()
+
+
+class _Assigns(RLAlgorithm):
+    def __init__(self, name, value):
+        super().__init__(load("CartPole-v1", 1).observation_spec(),
+                         load("CartPole-v1", 1).action_spec(), is_on_policy=True)
+        setattr(self, name, value)
+
+
+@pytest.mark.parametrize("name", ["_rlf_learner", "_rlf_actor_identity", "_reward_weights"])
+def test_assigning_a_name_of_the_base_classes_state_is_one_line_naming_it(name):
+    with pytest.raises(UserError) as e:
+        _Assigns(name, None)
+    assert f"'{name}' takes a name that holds the state of rlf's Algorithm" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_defining_a_name_of_the_base_classes_state_is_one_line_naming_it():
+    class Defines(_Assigns):
+        def _rlf_probe_rollout_step(self):
+            return None
+
+    with pytest.raises(UserError, match="Defines: the member '_rlf_probe_rollout_step'"):
+        Defines("x", 1)
+
+
+class OldSAC(SACAlgorithm):
+    """A SAC variant written for rlf 0.1: it reads offline files with less than the default
+    layout through ``super()``."""
+
+    def offline_experience_spec(self):
+        spec = super().offline_experience_spec()
+        return spec._replace(time_step=spec.time_step._replace(env_id=spec.time_step.env_id))
+
+
+def test_a_0_1_override_calling_super_loads_alfs_file_and_trains_with_one_warning():
+    deprecation._warned.clear()
+    env = load("Pendulum-v1", 1, seed=0)
+    config = TrainerConfig(unroll_length=0, offline_buffer_dir=str(ALF_FILE),
+                           offline_normalized_actions=True, mini_batch_size=16,
+                           mini_batch_length=2, num_iterations=3)
+    alg = OldSAC(env.observation_spec(), env.action_spec(), actor_optimizer=ADAM,
+                 critic_optimizer=ADAM, alpha_optimizer=ADAM, config=config)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            alg.train_iter()
+    messages = [str(w.message) for w in record if issubclass(w.category, DeprecationWarning)]
+    assert messages == ["overriding RLAlgorithm.offline_experience_spec is deprecated and will "
+                        "be removed in rlf 0.3; use offline_layout() (its spec)"], messages
+    assert alg.num_updates == 3 and alg.training_loop.offline_replay_buffer.total_size > 0
+    env.close()
+
+
+def test_every_0_1_member_is_reached_through_super():
+    from rlf.algorithms.deprecated import DEPRECATED_MEMBERS
+
+    class Old(PPOAlgorithm):
+        def read(self, name):
+            return getattr(super(), name)
+
+    env = load("CartPole-v1", 2, seed=0)
+    alg = Old(env.observation_spec(), env.action_spec(), env=env,
+              config=TrainerConfig(unroll_length=4, mini_batch_size=4), optimizer=ADAM)
+    alg.train_iter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for name in DEPRECATED_MEMBERS:
+            if name not in ("check_training_settings", "finish_train"):
+                alg.read(name)  # no AttributeError
+    env.close()
+
+
+def _ppo(env):
+    torch.manual_seed(0)
+    return PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env,
+                        config=TrainerConfig(unroll_length=8, mini_batch_size=4,
+                                             num_updates_per_train_iter=2),
+                        optimizer=ADAM)
+
+
+def test_train_iter_unrolls_the_algorithms_own_env_as_the_training_loop_does():
+    env = load("CartPole-v1", 2, seed=0)
+    alg = _ppo(env)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no deprecation, no other warning
+        for _ in range(4):
+            alg.train_iter()
+    assert alg.get_env_steps() > 0 and alg.num_updates == 4 * 2  # iterations x epochs
+    other_env = load("CartPole-v1", 2, seed=0)
+    other = _ppo(other_env)
+    loop = TrainingLoop(other, SyncUnroller(other_env, other))
+    for _ in range(4):
+        loop.train_iter()
+    assert other.get_env_steps() == alg.get_env_steps()
+    for (name, a), b in zip(alg.state_dict().items(), other.state_dict().values()):
+        if isinstance(a, torch.Tensor):
+            assert torch.equal(a, b), name
+    env.close()
+    other_env.close()
+
+
+def test_train_iter_without_a_config_is_one_line():
+    env = load("CartPole-v1", 1)
+    alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), optimizer=ADAM)
+    with pytest.raises(UserError, match="train_iter needs the algorithm built with config="):
+        alg.train_iter()
+    env.close()
