@@ -25,6 +25,7 @@ from rlf.algorithms.reserved import (check_reserved_name, check_subclass_members
 from rlf.algorithms.learner import Learner
 from rlf.algorithms.optimization import LOSS_AVERAGES, NonFiniteLossError, check_optimizer_args
 from rlf.data_structures import AlgStep, Experience, LossInfo
+from rlf.utils.errors import UserError
 from rlf.utils.common import zeros_from_spec
 
 __all__ = ["Algorithm", "NonFiniteLossError"]
@@ -129,26 +130,55 @@ class Algorithm(nn.Module):
     # ------------------------------------------------------------------ reserved names
     def __setattr__(self, name: str, value: Any) -> None:
         """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``) unless
-        it is a settable property of theirs (``RLAlgorithm.actor_identity``)."""
+        it is a settable property of theirs (``RLAlgorithm.actor_identity``), and a new
+        sub-module, parameter or buffer once the optimizers exist (``_check_new_state``)."""
         if not _base_setter(type(self), name):
             check_reserved_name(type(self).__name__, name, "the attribute")
+        if isinstance(value, (nn.Module, nn.Parameter)):
+            self._check_new_state(name, "module" if isinstance(value, nn.Module) else "parameter")
         super().__setattr__(name, value)
 
     def register_buffer(self, name: str, tensor: Optional[torch.Tensor],
                         persistent: bool = True) -> None:
-        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``)."""
+        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``), and a
+        new buffer once the optimizers exist."""
         check_reserved_name(type(self).__name__, name, "the buffer")
+        self._check_new_state(name, "buffer")
         super().register_buffer(name, tensor, persistent)
 
     def register_parameter(self, name: str, param: Optional[nn.Parameter]) -> None:
-        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``)."""
+        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``), and a
+        new parameter once the optimizers exist."""
         check_reserved_name(type(self).__name__, name, "the parameter")
+        self._check_new_state(name, "parameter")
         super().register_parameter(name, param)
 
     def add_module(self, name: str, module: Optional[nn.Module]) -> None:
-        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``)."""
+        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``), and a
+        new sub-module once the optimizers exist."""
         check_reserved_name(type(self).__name__, name, "the module")
+        self._check_new_state(name, "module")
         super().add_module(name, module)
+
+    def _check_new_state(self, name: str, what: str) -> None:
+        """Refuses a sub-module, parameter or buffer under a new name once the optimizers
+        exist (right after construction in a ``Trainer``; at the first ``train_iter``): it
+        would be in no optimizer, and in checkpoints written after it appeared but not in
+        the state a resumed run builds, which then refuses its own checkpoint.
+
+        Raises:
+            UserError: (a ``ValueError``) naming it and the documented way.
+        """
+        learner = vars(self).get("_rlf_learner")
+        if learner is None or not learner.built:
+            return
+        if any(name in vars(self).get(d, {}) for d in ("_modules", "_parameters", "_buffers")):
+            return  # replacing one it has
+        raise UserError(f"{type(self).__name__}: the {what} '{name}' is added after "
+                        f"construction, where no optimizer trains it and a resumed run "
+                        f"would refuse the checkpoint; create it in the constructor (a "
+                        f"memory of the algorithm's own: see the guide, 'A memory of your "
+                        f"own')")
 
     # ------------------------------------------------------------------ properties
     @property

@@ -807,6 +807,11 @@ def make_data_path(algorithm, config) -> DataPath:
         raise UserError(f"{name} trains from sampled replay batches, which need "
                         f"TrainerConfig.mini_batch_size and mini_batch_length (or, without "
                         f"offline data, TrainerConfig.whole_replay_buffer_training = True)")
+    if config.priority_replay and config.offline_buffer_dir and path != "offline":
+        raise UserError(f"TrainerConfig.priority_replay = True with offline data: the "
+                        f"offline_fraction = {config.offline_fraction} of each hybrid "
+                        f"mini-batch has no importance weight and no priority; remove "
+                        f"priority_replay (or offline_buffer_dir)")
     return Replay(algorithm, sequences, mini_batches, config.num_updates_per_train_iter,
                   config.whole_replay_buffer_training, config.clear_replay_buffer,
                   config.initial_collect_steps, config.offline_fraction,

@@ -28,6 +28,7 @@ from rlf.algorithms.schedules import StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
 from rlf.networks import ActorCriticNetwork, ClipToBounds
 from rlf.networks.actor_critic import greedy_action
+from rlf.replay import ReplayBuffer
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
 from rlf.utils import summary
 from rlf.utils.deprecation import renamed
@@ -167,6 +168,7 @@ class ImpalaAlgorithm(RLAlgorithm):
                          is_on_policy=is_on_policy, name=name, metric_discount=gamma,
                          **kwargs)
         self._network = network
+        self._memory_ctor = kwargs.get("replay_buffer_ctor") or ReplayBuffer
         self._to_env = ClipToBounds(action_spec)
         self._gamma = gamma
         self._entropy_schedule = StepSchedule(entropy_regularization,
@@ -198,7 +200,7 @@ class ImpalaAlgorithm(RLAlgorithm):
             return
         if self.experience_replay_memory is None:
             spec = spec_from_tensors(exp)
-            self._memory.buffer = self._replay_buffer_ctor(
+            self._memory.buffer = self._memory_ctor(
                 data_spec=spec, num_environments=exp.time_step.step_type.shape[0],
                 name=f"{self._name}_experience_replay", **self._memory_args)
         self.experience_replay_memory.add_batch(exp, exp.time_step.env_id)

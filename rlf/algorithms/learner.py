@@ -59,6 +59,37 @@ class _Optimizer:
         self.name, self.tag, self.every = name, tag, every
 
 
+def _check_steps(name: str, key: Optional[str], loss: torch.Tensor,
+                 valid_masks: Optional[torch.Tensor]) -> None:
+    """Refuses a per-step loss over no step: a loss over the ``[T-k, B]`` transitions (or
+    n-step targets) of sequences of ``T <= k`` steps.
+
+    Raises:
+        UserError: (a ``ValueError``) naming ``TrainerConfig.mini_batch_length``.
+    """
+    if loss.ndim >= 2 and loss.shape[0] == 0 and valid_masks is not None:
+        term = "" if key is None else f" term {key!r}"
+        raise UserError(f"{name}.calc_loss gave a loss{term} over 0 steps of sequences of "
+                        f"{valid_masks.shape[0]} steps: a loss over transitions needs "
+                        f"TrainerConfig.mini_batch_length >= 2 (or more for n-step targets)")
+
+
+def _check_prioritized_rows(name: str, batch_info, experience: Experience) -> None:
+    """Refuses a prioritised mini-batch to which sequences were appended (the offline data of
+    hybrid training, or ``mix_experience``): they have no importance weight and no priority
+    to update, so the update would silently train without prioritised replay's correction.
+
+    Raises:
+        UserError: (a ``ValueError``) naming the rows and the fix.
+    """
+    rows, drawn = nest.flatten(experience)[0].shape[1], batch_info.env_ids.shape[0]
+    if rows != drawn:
+        raise UserError(f"{name}.mix_experience appended {rows - drawn} sequences to a "
+                        f"prioritised mini-batch of {drawn}: they have no importance weight "
+                        f"and no priority to update; remove TrainerConfig.priority_replay, or "
+                        f"append none")
+
+
 class Learner:
     """The optimizers and gradient updates of ``algorithm`` (the root of an algorithm tree).
 
@@ -91,8 +122,19 @@ class Learner:
     # ------------------------------------------------------------------ optimizers
     @property
     def built(self) -> bool:
-        """Whether the optimizers exist (``add_optimizer`` is refused from then on)."""
+        """Whether the optimizers exist (``add_optimizer`` is refused from then on, and so
+        is a sub-module, parameter or buffer the algorithm did not have then)."""
         return self._entries is not None
+
+    def build(self) -> None:
+        """Builds the optimizers and their schedules now (otherwise the first update or
+        ``state_dict`` does), so that a setting they refuse stops a run before anything is
+        written.
+
+        Raises:
+            ValueError: for a setting an optimizer or schedule refuses.
+        """
+        self._built()
 
     @property
     def optimizers(self) -> List[torch.optim.Optimizer]:
@@ -161,6 +203,7 @@ class Learner:
         # calc_loss saw the [T-k, B] steps after a burn-in: so does the mask
         experience, valid = self.sequences.after_burn_in(experience, valid)
         if batch_info is not None and self.replay is not None:
+            _check_prioritized_rows(type(alg).__name__, batch_info, experience)
             weights = batch_info.importance_weights.to(alg._rlf_device)
             loss_info = loss_info._replace(loss=nest.map_structure(
                 lambda x: importance_weighted(alg.name, x, weights), loss_info.loss))
@@ -371,6 +414,7 @@ class Learner:
         terms = {}
         for key, x, mask, extra in items:
             if isinstance(x, torch.Tensor):
+                _check_steps(alg.name, key, x, valid_masks)
                 mask_x = term_mask(valid_masks, x, mask)
                 if self.counters.num_updates == 0:
                     _warn_if_masked_out(alg.name, key, mask_x)

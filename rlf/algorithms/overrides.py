@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from rlf.utils.deprecation import warn_deprecated
+from rlf.utils.errors import UserError
 
-__all__ = ["OVERRIDABLE_0_1_HOOKS", "deprecated_override"]
+__all__ = ["OVERRIDABLE_0_1_HOOKS", "check_observe_for_replay", "deprecated_override"]
 
 #: hook -> what replaces overriding it.
 OVERRIDABLE_0_1_HOOKS = {
@@ -33,3 +34,31 @@ def deprecated_override(algorithm, name: str) -> Optional[Any]:
             warn_deprecated(f"overriding RLAlgorithm.{name}", OVERRIDABLE_0_1_HOOKS[name])
             return getattr(algorithm, name)
     return None
+
+
+def check_observe_for_replay(cls: type) -> None:
+    """Refuses an ``observe_for_replay`` written for rlf 0.1, where the base class's hook stored
+    the step it was given: an override that changed the step and passed it to ``super()``
+    relabelled what was stored. Since rlf 0.2 the data path stores each step before it calls
+    the hook, so such an override would silently store the unchanged step. It is recognised
+    as an override whose ``super().observe_for_replay`` call reaches rlf's base class (a call
+    that reaches a built-in algorithm's hook, IMPALA's memory, is kept).
+
+    Raises:
+        UserError: (a ``ValueError``) naming the class and the way to relabel now.
+    """
+    mro = cls.__mro__
+    for i, klass in enumerate(mro):
+        if vars(klass).get("_rlf_base_class"):
+            return
+        hook = vars(klass).get("observe_for_replay")
+        code = getattr(hook, "__code__", None)
+        if code is None or not {"super", "observe_for_replay"} <= set(code.co_names):
+            continue
+        parent = next(k for k in mro[i + 1:] if "observe_for_replay" in vars(k))
+        if vars(parent).get("_rlf_base_class"):
+            raise UserError(
+                f"{klass.__name__}.observe_for_replay calls super().observe_for_replay: since "
+                f"rlf 0.2 each step is stored before the hook runs, so a step changed there is "
+                f"not what is stored; relabel stored experience in preprocess_experience (or "
+                f"a ReplayBuffer subclass as replay_buffer_ctor), and drop the super() call")

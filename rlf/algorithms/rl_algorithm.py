@@ -38,7 +38,7 @@ from rlf.algorithms.algorithm import Algorithm
 from rlf.algorithms.counters import without_legacy_update_counter
 from rlf.algorithms.data_paths import replay_buffer_length
 from rlf.algorithms.data_paths import trains_on_rollout_graph as _rollout_graph_settings
-from rlf.algorithms.overrides import deprecated_override
+from rlf.algorithms.overrides import check_observe_for_replay, deprecated_override
 from rlf.algorithms.reserved import set_framework_state
 from rlf.algorithms.training_loop import TrainingLoop
 from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
@@ -147,6 +147,10 @@ class RLAlgorithm(Algorithm):
             ``reward_scale`` that is not positive, or an on-policy algorithm with a
             fractional or zero ``unroll_length``, or with ``unroll_length = 1`` where it
             trains on the rollout's graph.
+        UserError: (a ``ValueError``) for an ``observe_for_replay`` written for rlf 0.1 that
+            passes a changed step to ``super()`` (``check_observe_for_replay``), and for a
+            subclass that assigns or defines a name of the base classes' state
+            (``reserved.py``).
     """
 
     _rlf_base_class = True  # defines reserved names (``reserved.py``)
@@ -171,6 +175,7 @@ class RLAlgorithm(Algorithm):
                  replay_buffer_ctor=None,
                  rollout_graph_training: bool = True,
                  **kwargs):
+        check_observe_for_replay(type(self))
         super().__init__(train_state_spec=train_state_spec,
                          rollout_state_spec=rollout_state_spec,
                          predict_state_spec=predict_state_spec, is_on_policy=is_on_policy,
@@ -302,6 +307,7 @@ class RLAlgorithm(Algorithm):
                 raise UserError(f"{self._rlf_name}: train_iter needs the algorithm built with "
                                 f"config=TrainerConfig(...) (and env= to act), or a "
                                 f"TrainingLoop over it (rlf.algorithms.TrainingLoop)")
+            self._rlf_learner.build()  # as a Trainer does, before anything runs
             loop = TrainingLoop(self, None if env is None else SyncUnroller(env, self))
             loop.load_offline_data()
         elif loop.unroller is None and env is not None:

@@ -298,7 +298,7 @@ class Trainer:
         load_initial_checkpoint(self._algorithm)
         # The optimizers and their schedules now, not at the first update: a setting they
         # refuse (a negative learning rate) then stops the run before anything is written.
-        self._algorithm.learner.optimizers
+        self._algorithm.learner.build()
         algorithm = self._algorithm
         # The loop and its data path, built now: a setting the path refuses stops the run
         # before anything is written (make_data_path).

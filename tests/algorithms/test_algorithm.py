@@ -478,6 +478,6 @@ def test_the_deprecated_train_from_replay_buffer_warns_with_its_replacement():
     deprecation._warned.discard(("", "RLAlgorithm.train_from_replay_buffer"))
     with pytest.warns(DeprecationWarning, match=r"RLAlgorithm.train_from_replay_buffer is "
                                                 r"deprecated and will be removed in rlf 0.3; "
-                                                r"use TrainingLoop.train_iter\(\)"):
+                                                r"use algorithm.train_iter\(\)"):
         assert alg.train_from_replay_buffer() == 0  # nothing collected yet
     env.close()

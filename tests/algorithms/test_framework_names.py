@@ -178,3 +178,95 @@ def test_train_iter_without_a_config_is_one_line():
     with pytest.raises(UserError, match="train_iter needs the algorithm built with config="):
         alg.train_iter()
     env.close()
+
+
+class Relabels(OwnNames):
+    """A store-time relabelling written for rlf 0.1."""
+
+    def observe_for_replay(self, exp):
+        super().observe_for_replay(exp._replace(time_step=exp.time_step._replace(
+            reward=exp.time_step.reward * 0)))
+
+
+def test_a_0_1_store_time_relabelling_is_refused_at_construction():
+    env = load("CartPole-v1", 1)
+    with pytest.raises(UserError, match="Relabels.observe_for_replay calls "
+                                        r"super\(\)\.observe_for_replay: since rlf 0\.2"):
+        Relabels(env, TrainerConfig(unroll_length=4))
+    env.close()
+
+
+def test_a_call_of_a_built_in_observe_for_replay_is_kept():
+    from rlf.algorithms import ImpalaAlgorithm
+
+    class Counts(ImpalaAlgorithm):
+        def observe_for_replay(self, exp):
+            super().observe_for_replay(exp)
+
+    env = load("CartPole-v1", 1)
+    Counts(env.observation_spec(), env.action_spec(), optimizer=ADAM)
+    env.close()
+
+
+def test_a_module_added_after_construction_is_one_line_naming_the_documented_way():
+    env = load("CartPole-v1", 1)
+
+    class Lazy(OwnNames):
+        def after_train_iter(self, root_inputs, rollout_info=None):
+            self.memory = nn.Linear(1, 1)
+
+    alg = Lazy(env, TrainerConfig(unroll_length=4))
+    with pytest.raises(UserError, match="Lazy: the module 'memory' is added after "
+                                        "construction.*'A memory of your own'"):
+        alg.train_iter()
+    alg._actor = nn.Linear(4, 2)  # replacing one it has is not adding one
+    env.close()
+
+
+def test_a_loss_over_no_transition_is_one_line_naming_mini_batch_length():
+    import examples.minimal_dqn as minimal
+
+    env = load("CartPole-v1", 1, seed=0)
+    alg = minimal.MinimalDQN(env.observation_spec(), env.action_spec(), env=env,
+                             optimizer=ADAM,
+                             config=TrainerConfig(unroll_length=4, mini_batch_size=4,
+                                                  mini_batch_length=1, initial_collect_steps=8))
+    with pytest.raises(UserError, match="MinimalDQN.calc_loss gave a loss over 0 steps of "
+                                        "sequences of 1 steps: a loss over transitions needs "
+                                        "TrainerConfig.mini_batch_length >= 2"):
+        for _ in range(4):
+            alg.train_iter()
+    env.close()
+
+
+def test_prioritised_replay_with_offline_data_is_one_line():
+    from rlf.algorithms import DQNAlgorithm
+    env = load("CartPole-v1", 1)
+    config = TrainerConfig(unroll_length=1, offline_buffer_dir="x.pt", priority_replay=True,
+                           mini_batch_size=4, mini_batch_length=2)
+    alg = DQNAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
+                       optimizer=ADAM)
+    with pytest.raises(UserError, match=r"priority_replay = True with offline data: the "
+                                        r"offline_fraction = 0.5 of each hybrid"):
+        alg.train_iter()
+    env.close()
+
+
+def test_sequences_mixed_into_a_prioritised_batch_are_one_line():
+    from rlf.algorithms import DQNAlgorithm
+    from rlf.nest.utils import cat_nests
+
+    class Mixes(DQNAlgorithm):
+        def mix_experience(self, experience, batch_info):
+            return cat_nests([experience, experience]), batch_info
+
+    env = load("CartPole-v1", 2, seed=0)
+    config = TrainerConfig(unroll_length=4, priority_replay=True, mini_batch_size=4,
+                           mini_batch_length=2, initial_collect_steps=8)
+    alg = Mixes(env.observation_spec(), env.action_spec(), env=env, config=config,
+                optimizer=ADAM)
+    with pytest.raises(UserError, match="Mixes.mix_experience appended 4 sequences to a "
+                                        "prioritised mini-batch of 4"):
+        for _ in range(4):
+            alg.train_iter()
+    env.close()
