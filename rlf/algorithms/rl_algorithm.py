@@ -147,7 +147,8 @@ class RLAlgorithm(Algorithm):
             ``reward_scale`` that is not positive, or an on-policy algorithm with a
             fractional or zero ``unroll_length``, or with ``unroll_length = 1`` where it
             trains on the rollout's graph.
-        UserError: (a ``ValueError``) for an ``observe_for_replay`` written for rlf 0.1 that
+        UserError: (a ``ValueError``) for offline data with an on-policy algorithm, for an
+            ``observe_for_replay`` written for rlf 0.1 that
             passes a changed step to ``super()`` (``check_observe_for_replay``), and for a
             subclass that assigns or defines a name of the base classes' state
             (``reserved.py``).
@@ -213,6 +214,9 @@ class RLAlgorithm(Algorithm):
         if env is not None:
             if config is None:
                 raise ValueError(f"{name}: an algorithm given an env needs config=TrainerConfig")
+            if self._rlf_is_on_policy and config.offline_buffer_dir:
+                raise UserError(f"TrainerConfig.offline_buffer_dir needs an off-policy "
+                                f"algorithm; {name} is on-policy")
             if self._rlf_is_on_policy and (config.unroll_length < 1
                                        or config.unroll_length != int(config.unroll_length)):
                 raise ValueError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "

@@ -277,8 +277,9 @@ class TrainingLoop:
         or ALF's), taking ``config.offline_buffer_length`` steps per environment (all if
         None), matched by key to the algorithm's ``offline_layout()``. Bounded actions are
         checked against the action spec's bounds, and rescaled from [-1, 1] with
-        ``config.offline_normalized_actions`` (ALF's files). Without offline settings it does
-        nothing.
+        ``config.offline_normalized_actions`` (ALF's files). With ``use_rollout_state`` the
+        files must hold the rollout state each sequence starts from (rlf's replay files of
+        such a run do). Without offline settings it does nothing.
 
         Training then samples from it: only from it while there is no online data
         (``unroll_length = 0`` trains purely offline), and for ``config.offline_fraction`` of
@@ -296,6 +297,10 @@ class TrainingLoop:
             return
         alg = self.algorithm
         layout = alg._rlf_offline_layout()
+        if (self.config.data_path.use_rollout_state and nest.flatten(alg.rollout_state_spec)
+                and not nest.flatten(layout.spec.state)):
+            # Sequences start from their stored rollout state: the files must hold it.
+            layout = layout._replace(spec=layout.spec._replace(state=alg.rollout_state_spec))
         offline = self._path.offline = make_offline_replay_buffer(
             settings["files"], layout.spec, length=settings["length"],
             aliases=layout.aliases, name=f"{alg.name}_offline_replay_buffer",

@@ -46,8 +46,10 @@ def make_unroller(config, env, algorithm, seed: int, root_dir: Path,
     if not config.async_unroll:
         return SyncUnroller(env, algorithm, device=config.device)
     if algorithm.on_policy:
-        raise UserError("TrainerConfig.async_unroll needs an off-policy algorithm (actors "
-                        "cannot return the rollout's autograd graph); set is_on_policy=False")
+        raise UserError(f"TrainerConfig.async_unroll needs an off-policy algorithm; "
+                        f"{algorithm.name} is on-policy (it trains on each unroll of the "
+                        f"learner's own environments as it comes); remove async_unroll, or "
+                        f"train an off-policy algorithm with actors (IMPALA)")
     algorithm_ctor = functools.partial(
         config.algorithm_ctor, observation_spec=env.observation_spec(),
         action_spec=env.action_spec(), reward_spec=env.reward_spec())
