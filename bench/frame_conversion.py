@@ -49,14 +49,14 @@ def main():
         repeats = max(20, 6400 // n)
         for fmt, name in ((torch.channels_last, "channels_last"),
                           (torch.contiguous_format, "contiguous")):
-            def baseline():
+            def baseline(x=x, fmt=fmt):
                 return torch.mul(x, 1.0 / 255.0, out=torch.empty(x.shape, memory_format=fmt))
             y = _scale(x, fmt)
             assert torch.equal(y, baseline()) and y.is_contiguous(memory_format=fmt)
             base, new = [], []
             for _ in range(args.rounds):
                 base.append(_ms(baseline, repeats))
-                new.append(_ms(lambda: _scale(x, fmt), repeats))
+                new.append(_ms(lambda x=x, fmt=fmt: _scale(x, fmt), repeats))
             b, s = statistics.median(base), statistics.median(new)
             print(f"{n:4d} frames -> {name:13s}: torch.mul(out=) {b:6.2f} ms, _scale {s:6.2f} ms "
                   f"({b / s:.2f}x)", flush=True)

@@ -70,7 +70,9 @@ def run_rlf(capacity, seconds):
         rollout_info={"behaviour_logits": torch.zeros(NUM_ENVS, 6), "value": z})
         for o in pool]
     it = iter(range(10**12))
-    add = lambda: rb.add_batch(batches[next(it) % len(batches)])
+
+    def add():
+        rb.add_batch(batches[next(it) % len(batches)])
     while rb.total_size < capacity // NUM_ENVS * NUM_ENVS:
         add()
     add_rate = _rate(add, seconds) * NUM_ENVS
@@ -129,7 +131,9 @@ def run_torchrl(capacity, seconds):
     storage = LazyTensorStorage(capacity)
     rb = ReplayBuffer(storage=storage, batch_size=256)
     it = iter(range(10**12))
-    add = lambda: rb.extend(tds[next(it) % len(tds)])
+
+    def add():
+        rb.extend(tds[next(it) % len(tds)])
     while len(rb) < capacity:
         add()
     add_rate = _rate(add, seconds) * NUM_ENVS

@@ -154,7 +154,7 @@ def main() -> int:
                       flush=True)
                 failed += diff is not None
         finally:
-            for side, tree in trees.items():
+            for tree in trees.values():
                 if tree != REPO:
                     subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
                                     str(tree)], capture_output=True)

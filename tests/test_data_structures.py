@@ -40,8 +40,8 @@ def test_time_step_spec():
 
 def test_starts_transition_at_episode_ends_and_cuts():
     from rlf.data_structures import starts_transition
-    f, m, l = StepType.FIRST, StepType.MID, StepType.LAST
-    per_env = [[f, m, l, f],   # an episode ends: LAST -> FIRST
+    f, m, last = StepType.FIRST, StepType.MID, StepType.LAST
+    per_env = [[f, m, last, f],   # an episode ends: LAST -> FIRST
                [m, m, f, m],   # cut: MID -> FIRST
                [f, f, m, m],   # cut right after a reset: FIRST -> FIRST
                [f, m, m, m]]   # unbroken

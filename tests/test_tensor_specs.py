@@ -77,7 +77,7 @@ def test_bounded_errors():
     with pytest.raises(ValueError, match="exceeds maximum"):
         BoundedTensorSpec((), torch.float32, 2, 1)
     with pytest.raises(ValueError, match="discrete"):
-        BoundedTensorSpec((), torch.float32, 0, 1).num_values
+        BoundedTensorSpec((), torch.float32, 0, 1).num_values  # noqa: B018
 
 
 def test_validate_nest_messages():

@@ -13,7 +13,7 @@ replay buffer hands out batch-major ``[B, T, ...]`` data, which the learner tran
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import nn

@@ -134,13 +134,26 @@ def check_sequence_length(config, owner: str, what: str, steps: str, need: int) 
 
 
 def offline_data_settings(config) -> Optional[Dict[str, Any]]:
-    """``{"files", "length", "normalized_actions"}`` of ``config``'s offline data
-    (``offline_buffer_dir``, ``offline_buffer_length``, ``offline_normalized_actions``), or
-    None without offline data."""
+    """``{"files", "length", "normalized_actions", "stored_state"}`` of ``config``'s offline
+    data (``offline_buffer_dir``, ``offline_buffer_length``, ``offline_normalized_actions``,
+    and ``use_rollout_state``: whether sequences start from the rollout state stored with
+    them), or None without offline data."""
     if config is None or not config.offline_buffer_dir:
         return None
     return dict(files=config.offline_buffer_dir, length=config.offline_buffer_length,
-                normalized_actions=config.offline_normalized_actions)
+                normalized_actions=config.offline_normalized_actions,
+                stored_state=config.use_rollout_state)
+
+
+def refuse_offline_data_on_policy(config, name: str) -> None:
+    """Refuses offline data for an on-policy algorithm (which trains on its own unrolls).
+
+    Raises:
+        UserError: (a ``ValueError``) naming the setting and the algorithm.
+    """
+    if config is not None and config.offline_buffer_dir:
+        raise UserError(f"TrainerConfig.offline_buffer_dir needs an off-policy algorithm; "
+                        f"{name} is on-policy")
 
 
 def check_uses_rollout_state(config, owner: str) -> None:
@@ -237,9 +250,9 @@ class Sequences:
         initial_state = algorithm.get_initial_train_state(batch)
         infos = []
         for t in range(t_len):
-            inputs = nest.map_structure(lambda x: x[t], time_step)
+            inputs = nest.map_structure(lambda x, t=t: x[t], time_step)
             state = reset_state_if_necessary(state, initial_state, inputs.is_first())
-            info_t = nest.map_structure(lambda x: x[t], rollout_info)
+            info_t = nest.map_structure(lambda x, t=t: x[t], rollout_info)
             if t < self.burn_in_steps:
                 with torch.no_grad():
                     state = detach(algorithm.train_step(inputs, state, info_t).state)
@@ -658,7 +671,7 @@ class Replay(DataPath):
         ``make_buffer``, which the ``TrainingLoop`` sets), then gives it to the algorithm's
         ``observe_for_replay``."""
         for t in range(experience.time_step.step_type.shape[0]):
-            step = nest.map_structure(lambda x: x[t], experience)
+            step = nest.map_structure(lambda x, t=t: x[t], experience)
             if self.buffer is None:
                 self.set_buffer(self.make_buffer(spec_from_tensors(step)))
             self.buffer.add_batch(step, step.time_step.env_id)
@@ -755,8 +768,8 @@ def make_data_path(algorithm, config) -> DataPath:
     """
     name, path = algorithm.name, data_path_name(algorithm, config)
     on_policy = bool(algorithm.on_policy)
-    if on_policy and config.offline_buffer_dir:
-        raise UserError("TrainerConfig.offline_buffer_dir needs an off-policy algorithm")
+    if on_policy:
+        refuse_offline_data_on_policy(config, name)
     ignored = []
     if on_policy and config.unroll_with_grad:
         ignored.append(("unroll_with_grad", "an on-policy algorithm keeps the rollout's "

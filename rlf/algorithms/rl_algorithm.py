@@ -36,7 +36,7 @@ from torch import nn
 from rlf import nest
 from rlf.algorithms.algorithm import Algorithm
 from rlf.algorithms.counters import without_legacy_update_counter
-from rlf.algorithms.data_paths import replay_buffer_length
+from rlf.algorithms.data_paths import refuse_offline_data_on_policy, replay_buffer_length
 from rlf.algorithms.data_paths import trains_on_rollout_graph as _rollout_graph_settings
 from rlf.algorithms.overrides import check_observe_for_replay, deprecated_override
 from rlf.algorithms.reserved import set_framework_state
@@ -214,9 +214,8 @@ class RLAlgorithm(Algorithm):
         if env is not None:
             if config is None:
                 raise ValueError(f"{name}: an algorithm given an env needs config=TrainerConfig")
-            if self._rlf_is_on_policy and config.offline_buffer_dir:
-                raise UserError(f"TrainerConfig.offline_buffer_dir needs an off-policy "
-                                f"algorithm; {name} is on-policy")
+            if self._rlf_is_on_policy:
+                refuse_offline_data_on_policy(config.data_path, name)
             if self._rlf_is_on_policy and (config.unroll_length < 1
                                        or config.unroll_length != int(config.unroll_length)):
                 raise ValueError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
@@ -384,7 +383,8 @@ class RLAlgorithm(Algorithm):
         Returns:
             ``OfflineLayout(spec, aliases)``.
         """
-        ts = time_step_spec(self._rlf_observation_spec, self._rlf_action_spec, self._rlf_reward_spec)
+        ts = time_step_spec(self._rlf_observation_spec, self._rlf_action_spec,
+                            self._rlf_reward_spec)
         action = self._rlf_action_spec
 
         def _bounded(path, spec):  # the recorded action keeps its bounds (checked, rescaled)
@@ -419,7 +419,8 @@ class RLAlgorithm(Algorithm):
         """``rollout_step`` on a zero ``FIRST`` step of one environment, in eval mode,
         without gradients, with torch's random state restored afterwards (so that a run's
         random numbers do not depend on it)."""
-        ts_spec = time_step_spec(self._rlf_observation_spec, self._rlf_action_spec, self._rlf_reward_spec)
+        ts_spec = time_step_spec(self._rlf_observation_spec, self._rlf_action_spec,
+                                 self._rlf_reward_spec)
         time_step = nest.map_structure(lambda spec: spec.zeros((1,)).to(self._rlf_device),
                                        ts_spec._replace(env_info={}))
         time_step = time_step._replace(step_type=torch.full_like(time_step.step_type,

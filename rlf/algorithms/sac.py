@@ -162,8 +162,9 @@ class SACAlgorithm(RLAlgorithm):
         name, gradient_clipping, ...: see ``Algorithm``.
 
     Raises:
-        ValueError: if one of the three optimizers is missing or cannot be called, the action spec is not bounded and continuous, ``gamma`` is
-            outside ``[0, 1]``, or ``initial_alpha <= 0``.
+        ValueError: if one of the three optimizers is missing or cannot be called, the action
+            spec is not bounded and continuous, ``gamma`` is outside ``[0, 1]``, or
+            ``initial_alpha <= 0``.
     """
 
     def __init__(self,

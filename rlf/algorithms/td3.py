@@ -15,7 +15,6 @@ from typing import Any
 
 import gin
 import torch
-from torch import nn
 
 from rlf.algorithms.action_bounds import (ActionBounds, check_continuous,
                                           uniform_start_action)

@@ -297,7 +297,7 @@ class TrainingLoop:
             return
         alg = self.algorithm
         layout = alg._rlf_offline_layout()
-        if (self.config.data_path.use_rollout_state and nest.flatten(alg.rollout_state_spec)
+        if (settings["stored_state"] and nest.flatten(alg.rollout_state_spec)
                 and not nest.flatten(layout.spec.state)):
             # Sequences start from their stored rollout state: the files must hold it.
             layout = layout._replace(spec=layout.spec._replace(state=alg.rollout_state_spec))

@@ -388,7 +388,7 @@ def write_tables(rows: List[Dict], root_dir: Path) -> None:
     for game in dict.fromkeys(r["game"] for r in rows):
         runs = [r for r in rows if r["game"] == game]
 
-        def mean(key):
+        def mean(key, runs=runs):
             return sum(r[key] for r in runs) / len(runs)
 
         each = ", ".join(f"{r['score']:.1f}" for r in runs)

@@ -167,7 +167,7 @@ class VectorEnvironment:
         try:
             obs, info = self._env.reset(seed=seed)
         except ValueError as e:
-            raise self._batching_error(e) or e
+            raise (self._batching_error(e) or e) from e
         obs, info = self._in_env_order(info, obs)
         self._raise_reported_mismatch(info)
         self._check_finite(None, obs)
@@ -212,7 +212,7 @@ class VectorEnvironment:
         try:
             obs, reward, terminated, truncated, info = self._env.step(np_action)
         except ValueError as e:
-            raise self._batching_error(e) or e
+            raise (self._batching_error(e) or e) from e
         obs, reward, terminated, truncated, info = self._in_env_order(
             info, obs, reward, terminated, truncated)
         self._raise_reported_mismatch(info)

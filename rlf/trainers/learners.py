@@ -139,10 +139,10 @@ def _learner_log(log_dir: Path, rank: int, stream: str) -> Optional[Path]:
 def _last_line(path: Optional[Path]) -> str:
     if path is None or not path.is_file():
         return ""
-    lines = [l.strip() for l in path.read_text(errors="replace").splitlines() if l.strip()]
+    lines = [s.strip() for s in path.read_text(errors="replace").splitlines() if s.strip()]
     # (the launcher's own lines and tqdm's bar are not the learner's last word)
-    lines = [l for l in lines if not l.startswith(("[", "WARNING:torch", "W1", "I1", "E1"))
-             and "it/s" not in l]
+    lines = [s for s in lines if not s.startswith(("[", "WARNING:torch", "W1", "I1", "E1"))
+             and "it/s" not in s]
     return lines[-1] if lines else ""
 
 

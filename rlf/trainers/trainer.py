@@ -898,7 +898,7 @@ def _refuse_unapplied_bindings(taken=()) -> None:
     unapplied = [u for u in unapplied_bindings() if u[0].split(" = ")[0] not in taken]
     for text, _ in (u for u in unapplied if not u[1]):
         warnings.warn(f"{text} (in the conf) takes no effect in this run: its configurable is "
-                      f"never called with it", ConfigWarning)
+                      f"never called with it", ConfigWarning, stacklevel=2)
     given = [text for text, from_command_line in unapplied if from_command_line]
     if given:
         more = f" and {len(given) - 3} more" if len(given) > 3 else ""

@@ -416,7 +416,7 @@ def test_a_schedule_shorter_than_one_update_is_refused_when_the_optimizers_are_m
     # torch accepts them: the first update divided by zero, or the rate never changed.
     alg = Linear(lr_scheduler=schedule)
     with pytest.raises(UserError, match=f": {setting} must be >= 1 \\(updates\\), got -?[02]"):
-        alg.learner.optimizers
+        alg.learner.build()
 
 
 def test_a_subclass_taking_a_reserved_name_is_refused_at_construction_in_one_line():

@@ -185,7 +185,10 @@ def test_a_mask_that_keeps_nothing_at_the_first_update_is_warned_about_once(capl
     # sequence's last) empties a per-step loss, which then trains nothing.
     alg = TwoParts(every_b=1)
     one_step = torch.zeros(1, 3)
-    per_step = lambda: LossInfo(loss={"a": alg.a * torch.ones(1, 3), "b": alg.b * torch.ones(3)})
+
+    def per_step():
+        return LossInfo(loss={"a": alg.a * torch.ones(1, 3), "b": alg.b * torch.ones(3)})
+
     with caplog.at_level("WARNING", logger="rlf.algorithms.optimization"):
         alg.learner.update_with_gradient(per_step(), one_step)
         alg.learner.update_with_gradient(per_step(), one_step)

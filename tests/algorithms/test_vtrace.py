@@ -12,7 +12,10 @@ def _reference(log_rhos, discounts, rewards, values, bootstrap, rho_bar, c_bar, 
     rhos = np.exp(log_rhos)
     extra = (1,) * (rewards.ndim - 2)
     rhos = rhos.reshape(rhos.shape + extra)
-    clip = (lambda x, b: x if b is None else np.minimum(x, b))
+
+    def clip(x, b):
+        return x if b is None else np.minimum(x, b)
+
     rho, c = clip(rhos, rho_bar), lam * clip(rhos, c_bar)
     t_len = rewards.shape[0]
     v_next = np.concatenate([values[1:], bootstrap[None]])

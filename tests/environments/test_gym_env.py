@@ -135,7 +135,7 @@ def test_discrete_and_tuple_observations_are_one_hot_float32_vectors(env_name):
     assert env.observation_spec().dtype == torch.float32
     observations = [e.reset(seed=5 + i)[0] for i, e in enumerate(raw)]
     ts = env.reset()
-    for step in range(6):
+    for _ in range(6):
         expected = np.stack([gym.spaces.flatten(space, o) for o in observations])
         assert ts.observation.dtype == torch.float32
         np.testing.assert_array_equal(ts.observation.numpy(), expected.astype(np.float32))

@@ -63,7 +63,7 @@ def _reference(step_types, rewards, gamma):
     for _, _, r in episodes:
         n = len(r)
         start = sum(gamma ** i * r[i] for i in range(n))
-        to_go = np.mean([sum(gamma ** (k - l) * r[k] for k in range(l, n)) for l in range(n)])
+        to_go = np.mean([sum(gamma ** (k - j) * r[k] for k in range(j, n)) for j in range(n)])
         out.append((sum(r), n, sum(r) / n, to_go, start))
     return np.array(out)
 

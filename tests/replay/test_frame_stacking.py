@@ -65,7 +65,10 @@ def test_pong_restacked_frames_equal_environment_frames():
 
 
 def test_first_frame_padding_matches_gymnasium_frame_stack():
-    wrap = lambda e: gym.wrappers.FrameStackObservation(e, 3, padding_type="reset")
+
+    def wrap(e):
+        return gym.wrappers.FrameStackObservation(e, 3, padding_type="reset")
+
     env = load("CartPole-v1", 2, seed=1, wrappers=[wrap])
     spec = {"time_step": env.time_step_spec()._replace(env_info={})}
     buffer = ReplayBuffer(spec, 2, 40, stacked_frames={"time_step.observation": 3},
