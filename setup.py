@@ -34,6 +34,8 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7.4"],
+        # The linter and the type checker of .ci/run (rule sets in pyproject.toml).
+        "lint": ["ruff>=0.6", "mypy>=1.10"],
         # The documentation site: mkdocs build --strict (mkdocs.yml).
         "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
         "ray": ["ray[default]>=2.9"],

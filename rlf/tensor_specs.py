@@ -200,8 +200,9 @@ class BoundedTensorSpec(TensorSpec):
     def bounds(self, dtype: torch.dtype = torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
         """``(minimum, maximum)`` as new tensors of ``shape`` and ``dtype`` (each bound
         broadcast over the shape), e.g. for clipping or rescaling actions."""
-        return tuple(torch.as_tensor(b, dtype=dtype).expand(self._shape).clone()
+        low, high = (torch.as_tensor(b, dtype=dtype).expand(self._shape).clone()
                      for b in (self._minimum, self._maximum))
+        return low, high
 
     @property
     def num_values(self) -> int:

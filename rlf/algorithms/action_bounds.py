@@ -34,6 +34,10 @@ class ActionBounds(nn.Module):
         ValueError: for a spec that is not a continuous ``BoundedTensorSpec``.
     """
 
+    # Registered buffers.
+    low: torch.Tensor
+    high: torch.Tensor
+
     def __init__(self, action_spec: BoundedTensorSpec):
         super().__init__()
         check_continuous("ActionBounds", action_spec)

@@ -13,7 +13,7 @@ replay buffer hands out batch-major ``[B, T, ...]`` data, which the learner tran
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
@@ -87,6 +87,23 @@ class Algorithm(nn.Module):
     """
 
     _rlf_base_class = True  # defines the reserved names (``reserved.py``)
+    # The base class's state (``reserved.set_framework_state``).
+    _rlf_loss_average: str
+    _rlf_name: str
+    _rlf_train_state_spec: Any
+    _rlf_rollout_state_spec: Any
+    _rlf_predict_state_spec: Any
+    _rlf_is_on_policy: Optional[bool]
+    _rlf_optimizer_arg: Any
+    _rlf_lr_scheduler_arg: Any
+    _rlf_added_optimizers: List[Dict[str, Any]]
+    _rlf_config: Any
+    _rlf_checkpoint: Optional[str]
+    _rlf_debug_summaries: bool
+    _rlf_gradient_clipping: Optional[float]
+    _rlf_clip_by_global_norm: bool
+    _rlf_device: torch.device
+    _rlf_learner: Learner
 
     def __init__(self,
                  train_state_spec: Any = (),
@@ -353,7 +370,7 @@ class Algorithm(nn.Module):
                                            for s in schedules]
         return state
 
-    def load_state_dict(self, state_dict: Dict[str, Any], strict: bool = True, assign=False):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign=False):
         """Restores ``state_dict()`` output, checking everything first.
 
         Raises:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Union, cast
 
 import gin
 
@@ -16,7 +16,7 @@ from rlf.utils.errors import ConfigWarning
 
 __all__ = ["TrainerConfig", "RANDOM_SEED_LIMIT"]
 
-_warned_removed = set()  # removed fields already warned about
+_warned_removed: Set[str] = set()  # removed fields already warned about
 
 #: part name -> its class, in the order they are built and validated.
 _PARTS = (("run", RunConfig), ("data_path", DataPathConfig), ("actors", ActorConfig),
@@ -326,7 +326,8 @@ class TrainerConfig:
         parts = {name: cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
                  for name, cls in _PARTS}
         object.__setattr__(self, "_parts", parts)
-        data, run, actors = parts["data_path"], parts["run"], parts["actors"]
+        data = cast(DataPathConfig, parts["data_path"])
+        run, actors = cast(RunConfig, parts["run"]), cast(ActorConfig, parts["actors"])
         length = data.unroll_length
         if actors.async_unroll and (length != int(length) or length < 1):
             raise ValueError(f"TrainerConfig.async_unroll needs an integer unroll_length >= 1, "

@@ -3,7 +3,7 @@ the parameters."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping
 
 import torch
 
@@ -88,11 +88,11 @@ class Counters:
         self.tensor[self._FIXED + index] += 1
 
 
-def without_legacy_update_counter(state_dict: Dict[str, Any], own_keys) -> Dict[str, Any]:
+def without_legacy_update_counter(state_dict: Mapping[str, Any], own_keys) -> Dict[str, Any]:
     """``state_dict`` without a top-level ``_num_updates`` buffer that the algorithm
     (``own_keys``, its state's keys) does not have: TD3's and SAC's own update counter in
     checkpoints of rlf 0.1, which ``num_updates`` (in the extra state, with the same value)
     replaces."""
     if "_num_updates" not in state_dict or "_num_updates" in own_keys:
-        return state_dict
+        return dict(state_dict)
     return {k: v for k, v in state_dict.items() if k != "_num_updates"}

@@ -22,13 +22,14 @@ its ``batches`` yield the ``Batch`` es that ``Learner.update`` trains on.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional
 
 import torch
 
 from rlf import nest
 from rlf.algorithms.config_parts import DataPathConfig, changed_fields, without_effect
 from rlf.data_structures import Experience, valid_step_mask
+from rlf.replay import ReplayBuffer
 from rlf.tensor_specs import spec_from_tensors
 from rlf.utils import distributed, summary
 from rlf.utils.common import detach, reset_state_if_necessary
@@ -397,6 +398,7 @@ class MiniBatches:
         learner's rows trains on one of its rows with weight 0 (every learner takes part in
         every update)."""
         size = self.mini_batch_size
+        assert size is not None  # sampled mini-batches have a size
         learners = distributed.world().size
         experience, valid = _preprocessed(algorithm, experience, batch_info)
         experience, valid = nest.utils.convert_device((experience, valid), algorithm._rlf_device)
@@ -511,13 +513,15 @@ class UnrollEpochs(DataPath):
                  num_epochs: int):
         super().__init__(algorithm, sequences)
         self.mini_batches, self.num_epochs = mini_batches, num_epochs
-        self._carried = None  # the previous unroll's last step, flat, as checkpoints hold it
-        self._experience = None
+        # The previous unroll's last step, flat, as checkpoints hold it.
+        self._carried: Optional[List[Any]] = None
+        self._experience: Optional[Experience] = None
 
     def observe(self, experience: Experience) -> None:
         self._experience = experience
 
     def batches(self) -> Iterator[Batch]:
+        assert self._experience is not None  # observe() first
         experience, self._experience = detach(self._experience), None
         # A copy: a view would keep (and checkpoint) the whole unroll's storage.
         last = nest.map_structure(lambda x: x[-1:].clone(), experience)
@@ -599,10 +603,12 @@ class Replay(DataPath):
         self.length = length
         self.priority = priority
         self.prioritized = bool(priority["prioritized_sampling"])
-        self.buffer = None  # the online ReplayBuffer, built from the first step (set_buffer)
+        # The online ReplayBuffer, built from the first step (set_buffer).
+        self.buffer: Optional[ReplayBuffer] = None
         self.make_buffer: Optional[Callable[[Any], Any]] = None  # spec -> buffer (the loop's)
-        self.offline = None  # the offline data's ReplayBuffer, if any
-        self.pending_state = None  # a checkpoint's buffer state, loaded once it is built
+        self.offline: Optional[ReplayBuffer] = None  # the offline data's, if any
+        # A checkpoint's buffer state, loaded once the buffer is built.
+        self.pending_state: Optional[Dict[str, Any]] = None
 
     def set_buffer(self, buffer) -> None:
         """Takes the online buffer, built from the first step's experience: checks that
@@ -673,7 +679,9 @@ class Replay(DataPath):
         for t in range(experience.time_step.step_type.shape[0]):
             step = nest.map_structure(lambda x, t=t: x[t], experience)
             if self.buffer is None:
+                assert self.make_buffer is not None  # the TrainingLoop's
                 self.set_buffer(self.make_buffer(spec_from_tensors(step)))
+            assert self.buffer is not None
             self.buffer.add_batch(step, step.time_step.env_id)
             self.algorithm.observe_for_replay(step)
 
@@ -713,27 +721,30 @@ class Replay(DataPath):
             raise ValueError("TrainerConfig.mini_batch_size and mini_batch_length must be set "
                              "for training from sampled (or offline) batches")
         mixer = self.offline_mixer() if online_ready else None
+        size, length = mb.mini_batch_size or 0, mb.mini_batch_length or 0
         if not online_ready:  # offline only: no environment data (yet)
-            experience, _ = offline.get_batch(mb.mini_batch_size * self.num_epochs,
-                                              mb.mini_batch_length)
+            assert offline is not None
+            experience, _ = offline.get_batch(size * self.num_epochs, length)
             yield from mb.epochs(algorithm, experience, None, 1, shuffle=False,
                                  counter_per_mini_batch=update_global_counter)
         elif self.whole:
+            assert buffer is not None  # online_ready
             experience = buffer.gather_all(ignore_earliest_frames=True)  # [E, L]
             yield from mb.epochs(algorithm, experience, None, self.num_epochs, shuffle=True,
                                  mixer=mixer, counter_per_mini_batch=update_global_counter)
         elif distributed.world().distributed:
+            assert buffer is not None  # online_ready
             experience, batch_info, rows = buffer.get_batch_shard(
-                mb.mini_batch_size * self.num_epochs, mb.mini_batch_length, self.num_epochs)
+                size * self.num_epochs, length, self.num_epochs)
             yield from mb.shard_epochs(algorithm, experience, batch_info, rows,
                                        self.num_epochs, mixer=mixer,
                                        counter_per_mini_batch=update_global_counter)
         else:
-            experience, batch_info = buffer.get_batch(mb.mini_batch_size * self.num_epochs,
-                                                      mb.mini_batch_length)
+            assert buffer is not None  # online_ready
+            experience, batch_info = buffer.get_batch(size * self.num_epochs, length)
             yield from mb.epochs(algorithm, experience, batch_info, 1, shuffle=False,
                                  mixer=mixer, counter_per_mini_batch=update_global_counter)
-        if self.clear and not self.whole:
+        if self.clear and not self.whole and buffer is not None:
             buffer.clear()
 
 

@@ -190,6 +190,9 @@ class DQNAlgorithm(RLAlgorithm):
             target update or action spec.
     """
 
+    # Registered buffers.
+    _behaviour_epsilon: torch.Tensor
+
     def __init__(self,
                  observation_spec,
                  action_spec,

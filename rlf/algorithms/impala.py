@@ -15,7 +15,7 @@ another episode.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import gin
 import torch
@@ -60,7 +60,7 @@ class _Memory:
     """Holds IMPALA's experience-replay ``ReplayBuffer`` outside the module tree (it is not
     checkpointed)."""
 
-    buffer = None
+    buffer: Optional[ReplayBuffer] = None
 
 
 @gin.configurable
@@ -178,8 +178,9 @@ class ImpalaAlgorithm(RLAlgorithm):
         self._td_lambda = td_lambda
         self._ratio_clipping = importance_ratio_clipping
         self._replay_fraction = experience_replay_fraction
-        self._memory_args = dict(max_length=experience_replay_length, max_use=max_use,
-                                 stacked_frames=experience_replay_stacked_frames)
+        self._memory_args: Dict[str, Any] = dict(
+            max_length=experience_replay_length, max_use=max_use,
+            stacked_frames=experience_replay_stacked_frames)
         self._memory = _Memory()  # the experience-replay memory (not checkpointed)
 
     @property
@@ -263,6 +264,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         ``ImpalaInfo`` with its graph). The environment gets ``a`` clipped to a Box's bounds;
         ``a`` itself is what is trained on."""
         params, value, new_state, action = self._step(time_step, state)
+        info: Any
         if self.on_policy:
             info = self._info(time_step, action, nest.map_structure(torch.detach, params),
                               params, value)
@@ -349,6 +351,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         log_pi = target_log_probs[:-1]
         ratio = torch.exp(log_pi - log_pi.detach() + log_rhos.masked_fill(~valid, 0.0))
         eps = self._ratio_clipping
+        assert eps is not None  # (the surrogate is used only with a clipping)
         if summary.should_record_summaries() and bool(valid.any()):
             summary.scalar(f"{self._name}/clipped_ratio_fraction",
                            ((ratio.detach() - 1).abs() > eps)[valid].float().mean())

@@ -14,7 +14,7 @@ import contextlib
 import functools
 import logging
 import math
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple, cast
 
 import torch
 from torch import nn
@@ -54,7 +54,8 @@ def importance_weighted(name: str, loss: torch.Tensor, weights: torch.Tensor) ->
 class _Optimizer:
     """One optimizer with what the learner needs beside it."""
 
-    def __init__(self, optimizer, schedule, clipping, name: str, tag: str, every: int):
+    def __init__(self, optimizer, schedule, clipping: Tuple[Optional[float], bool], name: str,
+                 tag: str, every: int):
         self.optimizer, self.schedule, self.clipping = optimizer, schedule, clipping
         self.name, self.tag, self.every = name, tag, every
 
@@ -195,13 +196,14 @@ class Learner:
 
     def _update(self, experience: Experience, batch_info, valid: torch.Tensor,
                 weight: float) -> int:
-        alg = self.algorithm
+        alg, sequences = self.algorithm, self.sequences
+        assert sequences is not None  # set by the data path of a path with train_step
         experience, valid = nest.map_structure(lambda x: x.transpose(0, 1), (experience, valid))
         with self.autocast():
-            train_info = self.sequences.train_info(alg, experience)
+            train_info = sequences.train_info(alg, experience)
             loss_info = alg.calc_loss(train_info)
         # calc_loss saw the [T-k, B] steps after a burn-in: so does the mask
-        experience, valid = self.sequences.after_burn_in(experience, valid)
+        experience, valid = sequences.after_burn_in(experience, valid)
         if batch_info is not None and self.replay is not None:
             _check_prioritized_rows(type(alg).__name__, batch_info, experience)
             weights = batch_info.importance_weights.to(alg._rlf_device)
@@ -317,7 +319,7 @@ class Learner:
         names = [e.name for e in entries]
         _check_summary_tags(alg.name, loss_info)
         terms = self._reduced_loss_terms(loss_info, valid_masks, weight, names)
-        total = sum(terms.values())
+        total = cast(torch.Tensor, sum(terms.values()))
         # (meta tensors, which the device-placement tests train on, hold no values to check)
         if total.device.type != "meta" and not bool(torch.isfinite(total.detach())):
             _raise_non_finite(alg, loss_info, total)
@@ -325,8 +327,8 @@ class Learner:
         if None in terms:
             backward = [(terms[None], [i for i in range(len(entries)) if due[i]])]
         else:
-            backward = [(term, [names.index(key)]) for key, term in terms.items()
-                        if due[names.index(key)]]
+            backward = [(term, [names.index(str(key))]) for key, term in terms.items()
+                        if due[names.index(str(key))]]
         for e in entries:
             e.optimizer.zero_grad(set_to_none=True)
         scaler = self._grad_scaler
@@ -466,7 +468,7 @@ class Learner:
 
 # ---------------------------------------------------------------------- building
 def _parameters_of(algorithm, names) -> List[nn.Parameter]:
-    params = []
+    params: List[nn.Parameter] = []
     for kind, name in names:
         params.extend([algorithm.get_parameter(name)] if kind == "p"
                       else algorithm.get_submodule(name).parameters())
@@ -493,8 +495,8 @@ def _build_optimizers(root, base: type) -> List[_Optimizer]:
             with an ``lr_scheduler`` but no ``optimizer`` of its own, repeated names, or a
             schedule whose length is below 1.
     """
-    algorithms = [m for m in root.modules() if isinstance(m, base)]
-    claimed = set()
+    algorithms: List[Any] = [m for m in root.modules() if isinstance(m, base)]
+    claimed: Set[int] = set()
     for module in algorithms:
         for entry in module._rlf_added_optimizers:
             claimed.update(id(p) for p in _parameters_of(module, entry["modules"]))
@@ -512,7 +514,7 @@ def _build_optimizers(root, base: type) -> List[_Optimizer]:
                                   clip, str(index) if name is None else name, tag, period))
 
     for module in algorithms:
-        taken = set()
+        taken: Set[int] = set()
         for entry in module._rlf_added_optimizers:
             params = [p for p in _parameters_of(module, entry["modules"]) if id(p) not in taken]
             taken.update(id(p) for p in params)
@@ -560,14 +562,13 @@ def average_gradients(params: List[nn.Parameter]) -> None:
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    flags = torch.tensor([not m for m in missing], dtype=params[0].grad.dtype,
-                         device=params[0].grad.device)
-    grads = [p.grad for p in params]
+    grads = [cast(torch.Tensor, p.grad) for p in params]
+    flags = torch.tensor([not m for m in missing], dtype=grads[0].dtype, device=grads[0].device)
     distributed.all_reduce_sum(grads + [flags])
     size = distributed.world().size
-    for p, received in zip(params, flags.tolist()):
+    for p, grad, received in zip(params, grads, flags.tolist()):
         if received:
-            p.grad.div_(size)
+            grad.div_(size)
         else:
             p.grad = None
 

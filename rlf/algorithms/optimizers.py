@@ -17,7 +17,7 @@ for _cls in (torch.optim.Adam, torch.optim.AdamW, torch.optim.RMSprop, torch.opt
     gin.external_configurable(_cls, module="torch.optim")
 
 _schedulers = torch.optim.lr_scheduler
-for _cls in (_schedulers.LinearLR, _schedulers.ExponentialLR, _schedulers.StepLR,
+for _schedule in (_schedulers.LinearLR, _schedulers.ExponentialLR, _schedulers.StepLR,
              _schedulers.MultiStepLR, _schedulers.CosineAnnealingLR, _schedulers.OneCycleLR,
              _schedulers.PolynomialLR):
-    gin.external_configurable(_cls, module="torch.optim.lr_scheduler")
+    gin.external_configurable(_schedule, module="torch.optim.lr_scheduler")

@@ -28,7 +28,7 @@ A research variant subclasses it and writes ``rollout_step``, ``calc_loss`` and 
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence
 
 import torch
 from torch import nn
@@ -155,6 +155,19 @@ class RLAlgorithm(Algorithm):
     """
 
     _rlf_base_class = True  # defines reserved names (``reserved.py``)
+    # The base class's state (``reserved.set_framework_state``).
+    _rlf_observation_spec: Any
+    _rlf_action_spec: Any
+    _rlf_reward_spec: TensorSpec
+    _reward_weights: Optional[torch.Tensor]
+    _rlf_reward_scale: float
+    _rlf_env: Any
+    _rlf_replay_buffer_ctor: Any
+    _rlf_metric_discount: float
+    _rlf_rollout_graph_training: bool
+    _rlf_actor_module_names: Optional[List[str]]
+    _rlf_actor_identity: Optional[ActorIdentity]
+    _rlf_loop: Optional[TrainingLoop]
 
     def __init__(self,
                  observation_spec: Any,
@@ -434,7 +447,7 @@ class RLAlgorithm(Algorithm):
                 self.train(was_training)
 
     # ------------------------------------------------------------------ checkpoints
-    def load_state_dict(self, state_dict: Dict[str, Any], strict: bool = True, assign=False):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign=False):
         """``Algorithm.load_state_dict``; the training loop's entries of a run checkpoint
         (``_metrics.*``, which ``RunCheckpoint`` restores) are left out, and so is the
         ``_num_updates`` buffer of SAC's and TD3's checkpoints of rlf 0.1 (``num_updates``, in

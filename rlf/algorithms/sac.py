@@ -12,7 +12,7 @@ does. Experience layout: see ``value_ops``.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
 import gin
 import torch
@@ -77,7 +77,7 @@ class SACTransitions(NamedTuple):
 
 
 def soft_q_target(reward: torch.Tensor, discount: torch.Tensor, next_q: torch.Tensor,
-                  next_log_pi: torch.Tensor, alpha: float) -> torch.Tensor:
+                  next_log_pi: torch.Tensor, alpha: Union[float, torch.Tensor]) -> torch.Tensor:
     r"""The soft Bellman target (Haarnoja et al. 2018, eqs. 3 and 5):
 
     $$

@@ -110,6 +110,11 @@ class TD3Algorithm(RLAlgorithm):
             negative, or ``policy_delay < 1``.
     """
 
+    # Registered buffers.
+    _exploration_std: torch.Tensor
+    _target_noise_std: torch.Tensor
+    _target_noise_clip: torch.Tensor
+
     def __init__(self,
                  observation_spec,
                  action_spec,

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, cast
 
 import torch
 from torch import nn
 
 from rlf import nest
 from rlf.algorithms.config_parts import without_effect
-from rlf.algorithms.data_paths import (DataPath, RolloutGraph, make_data_path,
+from rlf.algorithms.data_paths import (DataPath, Replay, RolloutGraph, make_data_path,
                                        offline_data_settings)
 from rlf.algorithms.overrides import deprecated_override
 from rlf.algorithms.reserved import set_framework_state
@@ -91,10 +91,13 @@ class TrainingLoop:
                 f"{algorithm.name} is on-policy", "remove {it}"))
         learner = algorithm.learner
         learner.sequences = path.sequences
-        learner.replay = path if getattr(path, "prioritized", False) else None
-        if not algorithm.on_policy:
-            path.make_buffer = self._make_online_buffer
-        self._path = path
+        # The replay path of an off-policy algorithm (None on-policy).
+        self._replay: Optional[Replay] = path if isinstance(path, Replay) else None
+        learner.replay = (self._replay if self._replay is not None and self._replay.prioritized
+                          else None)
+        if self._replay is not None:
+            self._replay.make_buffer = self._make_online_buffer
+        self._path: DataPath = path
         self._unroller: Optional[Unroller] = None
         self._metrics: Optional[nn.ModuleList] = None
         self._num_envs = 0
@@ -132,7 +135,7 @@ class TrainingLoop:
     def metrics(self) -> List[StepMetric]:
         """The episode metrics, in ALF's order (``NumberOfEpisodes`` and
         ``EnvironmentSteps`` first); empty before ``set_unroller``."""
-        return [] if self._metrics is None else list(self._metrics)
+        return [] if self._metrics is None else [cast(StepMetric, m) for m in self._metrics]
 
     @property
     def env_steps(self) -> int:
@@ -167,8 +170,8 @@ class TrainingLoop:
         """
         alg, config = self.algorithm, self.config
         learners = distributed.world().size
-        if not alg.on_policy:
-            path = self._path
+        if self._replay is not None:
+            path = self._replay
             path.check_fits(unroller.batch_size * learners,
                             path.length - self._probe_replay_buffer())
         if self._metrics is not None and unroller.batch_size != self._num_envs:
@@ -188,6 +191,16 @@ class TrainingLoop:
                 discount=alg._rlf_metric_discount)
 
     # ------------------------------------------------------------------ replay buffers
+    def _replay_path(self) -> Replay:
+        """The replay path (off-policy algorithms only).
+
+        Raises:
+            RuntimeError: for an on-policy algorithm, which has none.
+        """
+        if self._replay is None:
+            raise RuntimeError(f"{self.algorithm.name} is on-policy: it has no replay buffer")
+        return self._replay
+
     def _make_replay_buffer(self, data_spec, num_environments: int,
                             max_length: int) -> ReplayBuffer:
         """The algorithm's ``replay_buffer_ctor`` with the data path's prioritised-replay
@@ -201,14 +214,14 @@ class TrainingLoop:
         try:
             return alg._rlf_replay_buffer_ctor(
                 data_spec=data_spec, num_environments=num_environments, max_length=max_length,
-                name=f"{alg.name}_replay_buffer", **self._path.priority)
+                name=f"{alg.name}_replay_buffer", **self._replay_path().priority)
         except ValueError as e:
             raise UserError(one_line(e)) from e
 
     def _make_online_buffer(self, data_spec) -> ReplayBuffer:
         """The replay buffer of the data path (``Replay.make_buffer``), built from the first
         step's structure."""
-        return self._make_replay_buffer(data_spec, self._num_envs, self._path.length)
+        return self._make_replay_buffer(data_spec, self._num_envs, self._replay_path().length)
 
     def _probe_replay_buffer(self) -> int:
         """Builds a one-step replay buffer over the experience's spec as far as it is known
@@ -259,7 +272,7 @@ class TrainingLoop:
         if self.replay_buffer is not None:
             self.replay_buffer.load_state_dict(state)
             return
-        path = self._path
+        path = self._replay_path()
         found = state.get("time_step|step_type")
         if found is not None:
             expected = (self._num_envs, path.length)
@@ -301,7 +314,7 @@ class TrainingLoop:
                 and not nest.flatten(layout.spec.state)):
             # Sequences start from their stored rollout state: the files must hold it.
             layout = layout._replace(spec=layout.spec._replace(state=alg.rollout_state_spec))
-        offline = self._path.offline = make_offline_replay_buffer(
+        offline = self._replay_path().offline = make_offline_replay_buffer(
             settings["files"], layout.spec, length=settings["length"],
             aliases=layout.aliases, name=f"{alg.name}_offline_replay_buffer",
             action_spec=alg.action_spec, normalized_actions=settings["normalized_actions"],
@@ -316,13 +329,13 @@ class TrainingLoop:
     def observe_for_metrics(self, time_step) -> None:
         """Feeds a ``[B]`` time step or a ``[T, B]`` unroll of them (CPU) to every metric and
         keeps ``EnvironmentSteps`` in the learner's counters (``get_env_steps()``)."""
-        for m in self._metrics:
+        for m in self.metrics:
             m(time_step)
         self._sync_env_steps()
 
     def _sync_env_steps(self) -> None:
         if self._metrics is not None:
-            self.algorithm.learner.counters.env_steps = int(self._metrics[1].result())
+            self.algorithm.learner.counters.env_steps = int(self.metrics[1].result())
 
     def summarize_metrics(self) -> None:
         """Writes every metric against the global counter and against EnvironmentSteps."""
@@ -474,6 +487,7 @@ class TrainingLoop:
                 path.grad_in_unroll), alg.learner.autocast():
             alg.train()
             experience = self.unroll(int(self.config.data_path.unroll_length))
+        assert experience is not None  # an on-policy unroll_length is >= 1
         self.summarize_rollout(experience)
         self.summarize_metrics()
         with summary.record_time("time/train"):
@@ -486,7 +500,7 @@ class TrainingLoop:
         return steps
 
     def _train_iter_off_policy(self) -> int:
-        alg, config, path = self.algorithm, self.config, self._path
+        alg, config, path = self.algorithm, self.config, self._replay_path()
         if not path.mini_batches.counter_per_mini_batch:
             summary.increment_global_counter()
         length = self._remaining_unroll_length_fraction + config.data_path.unroll_length
@@ -546,7 +560,7 @@ class TrainingLoop:
     def extra_state(self) -> Dict[str, Any]:
         """The carried fraction of ``unroll_length`` and the data path's state (on-policy
         epochs: the previous unroll's last step, ``last_unroll_step``; None otherwise)."""
-        state = {"last_unroll_step": None}
+        state: Dict[str, Any] = {"last_unroll_step": None}
         state.update(self._path.get_extra_state())
         state["remaining_unroll_length_fraction"] = self._remaining_unroll_length_fraction
         return state
@@ -579,7 +593,7 @@ class TrainingLoop:
                 logger.warning(
                     "%s: the checkpoint has no state for metrics %s; they start fresh",
                     self.algorithm.name,
-                    [type(self._metrics[int(i)]).__name__ for i in fresh])
+                    [type(self.metrics[int(i)]).__name__ for i in fresh])
         if self._metrics is not None:
             merged = {**own, **state}
             self._metrics.load_state_dict(

@@ -4,7 +4,7 @@ twin critics with their targets."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Tuple
+from typing import Any, Callable, NamedTuple, Tuple, cast
 
 from torch import nn
 
@@ -71,4 +71,4 @@ def twin_critics(critic_network_ctor: Callable, observation_spec: Any, action_sp
     """
     critics = nn.ModuleList(critic_network_ctor(observation_spec, action_spec)
                             for _ in range(2))
-    return critics, make_target_network(critics)
+    return critics, cast(nn.ModuleList, make_target_network(critics))

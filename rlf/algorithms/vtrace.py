@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from typing import List, NamedTuple, Optional, Sequence, Union
+from typing import List, NamedTuple, Optional, Sequence, Union, cast
 
 import torch
 
@@ -136,6 +136,7 @@ def categorical_log_probs(logits: Logits, actions: Union[torch.Tensor, Sequence[
         ``[T, B]``: the log-probability, summed over sub-actions.
     """
     if isinstance(logits, torch.Tensor):
+        assert isinstance(actions, torch.Tensor)
         return torch.log_softmax(logits, dim=-1).gather(
             -1, actions.long().unsqueeze(-1)).squeeze(-1)
     if isinstance(actions, torch.Tensor):
@@ -143,7 +144,7 @@ def categorical_log_probs(logits: Logits, actions: Union[torch.Tensor, Sequence[
     if len(actions) != len(logits):
         raise ValueError(f"categorical_log_probs: {len(logits)} logits for {len(actions)} "
                          f"sub-actions")
-    return sum(categorical_log_probs(lg, a) for lg, a in zip(logits, actions))
+    return cast(torch.Tensor, sum(categorical_log_probs(lg, a) for lg, a in zip(logits, actions)))
 
 
 def normal_log_probs(loc: torch.Tensor, scale: torch.Tensor, actions: torch.Tensor,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import glob
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -50,7 +50,7 @@ def _curve_tag(metric: str) -> str:
     return f"{family}_vs_EnvironmentSteps/{name}"
 
 
-def _read(runs: Sequence[Path], metric: str = None
+def _read(runs: Sequence[Path], metric: Optional[str] = None
           ) -> Tuple[str, Dict[Path, Tuple[np.ndarray, np.ndarray]]]:
     """``(metric, {run: (environment steps, values)})``: each run's event files are parsed
     once, for ``metric`` or, if it is None, for every one of ``DEFAULT_METRICS``, of which the
@@ -79,7 +79,7 @@ def _read(runs: Sequence[Path], metric: str = None
     return metric, series
 
 
-def compare_runs(groups: Dict[str, List[Path]], out: Path, metric: str = None,
+def compare_runs(groups: Dict[str, List[Path]], out: Path, metric: Optional[str] = None,
                  reps: int = 2000) -> str:
     """Writes ``out/compare.md`` and ``out/learning_curves.png`` for ``groups`` (the first is
     the baseline) and returns the markdown.
@@ -110,7 +110,8 @@ def compare_runs(groups: Dict[str, List[Path]], out: Path, metric: str = None,
         raise UserError("a run directory is in two groups, or twice in one")
     runs = [r for rs in groups.values() for r in rs]
     metric, series = _read(runs, metric)
-    finals = {g: np.array([series[r][1][-1] for r in rs]) for g, rs in groups.items()}
+    finals: Dict[str, Any] = {g: np.array([series[r][1][-1] for r in rs])
+                              for g, rs in groups.items()}
     estimates = per_game_estimates(finals, reps=reps)
     names = list(groups)
     lines = [f"Final {metric} (each run's last summary): the mean over a group's runs with its "

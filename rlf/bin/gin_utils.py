@@ -14,7 +14,7 @@ import tokenize
 import types
 import typing
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import gin
 from gin import config as gin_config
@@ -102,7 +102,7 @@ def _closest(name: str, candidates: List[str]) -> str:
     return f"none is close; valid: {', '.join(candidates) if candidates else 'none'}"
 
 
-_SEARCH_PATHS = set()  # folders given to gin.add_config_file_search_path
+_SEARCH_PATHS: Set[str] = set()  # folders given to gin.add_config_file_search_path
 
 
 class _DropLog(logging.Filter):
@@ -170,7 +170,8 @@ def _malformed(error: Exception, conf_file: str | None, bindings: Sequence[str])
     """One line for gin's syntax error: where (the file and line, or the binding), what (an
     unquoted string, a bracket or string left open) and the fix where it is plain."""
     if not isinstance(error, tokenize.TokenError) and getattr(error, "filename", None):
-        where, text = f"{error.filename} line {error.lineno}", (error.text or "").strip()
+        syntax: Any = error  # a SyntaxError (gin's ParserError is one)
+        where, text = f"{syntax.filename} line {syntax.lineno}", (syntax.text or "").strip()
     else:  # a binding, or an unclosed bracket anywhere: find the binding that fails alone
         where, text = f"{conf_file} (or a file it includes)", ""
         for b in bindings:
@@ -184,7 +185,8 @@ def _malformed(error: Exception, conf_file: str | None, bindings: Sequence[str])
     if isinstance(error, tokenize.TokenError):
         return (f"malformed gin in {where}: a bracket or a quote is opened and not closed "
                 f"({error.args[0]})")
-    message = " ".join(re.sub(r"<ast\.\w+ object at 0x[0-9a-f]+>", "", error.msg).split())
+    message = " ".join(re.sub(r"<ast\.\w+ object at 0x[0-9a-f]+>", "",
+                              getattr(error, "msg", str(error))).split())
     if "Failed to parse token" in message and "=" in text:
         name, value = (part.strip() for part in text.split("=", 1))
         if value.lower() in ("true", "false", "none"):
@@ -226,7 +228,7 @@ def _signature_chain(fn: Callable) -> Tuple[List[inspect.Parameter], bool, List[
             var_kw, [fn]
     import torch
     out: List[inspect.Parameter] = []
-    functions = []
+    functions: List[Any] = []
     for cls in fn.__mro__:
         if cls in (object, torch.nn.Module) or "__init__" not in vars(cls):
             continue

@@ -67,7 +67,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 
@@ -506,7 +506,7 @@ def finished_as_asked(result_file: Path, frames: int, params: List[str]) -> bool
 
 
 def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_dir: Path,
-              params: List[str] = (), frameskip: int = 4, backend: str = "sequential",
+              params: Sequence[str] = (), frameskip: int = 4, backend: str = "sequential",
               max_concurrent: int = 0, address: Optional[str] = None,
               num_cpus: Optional[int] = None) -> List[Dict]:
     """Runs every (game, seed) not finished yet, then writes the tables and the plots.
@@ -527,6 +527,7 @@ def run_suite(conf: str, games: List[str], seeds: List[int], frames: int, root_d
             finished run asked for other settings (``finished_as_asked``), before any run
             starts.
     """
+    params = list(params)
     conf_steps = check_conf(conf, params, frameskip)
     if conf_steps and conf_steps != frames // frameskip:
         print(f"[suite] --frames {frames:,} differs from the conf's {conf_steps * frameskip:,} "

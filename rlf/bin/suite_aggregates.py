@@ -13,7 +13,7 @@ import csv
 import sys
 import json
 from pathlib import Path
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -49,7 +49,7 @@ def read_results(root_dir: Path) -> List[Dict]:
     return rows
 
 
-def score_matrix(rows: Sequence[Mapping], games: Sequence[str] = None
+def score_matrix(rows: Sequence[Mapping], games: Optional[Sequence[str]] = None
                  ) -> Tuple[List[str], List[int], np.ndarray]:
     """``(games, seeds, [seeds, games] human-normalised scores)`` of result rows.
 

@@ -8,7 +8,7 @@ import importlib
 import logging
 import operator
 import warnings
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 import gin
 import gymnasium as gym
@@ -31,7 +31,7 @@ def _to_float32(observation: np.ndarray) -> np.ndarray:
 
 def _box_as_float32(env: gym.Env) -> gym.Env:
     """``env`` (a ``Box`` observation space) with its observations cast to float32."""
-    space = env.observation_space
+    space: Any = env.observation_space  # a Box
     space32 = gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
                              space.shape, np.float32)
     # a module-level function, not a lambda: the environment stays picklable (get_state)
@@ -83,7 +83,7 @@ def _to_channels_first(observation: np.ndarray) -> np.ndarray:
 def _channels_first(env: gym.Env) -> gym.Env:
     """``env`` with its ``(H, W, C)`` image observations as ``(C, H, W)``, the layout of
     rlf's image encoders (and of PyTorch's convolutions)."""
-    space = env.observation_space
+    space: Any = env.observation_space  # a Box
     moved = gym.spaces.Box(np.moveaxis(space.low, -1, 0), np.moveaxis(space.high, -1, 0),
                            dtype=space.dtype)
     return gym.wrappers.TransformObservation(env, _to_channels_first, moved)
@@ -131,7 +131,8 @@ def _observation_mismatch(observation, space: gym.Space) -> Optional[str]:
         if not isinstance(observation, dict) or set(observation) != set(space.spaces):
             keys = sorted(observation) if isinstance(observation, dict) else None
             return f"keys {keys}" if keys is not None else f"a {type(observation).__name__}"
-        parts = {k: _observation_mismatch(observation[k], s) for k, s in space.spaces.items()}
+        parts: Dict[Any, Optional[str]] = {
+            k: _observation_mismatch(observation[k], s) for k, s in space.spaces.items()}
     elif isinstance(space, gym.spaces.Tuple):
         if not isinstance(observation, tuple) or len(observation) != len(space.spaces):
             size = f" of {len(observation)}" if isinstance(observation, (tuple, list)) else ""
@@ -200,7 +201,7 @@ def load_gym(env_name: str,
              num_envs: int,
              seed: Optional[int] = None,
              vectorization_mode: str = "sync",
-             wrappers: Sequence[Callable[[gym.Env], gym.Wrapper]] = (),
+             wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
              max_episode_steps: Optional[int] = None,
              float32_observations: bool = True,
              flatten_observations: Optional[bool] = None,
@@ -299,7 +300,7 @@ def load_gym(env_name: str,
         with _mujoco_warnings_logged(env_name):
             env = gym.make_vec(env_name, num_envs=num_envs,
                                vectorization_mode=vectorization_mode,
-                               vector_kwargs=vector_kwargs, wrappers=list(wrappers),
+                               vector_kwargs=vector_kwargs, wrappers=list(wrappers),  # type: ignore[arg-type]
                                **env_kwargs)
     except gym.error.DependencyNotInstalled as e:  # e.g. Box2D for LunarLander
         extra = " (with rlf: pip install -e '.[mujoco]')" if "mujoco" in str(e).lower() else ""

@@ -39,9 +39,9 @@ def spec_from_space(space: gym.Space) -> Any:
         return BoundedTensorSpec((), torch.int64, start, start + int(space.n) - 1)
     if isinstance(space, gym.spaces.MultiDiscrete):
         nvec = np.asarray(space.nvec, dtype=np.int64)
-        start = np.asarray(space.start, dtype=np.int64)
-        return BoundedTensorSpec(nvec.shape, torch.int64, _squeeze(start),
-                                 _squeeze(start + nvec - 1))
+        starts = np.asarray(space.start, dtype=np.int64)
+        return BoundedTensorSpec(nvec.shape, torch.int64, _squeeze(starts),
+                                 _squeeze(starts + nvec - 1))
     if isinstance(space, gym.spaces.MultiBinary):
         return BoundedTensorSpec(space.shape, torch.int8, 0, 1)
     if isinstance(space, gym.spaces.Dict):

@@ -80,8 +80,9 @@ class VectorEnvironment:
         if mode is not None and AutoresetMode(mode) != AutoresetMode.NEXT_STEP:
             raise ValueError(f"VectorEnvironment({name}): the vector env autoresets in mode "
                              f"{mode}; create it with autoreset_mode=AutoresetMode.NEXT_STEP")
-        if getattr(env, "batch_size", env.num_envs) != env.num_envs:
-            raise ValueError(f"VectorEnvironment({name}): batch_size {env.batch_size} != "
+        batch_size = getattr(env, "batch_size", env.num_envs)
+        if batch_size != env.num_envs:
+            raise ValueError(f"VectorEnvironment({name}): batch_size {batch_size} != "
                              f"num_envs {env.num_envs}; only synchronous stepping is supported")
         self._env = env
         self._name = name or str(getattr(env.spec, "id", type(env).__name__))
@@ -113,7 +114,7 @@ class VectorEnvironment:
                                               self._reward_spec, self._env_info_spec)
         self._env_ids = np.arange(self._num_envs, dtype=np.int32)
         self._env_id_tensor = torch.from_numpy(self._env_ids)
-        self._done = None  # [B] bool: the episode ended at the previous step
+        self._done: Optional[np.ndarray] = None  # [B] bool: the episode ended last step
 
     # ----------------------------------------------------------------- specs
     @property

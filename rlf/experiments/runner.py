@@ -320,11 +320,12 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
         signal.signal(signal.SIGTERM, previous)
     rows = []
     failed = []
-    for result in grid:
+    results: List[Any] = list(grid)  # type: ignore[call-overload]
+    for result in results:
         values = dict(result.config or {})
         name = Path(result.path).name
         finished = bool((result.metrics or {}).get("done"))
-        row = {"trial": name, "run_dir": str(spec.run_dir(values, name)),
+        row: Dict[str, Any] = {"trial": name, "run_dir": str(spec.run_dir(values, name)),
                "status": "ERROR" if result.error else "FINISHED" if finished else "STOPPED"}
         row.update({k: values.get(k) for k in spec.keys})
         metrics = result.metrics or {}

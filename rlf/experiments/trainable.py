@@ -87,10 +87,12 @@ class RlfTrainable(tune.Trainable):
     """A Tune trial running one rlf run (module docstring); ``setup(config, experiment)``
     takes the ``ExperimentSpec`` through ``tune.with_parameters``."""
 
-    def setup(self, config: Dict[str, Any], experiment: ExperimentSpec = None):
+    def setup(self, config: Dict[str, Any],  # type: ignore[override]
+              experiment: Optional[ExperimentSpec] = None):
+        assert experiment is not None  # given by tune.with_parameters
         self._experiment = experiment
         self._values = dict(config)
-        self._trainer = None
+        self._trainer: Any = None  # the run's Trainer, once started
         self._finished: Optional[Dict[str, Any]] = None  # the results of a finished run
         self._last: Dict[str, Any] = {}
         self._steps_before: Optional[int] = None  # of the run a reset ended
@@ -99,7 +101,8 @@ class RlfTrainable(tune.Trainable):
     @property
     def run_dir(self) -> Path:
         """The trial's rlf run directory."""
-        return self._experiment.run_dir(self._values, self._storage.trial_dir_name)
+        storage: Any = self._storage  # Tune's, set before setup
+        return self._experiment.run_dir(self._values, storage.trial_dir_name)
 
     @property
     def bindings(self) -> List[str]:
@@ -187,11 +190,13 @@ class RlfTrainable(tune.Trainable):
         ``done``."""
         if self._finished is not None:
             return {**self._result(self._finished), "done": True}
-        if self._trainer is None:
+        started = self._trainer is not None
+        if not started:
             self._start()
-            with summary.record_if(lambda: True):
-                self._summarize_values(self._trainer.algorithm.get_env_steps())
         trainer, experiment = self._trainer, self._experiment
+        if not started:
+            with summary.record_if(lambda: True):
+                self._summarize_values(trainer.algorithm.get_env_steps())
         if experiment.step_env_steps:
             target = trainer.algorithm.get_env_steps() + experiment.step_env_steps
             results = trainer.run(max_iterations=1)
@@ -206,7 +211,7 @@ class RlfTrainable(tune.Trainable):
             return {**self._result(self._finished), "done": True}
         return self._result(results)
 
-    def save_checkpoint(self, checkpoint_dir: str) -> str:
+    def save_checkpoint(self, checkpoint_dir: str) -> str:  # type: ignore[override]
         """Writes the run's checkpoint of the current iteration into ``checkpoint_dir`` (a
         finished run's last one)."""
         if self._finished is not None:
@@ -223,7 +228,7 @@ class RlfTrainable(tune.Trainable):
         record_checkpoint(self.run_dir, info["id"])
         return checkpoint_dir
 
-    def load_checkpoint(self, checkpoint_dir: str) -> None:
+    def load_checkpoint(self, checkpoint_dir: str) -> None:  # type: ignore[override]
         """Restores a checkpoint of this trial or, PBT's exploit, of another: the run
         continues from its own newest checkpoint where that grew from this one, else the
         checkpoint is installed as the run's newest; then the run is built with this trial's

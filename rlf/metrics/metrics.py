@@ -90,6 +90,9 @@ class EnvironmentSteps(StepMetric):
     With Atari's frame skip one step is ``frameskip`` frames.
     """
 
+    # Registered buffers.
+    _environment_steps: torch.Tensor
+
     def __init__(self, name: str = "EnvironmentSteps", prefix: str = "Metrics"):
         super().__init__(name, prefix)
         self.register_buffer("_environment_steps", torch.zeros((), dtype=torch.int64))
@@ -111,6 +114,9 @@ class EnvironmentSteps(StepMetric):
 
 class NumberOfEpisodes(StepMetric):
     """Counts finished episodes (LAST steps)."""
+
+    # Registered buffers.
+    _number_episodes: torch.Tensor
 
     def __init__(self, name: str = "NumberOfEpisodes", prefix: str = "Metrics"):
         super().__init__(name, prefix)
@@ -157,6 +163,14 @@ class AverageEpisodicAggregationMetric(StepMetric):
         name, prefix: see ``StepMetric``.
         new_episodes: also summarise the episodes that ended since the previous summary.
     """
+
+    # Registered buffers.
+    _accumulator: torch.Tensor
+    _current_step: torch.Tensor
+    _buffer: torch.Tensor
+    _num_episodes: torch.Tensor
+    _new_sum: torch.Tensor
+    _new_count: torch.Tensor
 
     def __init__(self, keys: List[str], batch_size: int, buffer_size: int = 10,
                  name: str = "AverageEpisodicAggregationMetric", prefix: str = "Metrics",
@@ -462,10 +476,11 @@ def make_default_metrics(batch_size: int, reward_shape=(), env_info_spec: Any = 
         discount: ``gamma`` of the discounted-return metrics.
         prefix: summary tag prefix (``"Eval"`` for evaluation).
     """
-    kw = dict(batch_size=batch_size, buffer_size=buffer_size, prefix=prefix)
+    kw: Dict[str, Any] = dict(batch_size=batch_size, buffer_size=buffer_size, prefix=prefix)
     has_score = isinstance(env_info_spec, dict) and RAW_REWARD in env_info_spec
-    score = [AverageEpisodeScoreMetric(new_episodes=True, **kw)] if has_score else []
-    return nn.ModuleList([
+    score: List[StepMetric] = ([AverageEpisodeScoreMetric(new_episodes=True, **kw)]
+                               if has_score else [])
+    metrics: List[StepMetric] = [
         NumberOfEpisodes(prefix=prefix),
         EnvironmentSteps(prefix=prefix),
         AverageReturnMetric(reward_shape=reward_shape, new_episodes=not has_score, **kw),
@@ -475,7 +490,8 @@ def make_default_metrics(batch_size: int, reward_shape=(), env_info_spec: Any = 
         AverageRewardMetric(reward_shape=reward_shape, **kw),
         EpisodicStartAverageDiscountedReturnMetric(discount=discount,
                                                    reward_shape=reward_shape, **kw),
-    ] + score)
+    ]
+    return nn.ModuleList(metrics + score)
 
 
 def metric_results(metrics: Sequence[StepMetric]) -> Dict[str, Any]:

@@ -21,7 +21,7 @@ per call (not per node), except when building an error message.
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import optree
 
@@ -40,7 +40,7 @@ __all__ = [
     "is_namedtuple",
 ]
 
-_PATH_CACHE = {}
+_PATH_CACHE: Dict[Any, Any] = {}
 _PATH_CACHE_LIMIT = 4096
 
 

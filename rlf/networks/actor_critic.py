@@ -8,7 +8,7 @@ import gin
 import torch
 from torch import nn
 
-from rlf.networks.encoders import default_encoder_ctor
+from rlf.networks.encoders import default_encoder_ctor, encoder_output_size
 from rlf.networks.heads import make_policy_head
 from rlf.tensor_specs import TensorSpec
 
@@ -53,8 +53,9 @@ class ActorCriticNetwork(nn.Module):
             encoder_ctor = default_encoder_ctor("ActorCriticNetwork", observation_spec)
         self.encoder = encoder_ctor(observation_spec)
         self.value_encoder = None if shared_encoder else encoder_ctor(observation_spec)
-        n = self.encoder.output_size
-        self.lstm = self.value_lstm = None
+        n = encoder_output_size(self.encoder)
+        self.lstm: Optional[nn.LSTMCell] = None
+        self.value_lstm: Optional[nn.LSTMCell] = None
         self.state_spec: Any = ()
         n_v = n
         if lstm_size:
@@ -62,7 +63,9 @@ class ActorCriticNetwork(nn.Module):
             n = n_v = lstm_size
             self.state_spec = (TensorSpec((lstm_size,)), TensorSpec((lstm_size,)))
             if not shared_encoder:
-                self.value_lstm = nn.LSTMCell(self.value_encoder.output_size, lstm_size)
+                assert self.value_encoder is not None  # not shared_encoder
+                self.value_lstm = nn.LSTMCell(encoder_output_size(self.value_encoder),
+                                              lstm_size)
                 self.state_spec = (self.state_spec, self.state_spec)
         self.policy_head = make_policy_head(n, action_spec, tanh_squash=tanh_squash)
         self.value_head = nn.Linear(n_v, 1)
@@ -73,6 +76,7 @@ class ActorCriticNetwork(nn.Module):
         x = self.encoder(observation)
         v = x if self.value_encoder is None else self.value_encoder(observation)
         if self.value_lstm is not None:
+            assert self.lstm is not None  # (value_lstm only beside it)
             (h, c), (h_v, c_v) = state
             h, c = self.lstm(x, (h, c))
             h_v, c_v = self.value_lstm(v, (h_v, c_v))
@@ -97,4 +101,5 @@ def greedy_action(network: nn.Module, observation: Any, state: Any = ()) -> Tupl
         ``(action [B, ...], next state)``.
     """
     params, _, state = network(observation, state)
-    return network.policy_head.sample(params, greedy=True), state
+    head: Any = network.policy_head
+    return head.sample(params, greedy=True), state

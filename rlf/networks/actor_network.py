@@ -9,7 +9,7 @@ import gin
 import torch
 from torch import nn
 
-from rlf.networks.encoders import MLPEncoder
+from rlf.networks.encoders import MLPEncoder, encoder_output_size
 from rlf.networks.heads import TanhNormalHead
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
@@ -42,7 +42,7 @@ class ActorNetwork(nn.Module):
                  encoder_ctor: Optional[Callable[[TensorSpec], nn.Module]] = None):
         super().__init__()
         self.encoder = _encoder(observation_spec, encoder_ctor)
-        self.policy_head = TanhNormalHead(self.encoder.output_size, action_spec,
+        self.policy_head = TanhNormalHead(encoder_output_size(self.encoder), action_spec,
                                           state_dependent_std=True)
 
     def forward(self, observation: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -62,12 +62,16 @@ class DeterministicActorNetwork(nn.Module):
             ``MLPEncoder`` of two ReLU layers of 256 units.
     """
 
+    # Registered buffers.
+    _center: torch.Tensor
+    _scale: torch.Tensor
+
     def __init__(self, observation_spec: TensorSpec, action_spec: BoundedTensorSpec,
                  encoder_ctor: Optional[Callable[[TensorSpec], nn.Module]] = None):
         super().__init__()
         self.encoder = _encoder(observation_spec, encoder_ctor)
         self._shape = tuple(action_spec.shape)
-        self.layer = nn.Linear(self.encoder.output_size, int(action_spec.numel))
+        self.layer = nn.Linear(encoder_output_size(self.encoder), int(action_spec.numel))
         low, high = action_spec.bounds(torch.float32)
         self.register_buffer("_center", (high + low) / 2, persistent=False)
         self.register_buffer("_scale", (high - low) / 2, persistent=False)

@@ -5,7 +5,7 @@ and divide by 255 inside, so frames stay ``uint8`` until the first layer (docs/d
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, Tuple, Type
+from typing import Any, Callable, List, Sequence, Tuple, Type
 
 import gin
 import numpy as np
@@ -17,7 +17,8 @@ from rlf.tensor_specs import TensorSpec
 from rlf.utils.errors import one_line
 
 __all__ = ["MLPEncoder", "FrameConv2d", "NatureCNN", "ShallowCNN", "ImpalaCNN",
-           "orthogonal_init_", "require_tensor_spec", "default_encoder_ctor"]
+           "orthogonal_init_", "require_tensor_spec", "default_encoder_ctor",
+           "encoder_output_size"]
 
 
 def require_tensor_spec(owner: str, observation_spec: Any) -> TensorSpec:
@@ -46,6 +47,17 @@ def default_encoder_ctor(owner: str, observation_spec: Any) -> Callable[..., nn.
     return NatureCNN if len(spec.shape) == 3 else MLPEncoder
 
 
+def encoder_output_size(encoder: nn.Module) -> int:
+    """``encoder.output_size``: the width of its ``[B, output_size]`` features (every
+    encoder an ``encoder_ctor`` makes has one).
+
+    Raises:
+        AttributeError: for a module without ``output_size``.
+    """
+    size: Any = encoder.output_size
+    return int(size)
+
+
 def orthogonal_init_(module: nn.Module, gain: float = 2 ** 0.5) -> nn.Module:
     """Orthogonal weights with ``gain`` and zero biases for every conv and linear layer of
     ``module`` (Saxe et al. 2014; the init of OpenAI baselines' and CleanRL's Atari agents).
@@ -65,7 +77,8 @@ def orthogonal_init_(module: nn.Module, gain: float = 2 ** 0.5) -> nn.Module:
     for m in module.modules():
         if isinstance(m, (nn.Conv2d, nn.Linear)):
             nn.init.orthogonal_(m.weight, gain)
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
     return module
 
 
@@ -221,7 +234,7 @@ class _ConvStack(nn.Module):
         name = type(self).__name__
         _check_frames(name, input_spec)
         c = input_spec.shape[0]
-        layers = []
+        layers: List[nn.Module] = []
         for out, kernel, stride in conv_layers:
             conv = FrameConv2d if not layers else nn.Conv2d
             layers += [conv(c, out, kernel, stride=stride), nn.ReLU()]
@@ -241,7 +254,7 @@ class _ConvStack(nn.Module):
         if orthogonal_init:
             orthogonal_init_(self)  # before channels_last: orthogonal_ needs contiguous weights
         if channels_last:
-            self.conv.to(memory_format=torch.channels_last)
+            self.conv.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``[B, C, H, W]`` uint8 (or float in [0, 1]) -> ``[B, output_size]`` float32."""
@@ -319,7 +332,7 @@ class ImpalaCNN(nn.Module):
         super().__init__()
         _check_frames(type(self).__name__, input_spec)
         c = input_spec.shape[0]
-        stages = []
+        stages: List[nn.Module] = []
         for out in channels:
             conv = FrameConv2d if not stages else nn.Conv2d
             stages += [conv(c, out, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1),

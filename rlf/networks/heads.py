@@ -7,7 +7,7 @@ entropies from parameters with any outer dims (``[B]`` or ``[T, B]``)."""
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import List, Tuple, cast
 
 import torch
 from torch import nn
@@ -83,22 +83,25 @@ class MultiCategoricalHead(nn.Module):
         """Features ``[..., input_size]`` -> ``K`` logits ``[..., N_i]``."""
         return tuple(h(x) for h in self.heads)
 
+    def _heads(self) -> List[CategoricalHead]:
+        return [cast(CategoricalHead, h) for h in self.heads]
+
     def sample(self, logits, greedy: bool = False) -> torch.Tensor:
         """Actions ``[..., *shape]`` (the spec's dtype), one independent draw (or mode) per
         entry."""
-        a = torch.stack([h.sample(lg, greedy) for h, lg in zip(self.heads, logits)], -1)
+        a = torch.stack([h.sample(lg, greedy) for h, lg in zip(self._heads(), logits)], -1)
         return a.reshape(a.shape[:-1] + self._shape).to(self._dtype)
 
     def log_prob(self, logits, action) -> torch.Tensor:
         """``log pi(a|x)`` ``[...]``: the sum over the ``K`` entries of ``action
         [..., *shape]``."""
         action = action.reshape(action.shape[:action.ndim - len(self._shape)] + (-1,))
-        return sum(h.log_prob(lg, action[..., i])
-                   for i, (h, lg) in enumerate(zip(self.heads, logits)))
+        return cast(torch.Tensor, sum(h.log_prob(lg, action[..., i])
+                                      for i, (h, lg) in enumerate(zip(self._heads(), logits))))
 
     def entropy(self, logits) -> torch.Tensor:
         """Entropy ``[...]`` (nats): the sum of the ``K`` entries' entropies."""
-        return sum(h.entropy(lg) for h, lg in zip(self.heads, logits))
+        return cast(torch.Tensor, sum(h.entropy(lg) for h, lg in zip(self._heads(), logits)))
 
 
 class NormalHead(nn.Module):
@@ -161,6 +164,10 @@ class TanhNormalHead(nn.Module):
         ValueError: if the spec's bounds are not finite.
     """
 
+    # Registered buffers.
+    _low: torch.Tensor
+    _half_range: torch.Tensor
+
     def __init__(self, input_size: int, spec: BoundedTensorSpec,
                  state_dependent_std: bool = True,
                  log_std_bounds: Tuple[float, float] = (-5.0, 2.0),
@@ -194,6 +201,7 @@ class TanhNormalHead(nn.Module):
             log_std = lo + 0.5 * (hi - lo) * (torch.tanh(log_std) + 1)
             return loc, log_std.exp()
         loc = self.fc(x)
+        assert self.log_std is not None  # a state-independent std
         return loc, self.log_std.clamp(*self._bounds).exp().expand_as(loc)
 
     def _squash(self, u):
@@ -247,6 +255,10 @@ class ClipToBounds(nn.Module):
     Args:
         action_spec: the action's spec (a ``BoundedTensorSpec`` for clipping to happen).
     """
+
+    # Registered buffers.
+    low: torch.Tensor
+    high: torch.Tensor
 
     def __init__(self, action_spec):
         super().__init__()

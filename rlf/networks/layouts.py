@@ -25,7 +25,7 @@ def use_inference_layout(module: nn.Module) -> nn.Module:
     Returns:
         ``module``.
     """
-    module.to(memory_format=torch.contiguous_format)
+    module.to(memory_format=torch.contiguous_format)  # type: ignore[call-overload]
     for m in module.modules():
         if isinstance(m, nn.Linear):
             m.weight.data = m.weight.data.t().contiguous().t()

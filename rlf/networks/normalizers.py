@@ -44,6 +44,11 @@ class ObservationNormalizer(nn.Module):
         ValueError: for ``epsilon <= 0`` or ``clipping <= 0``.
     """
 
+    # Registered buffers.
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
+
     def __init__(self, shape: Sequence[int], epsilon: float = 1e-8, clipping: float = 10.0):
         super().__init__()
         if not epsilon > 0 or not clipping > 0:

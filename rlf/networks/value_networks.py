@@ -10,7 +10,8 @@ import gin
 import torch
 from torch import nn
 
-from rlf.networks.encoders import default_encoder_ctor, require_tensor_spec
+from rlf.networks.encoders import (default_encoder_ctor, encoder_output_size,
+                                     require_tensor_spec)
 from rlf.networks.normalizers import ObservationNormalizer
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
@@ -40,7 +41,7 @@ class QNetwork(nn.Module):
         if encoder_ctor is None:
             encoder_ctor = default_encoder_ctor("QNetwork", observation_spec)
         self.encoder = encoder_ctor(observation_spec)
-        self.head = nn.Linear(self.encoder.output_size, self.num_actions)
+        self.head = nn.Linear(encoder_output_size(self.encoder), self.num_actions)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         """``[B, ...]`` observations -> ``[B, num_actions]`` float32 action values."""
@@ -85,7 +86,7 @@ class RecurrentQNetwork(nn.Module):
         if encoder_ctor is None:
             encoder_ctor = default_encoder_ctor("RecurrentQNetwork", observation_spec)
         self.encoder = encoder_ctor(observation_spec)
-        self.lstm = nn.LSTMCell(self.encoder.output_size, lstm_size)
+        self.lstm = nn.LSTMCell(encoder_output_size(self.encoder), lstm_size)
         self.head = nn.Linear(lstm_size, self.num_actions)
         self.value_head = nn.Linear(lstm_size, 1) if dueling else None
         self.state_spec = (TensorSpec((lstm_size,)), TensorSpec((lstm_size,)))

@@ -10,7 +10,7 @@ _current_pos)``. This is ALF's layout, so checkpoints are interchangeable.
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 
 import gin
 import numpy as np
@@ -103,6 +103,13 @@ class ReplayBuffer(nn.Module):
         ValueError: for non-positive sizes, unknown ``stacked_frames`` paths, a stacked field
             whose spec does not start with ``k``, or a missing ``time_step.step_type``.
     """
+
+    # Registered buffers.
+    _current_size: torch.Tensor
+    _current_pos: torch.Tensor
+    _priority: torch.Tensor
+    _max_priority: torch.Tensor
+    _use_count: torch.Tensor
 
     def __init__(self,
                  data_spec: Any,
@@ -378,9 +385,9 @@ class ReplayBuffer(nn.Module):
                                  f"prioritised samples evenly")
             share = batch_size // (world.size * num_groups)
             batch, info = self.get_batch(share * num_groups, batch_length)
-            rows = (torch.arange(num_groups)[:, None] * (batch_size // num_groups)
-                    + world.rank * share + torch.arange(share)).reshape(-1)
-            return batch, info, rows
+            drawn = (torch.arange(num_groups)[:, None] * (batch_size // num_groups)
+                     + world.rank * share + torch.arange(share)).reshape(-1)
+            return batch, info, drawn
         with self._lock:
             own = self._num_valid_starts(batch_length)
             num_starts = distributed.all_gather_cat(torch.from_numpy(own.astype(np.int64)),
@@ -390,7 +397,7 @@ class ReplayBuffer(nn.Module):
                     f"{self._name}.get_batch_shard: no environment of any learner holds "
                     f"{batch_length} steps for a sequence")
             env, offset = _uniform_starts(batch_size, num_starts,
-                                          distributed.shared_generator("cpu"))
+                                          distributed.shared_generator(torch.device("cpu")))
             first = world.rank * self._num_envs
             rows = np.nonzero((env >= first) & (env < first + self._num_envs))[0]
             env, offset = env[rows] - first, offset[rows]
@@ -609,12 +616,14 @@ class ReplayBuffer(nn.Module):
             flat = env * self._max_length + pos % self._max_length
             if self._max_use is not None:
                 live &= self._use_count.view(-1).numpy()[flat] < self._max_use
+            assert self._tree is not None  # prioritized
             self._tree.update(flat[live], prio[live] ** self._alpha)
             if prio.size:
                 self._max_priority.fill_(max(float(self._max_priority), float(prio.max())))
 
     # ------------------------------------------------------------------ checkpoints
-    def load_state_dict(self, state_dict: Dict[str, torch.Tensor], strict: bool = True):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False):
         """Restores the buffer from ``state_dict()`` output (ALF's key layout).
 
         Everything is checked before anything is written, so a failed load leaves the

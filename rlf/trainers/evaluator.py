@@ -32,7 +32,8 @@ class EvalResult(dict):
 def evaluate_episodes(algorithm, env, num_episodes: int, device: str | torch.device = "cpu",
                       on_step: Optional[Callable[[Any], None]] = None,
                       max_steps: Optional[int] = None,
-                      on_episode: Optional[Callable[[int, float, int], None]] = None
+                      on_episode: Optional[
+                          Callable[[int, float, int, Optional[float]], None]] = None
                       ) -> EvalResult:
     """Plays ``num_episodes`` episodes with ``algorithm.predict_step`` (no gradients, eval mode).
 

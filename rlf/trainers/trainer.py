@@ -182,10 +182,11 @@ class Trainer:
         self._stop_signal: Optional[int] = None
         self._stop_time = 0.0
         self._state = _TrainerState()
-        self._env = None
-        self._algorithm = None
-        self._loop: Optional[TrainingLoop] = None
-        self._checkpointer = None  # the run's, once built
+        # Built by build(): the environment, the algorithm, its TrainingLoop, the Checkpointer.
+        self._env: Any = None
+        self._algorithm: Any = None
+        self._loop: Any = None
+        self._checkpointer: Any = None
         self._session: Optional[_Session] = None  # from start() to finish()
         self._eval_env = None
         self._lock_fd: Optional[int] = None
@@ -411,9 +412,10 @@ class Trainer:
             if newest is None:
                 return None
             if newest[1] != world.size:
-                return self._regroup(*newest, state=found[1] if found else None)
+                return self._regroup(newest[0], newest[1], state=found[1] if found else None)
             if not world.is_chief:
                 return self._restore_learner(newest[0])
+            assert found is not None  # rank 0 found what it broadcast
             restored = self._checkpointer.apply(*found)
             replay = restored.companions.get(REPLAY_BUFFER_COMPANION)
             if self._config.save_replay_buffer and replay is not None:
@@ -750,6 +752,7 @@ class Trainer:
         return self._session
 
     def _results(self) -> Dict[str, Any]:
+        assert self._session is not None  # from start()
         return {"iterations": self._state.iter_num,
                 "env_steps": self._algorithm.get_env_steps(),
                 "metrics": metric_results(self._loop.metrics),
@@ -774,6 +777,7 @@ class Trainer:
         run (``close``) and the summaries (a summary error is raised only where nothing else
         failed)."""
         session = self._session
+        assert session is not None  # from start()
         session.ended = True
         session.bar.close()
         for s, h in session.handlers.items():

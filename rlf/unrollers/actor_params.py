@@ -29,7 +29,7 @@ class ActorIdentity(NamedTuple):
         num_actors: how many actors there are.
     """
 
-    index: int
+    index: int  # type: ignore[assignment]  # (shadows tuple.index, a method)
     num_actors: int
 
 

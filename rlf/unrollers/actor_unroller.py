@@ -76,7 +76,7 @@ def build_actor(algorithm_ctor: Callable[[], Any], env_ctor: Callable[..., Any],
     if torch_seed is not None:
         torch.manual_seed(torch_seed)
     env = env_ctor(num_envs=num_envs, seed=seed)
-    algorithm = use_inference_layout(algorithm_ctor())
+    algorithm: Any = use_inference_layout(algorithm_ctor())
     algorithm.actor_identity = ActorIdentity(index, num_actors)
     return env, algorithm, actor_state_dict(algorithm)
 

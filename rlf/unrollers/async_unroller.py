@@ -265,7 +265,7 @@ class AsyncUnroller(ActorUnroller):
         # A raw shared flag, not an Event: terminating an actor inside Event.wait would leave
         # the Event's condition counting a sleeper that never wakes, and set() would hang.
         self._stop = self._ctx.RawValue("b", 0)
-        self._procs: List[Optional[mp.Process]] = [None] * num_actors
+        self._procs: List[Optional[Any]] = [None] * num_actors  # spawned processes
         for a in range(num_actors):
             self._start(a)
 
@@ -359,7 +359,9 @@ class AsyncUnroller(ActorUnroller):
                     if incarnation == self._incarnation[index]:  # not restarted meanwhile
                         self._free[index].put(slot)
 
-                return (version, self._slots[index][slot], times), release
+                slots = self._slots[index]
+                assert slots is not None  # the actor sent them before its first unroll
+                return (version, slots[slot], times), release
 
     def _publish(self) -> None:
         """Overwrites the shared tensors of the next version's set; its sequence counter is

@@ -206,7 +206,9 @@ class RayUnroller(ActorUnroller):
                 append_to_log(log, f"[learner pid {os.getpid()}] {type(e).__name__}: {text}")
                 first = text.splitlines()[0] if log is not None else text
                 if isinstance(e, UserError):  # the input's fault: never restarted
-                    self._fail(index, one_line(e.cause), text, caused_by_input=True)
+                    # (Ray's error is an instance of the actor's; .cause is the actor's own)
+                    self._fail(index, one_line(getattr(e, "cause", e)), text,
+                               caused_by_input=True)
                 cause = (f"sent no unroll for {self._timeout:.0f} s"
                          if isinstance(e, TimeoutError) else f"{type(e).__name__}: {first}")
                 self._fail(index, cause)  # raises unless the actor may be restarted

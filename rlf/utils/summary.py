@@ -20,7 +20,7 @@ import contextlib
 import threading
 import time
 from collections import defaultdict
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Union
 
 import torch
 from torch.utils.tensorboard import SummaryWriter
@@ -33,7 +33,7 @@ __all__ = [
     "flush", "close", "DiscardingWriter",
 ]
 
-_writer: Optional[SummaryWriter] = None
+_writer: Optional[Union[SummaryWriter, "DiscardingWriter"]] = None
 _global_counter = 0
 _summary_interval = 1
 _enabled = True
@@ -74,7 +74,7 @@ def _writing() -> Iterator[None]:
     except SummaryWriteError:
         raise
     except OSError as e:
-        where = _writer.log_dir if _writer is not None else "the event directory"
+        where = getattr(_writer, "log_dir", None) or "the event directory"
         raise SummaryWriteError(e.errno, f"could not write the TensorBoard summaries in "
                                          f"{where}: {e.strerror or e}") from e
 
@@ -119,13 +119,13 @@ class DiscardingWriter:
         """Nothing to close."""
 
 
-def set_default_writer(writer: Optional[SummaryWriter]) -> None:
+def set_default_writer(writer: Optional[Union[SummaryWriter, "DiscardingWriter"]]) -> None:
     """Sets the writer used by ``scalar``/``histogram``; None stops writing."""
     global _writer
     _writer = writer
 
 
-def get_default_writer() -> Optional[SummaryWriter]:
+def get_default_writer() -> Optional[Union[SummaryWriter, DiscardingWriter]]:
     """The current default writer or None."""
     return _writer
 
@@ -214,6 +214,7 @@ def scalar(name: str, value, step: Optional[int] = None) -> None:
         value = _to_float(value)
         step = _global_counter if step is None else int(step)
         with _writing():
+            assert _writer is not None  # should_record_summaries: a writer is set
             _writer.add_scalar(name, value, step)
         for mirror in _mirrors:
             mirror(name, value, step)
@@ -237,6 +238,7 @@ def histogram(name: str, values, step: Optional[int] = None) -> None:
         values = torch.as_tensor(values).detach().float().cpu().reshape(-1)
         if values.numel():
             with _writing():
+                assert _writer is not None  # should_record_summaries: a writer is set
                 _writer.add_histogram(name, values,
                                       _global_counter if step is None else int(step))
 

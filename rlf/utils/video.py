@@ -7,7 +7,7 @@ import errno
 import os
 import sys
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Union
 
 import numpy as np
 
@@ -19,7 +19,7 @@ __all__ = ["VIDEO_SUFFIXES", "check_video_path", "save_video"]
 VIDEO_SUFFIXES = (".gif", ".mp4")
 
 
-def check_video_path(path: str) -> Path:
+def check_video_path(path: Union[str, Path]) -> Path:
     """Checks that a video can be written to ``path`` before any frame is made.
 
     Returns:
@@ -73,22 +73,23 @@ def save_video(frames: List[np.ndarray], path: str, fps: int = 30) -> None:
             nothing then, so the MP4 is read back and its frames counted. ``path`` is left
             as it was.
     """
-    path = check_video_path(path)
+    checked = check_video_path(path)
     if not frames:
-        raise ValueError(f"no frames to write to {path}")
-    suffix = path.suffix.lower()
-    with atomic_write(path, suffix=suffix) as tmp:  # OpenCV picks the container by suffix
+        raise ValueError(f"no frames to write to {checked}")
+    suffix = checked.suffix.lower()
+    with atomic_write(checked, suffix=suffix) as tmp:  # OpenCV picks the container by suffix
         if suffix == ".gif":
-            Image = require("PIL.Image", "play", f"recording {path.name}")
+            Image = require("PIL.Image", "play", f"recording {checked.name}")
             images = [Image.fromarray(f) for f in frames]
             images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:],
                            duration=int(1000 / fps), loop=0)
         else:
             import cv2
             h, w = frames[0].shape[:2]
-            writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+            fourcc = cv2.VideoWriter_fourcc(*"mp4v")  # type: ignore[attr-defined]
+            writer = cv2.VideoWriter(str(tmp), fourcc, fps, (w, h))
             if not writer.isOpened():
-                raise RuntimeError(f"OpenCV cannot write {path} with the mp4v codec; "
+                raise RuntimeError(f"OpenCV cannot write {checked} with the mp4v codec; "
                                    f"use a .gif file name")
             for f in frames:
                 writer.write(cv2.cvtColor(
@@ -100,4 +101,4 @@ def save_video(frames: List[np.ndarray], path: str, fps: int = 30) -> None:
                 reader.release()
             if written != len(frames):
                 raise OSError(errno.EIO, f"the video could not be written in full ({written} "
-                                         f"of {len(frames)} frames readable)", str(path))
+                                         f"of {len(frames)} frames readable)", str(checked))
