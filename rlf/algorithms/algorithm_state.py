@@ -24,6 +24,21 @@ def state_problems(name: str, own: Dict[str, Any], state_dict: Dict[str, Any], s
     unexpected keys (``strict``), tensors of other shapes or dtypes (expected vs found), and
     optimizers that do not fit (other group sizes, another optimizer class's
     hyperparameters, schedules on other optimizers). Empty if it fits."""
+    problems = _tensor_problems(own, state_dict, strict)
+    if opt_states is not None:
+        problems += _optimizer_problems(optimizers, opt_states)
+    if sched_states is not None and opt_states is not None:
+        mine = [s is not None for s in schedules]
+        theirs = [s is not None for s in sched_states]
+        if mine != theirs:
+            problems.append(f"learning-rate schedulers per optimizer: this algorithm {mine}, "
+                            f"the checkpoint {theirs}")
+    return problems
+
+
+def _tensor_problems(own: Dict[str, Any], state_dict: Dict[str, Any],
+                     strict: bool) -> List[str]:
+    """Missing and unexpected keys (``strict``) and tensors of other shapes or dtypes."""
     problems = []
     missing = sorted(k for k in own if k not in state_dict)
     unexpected = sorted(k for k in state_dict if k not in own)
@@ -39,32 +54,30 @@ def state_problems(name: str, own: Dict[str, Any], state_dict: Dict[str, Any], s
     problems += wrong[:4]
     if len(wrong) > 4:
         problems.append(f"{len(wrong) - 4} more tensors of other shapes or dtypes")
-    if opt_states is not None:
-        if len(opt_states) != len(optimizers):
-            problems.append(f"{len(opt_states)} optimizer states for {len(optimizers)} "
-                            f"optimizers")
-        else:
-            for i, (opt, st) in enumerate(zip(optimizers, opt_states)):
-                sizes = [len(g["params"]) for g in opt.param_groups]
-                found = [len(g["params"]) for g in st.get("param_groups", [])]
-                if sizes != found:
-                    problems.append(f"optimizer {i} has parameter groups of sizes {sizes}, "
-                                    f"the checkpoint {found}")
-                # Another optimizer class: torch would load its hyperparameters and fail at
-                # the first step (SGD's KeyError 'momentum' on Adam's state). A schedule's
-                # initial_lr is the schedules' check, below.
-                foreign = sorted({k for g in st.get("param_groups", []) for k in g}
-                                 - {k for g in opt.param_groups for k in g} - {"initial_lr"})
-                if foreign:
-                    problems.append(f"optimizer {i} ({type(opt).__name__}) has none of the "
-                                    f"checkpoint optimizer's hyperparameters {foreign}: it "
-                                    f"was written by another optimizer")
-    if sched_states is not None and opt_states is not None:
-        mine = [s is not None for s in schedules]
-        theirs = [s is not None for s in sched_states]
-        if mine != theirs:
-            problems.append(f"learning-rate schedulers per optimizer: this algorithm {mine}, "
-                            f"the checkpoint {theirs}")
+    return problems
+
+
+def _optimizer_problems(optimizers: List[torch.optim.Optimizer], opt_states) -> List[str]:
+    """Optimizer states that do not fit: another count, other group sizes, another
+    optimizer class's hyperparameters."""
+    if len(opt_states) != len(optimizers):
+        return [f"{len(opt_states)} optimizer states for {len(optimizers)} optimizers"]
+    problems = []
+    for i, (opt, st) in enumerate(zip(optimizers, opt_states)):
+        sizes = [len(g["params"]) for g in opt.param_groups]
+        found = [len(g["params"]) for g in st.get("param_groups", [])]
+        if sizes != found:
+            problems.append(f"optimizer {i} has parameter groups of sizes {sizes}, "
+                            f"the checkpoint {found}")
+        # Another optimizer class: torch would load its hyperparameters and fail at the
+        # first step (SGD's KeyError 'momentum' on Adam's state). A schedule's initial_lr is
+        # the schedules' check (state_problems).
+        foreign = sorted({k for g in st.get("param_groups", []) for k in g}
+                         - {k for g in opt.param_groups for k in g} - {"initial_lr"})
+        if foreign:
+            problems.append(f"optimizer {i} ({type(opt).__name__}) has none of the "
+                            f"checkpoint optimizer's hyperparameters {foreign}: it "
+                            f"was written by another optimizer")
     return problems
 
 

@@ -323,6 +323,22 @@ class Learner:
         # (meta tensors, which the device-placement tests train on, hold no values to check)
         if total.device.type != "meta" and not bool(torch.isfinite(total.detach())):
             _raise_non_finite(alg, loss_info, total)
+        stepping = self._backward(terms, entries, names)
+        active = summary.is_active()
+        params = self._step(stepping, entries, active)
+        self.counters.num_updates += 1
+        total = total.detach()
+        if active:
+            self._summarize_loss(total, terms, loss_info, valid_masks)
+            if summary.should_record_summaries():
+                self._write_pending()
+        return loss_info._replace(loss=total), params
+
+    def _backward(self, terms: Dict[Optional[str], torch.Tensor], entries: List[_Optimizer],
+                  names: List[str]) -> List[int]:
+        """Back-propagates each loss term into its due optimizers' parameters (a single loss
+        into every due one's) after zeroing every gradient, and averages the gradients over
+        the learners; returns the indices of the optimizers that step."""
         due = [self.is_due(i) for i in range(len(entries))]
         if None in terms:
             backward = [(terms[None], [i for i in range(len(entries)) if due[i]])]
@@ -343,9 +359,15 @@ class Learner:
         if distributed.world().distributed:
             average_gradients([p for i in stepping for g in entries[i].optimizer.param_groups
                                for p in g["params"]])
-        pending = self._pending
-        active = summary.is_active()
-        params = []
+        return stepping
+
+    def _step(self, stepping: List[int], entries: List[_Optimizer],
+              active: bool) -> List[nn.Parameter]:
+        """Clips and steps the optimizers ``stepping`` (and their schedules where they
+        stepped), keeping their rates and gradient norms for the summaries when ``active``;
+        returns the parameters that received gradients."""
+        alg, scaler, pending = self.algorithm, self._grad_scaler, self._pending
+        params: List[nn.Parameter] = []
         for i in stepping:
             entry = entries[i]
             opt = entry.optimizer
@@ -377,18 +399,16 @@ class Learner:
                 _check_scheduled_rates(alg.name, i, entry)
         if scaler is not None:
             scaler.update()
-        self.counters.num_updates += 1
-        total = total.detach()
-        if active:
-            self._summarize_loss(total, terms, loss_info, valid_masks)
-            if summary.should_record_summaries():
-                values = {tag: value() if callable(value) else value
-                          for tag, value in pending.items()}
-                _average_losses(values)
-                for tag, value in values.items():
-                    summary.scalar(tag, value)
-                pending.clear()
-        return loss_info._replace(loss=total), params
+        return params
+
+    def _write_pending(self) -> None:
+        """Writes the kept loss terms, rates and norms (losses averaged over the learners)."""
+        pending = self._pending
+        values = {tag: value() if callable(value) else value for tag, value in pending.items()}
+        _average_losses(values)
+        for tag, value in values.items():
+            summary.scalar(tag, value)
+        pending.clear()
 
     def _reduced_loss_terms(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor],
                             weight: float, names: List[str]

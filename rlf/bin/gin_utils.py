@@ -260,6 +260,17 @@ def _type_name(annotation: Any) -> str:
     return str(annotation).replace("typing.", "").replace("NoneType", "None")
 
 
+#: A scalar annotation -> whether a gin value fits it.
+_SCALAR_FITS: Dict[Any, Callable[[Any], bool]] = {
+    type(None): lambda value: value is None,
+    bool: lambda value: isinstance(value, bool),
+    int: lambda value: isinstance(value, int) or (isinstance(value, float)
+                                                  and value.is_integer()),
+    float: lambda value: isinstance(value, (int, float)),
+    str: lambda value: isinstance(value, str),
+}
+
+
 def _fits(value: Any, annotation: Any) -> bool:
     """Whether a gin value fits a type annotation; True wherever it cannot be judged (gin
     references, type variables, generic classes rlf does not know)."""
@@ -268,16 +279,9 @@ def _fits(value: Any, annotation: Any) -> bool:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
         return any(_fits(value, a) for a in args)
-    if annotation is type(None):
-        return value is None
-    if annotation is bool:
-        return isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if annotation is float:
-        return isinstance(value, (int, float))
-    if annotation is str:
-        return isinstance(value, str)
+    scalar = _SCALAR_FITS.get(annotation) if isinstance(annotation, type) else None
+    if scalar is not None:
+        return scalar(value)
     if origin is typing.Literal:
         return value in args
     if collections.abc.Callable in (origin, annotation) or annotation is typing.Callable:
@@ -286,17 +290,22 @@ def _fits(value: Any, annotation: Any) -> bool:
         return False  # a class: only a reference (@torch.nn.ReLU) stands for one
     if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable) or \
             annotation in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            return False
-        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
-            return len(args) == len(value) and all(_fits(v, a) for v, a in zip(value, args))
-        return all(_fits(v, args[0]) for v in value) if args else True
+        return _fits_sequence(value, origin, args)
     if origin in (dict, collections.abc.Mapping) or annotation is dict:
         return isinstance(value, dict)
     if origin is None and isinstance(annotation, type) and \
             isinstance(value, (str, bool, int, float)):
         return isinstance(value, annotation)  # a class no literal stands for (TensorSpec)
     return True
+
+
+def _fits_sequence(value: Any, origin: Any, args: Tuple[Any, ...]) -> bool:
+    """Whether a gin value fits a list, tuple or sequence annotation (``origin[args]``)."""
+    if not isinstance(value, (list, tuple)):
+        return False
+    if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+        return len(args) == len(value) and all(_fits(v, a) for v, a in zip(value, args))
+    return all(_fits(v, args[0]) for v in value) if args else True
 
 
 def _misfit(value: Any, annotation: Any) -> str:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import (Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 import torch
 
@@ -273,6 +274,49 @@ def _check_actions(f: Path, key: str, t: torch.Tensor, spec: BoundedTensorSpec,
     return t
 
 
+def _read_leaf(f, ckpt: Mapping[str, Any], path: str, spec: TensorSpec,
+               stored: Tuple[int, ...], aliases: Mapping[str, Any]
+               ) -> Tuple[str, torch.Tensor]:
+    """``(key, [num_envs, max_length, *stored] tensor)``: leaf ``path`` of replay checkpoint
+    ``f`` under its key or an alias, whole frame stacks cut to their newest frame where the
+    buffer stores single frames (``stored``), in the spec's dtype.
+
+    Raises:
+        OfflineDataError: for a missing key, another shape, or a float/integer mismatch.
+    """
+    key = _key(path)
+    candidates = aliases.get(key, ())
+    candidates = [candidates] if isinstance(candidates, str) else list(candidates)
+    found_key = next((k for k in [key] + candidates if k in ckpt), None)
+    if found_key is None:
+        raise OfflineDataError(
+            f"replay checkpoint {f} has no "
+            f"{' or '.join(repr(k) for k in [key] + candidates)} (needed for {path} "
+            f"{tuple(spec.shape)} {spec.dtype}); it has "
+            f"{sorted(k for k in ckpt if not k.startswith('_'))}")
+    t = ckpt[found_key]
+    step_shape, full = tuple(t.shape[2:]), tuple(spec.shape)
+    if step_shape == full and stored != full:
+        t = t[:, :, -1]  # whole stacks into a buffer of single frames: the newest
+    elif step_shape != stored:
+        single = (f" (or single frames [num_envs, max_length, "
+                  f"{', '.join(map(str, stored))}])" if stored != full else "")
+        hint = ("; a file of single frames needs the stacking configured, e.g. "
+                f"ReplayBuffer.stacked_frames = {{'{path}': {full[0]}}}"
+                if stored == full and full and step_shape == full[1:] else "")
+        raise OfflineDataError(
+            f"replay checkpoint {f}: '{found_key}' has shape {tuple(t.shape)}, expected "
+            f"[num_envs, max_length, {', '.join(map(str, full))}]{single} for {path} "
+            f"(spec shape {full}){hint}")
+    if t.dtype != spec.dtype:
+        if t.dtype.is_floating_point != spec.dtype.is_floating_point:
+            raise OfflineDataError(
+                f"replay checkpoint {f}: '{found_key}' has dtype {t.dtype}, expected "
+                f"{spec.dtype} for {path}")
+        t = t.to(spec.dtype)
+    return found_key, t
+
+
 def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
                                data_spec: Any,
                                length: Optional[int] = None,
@@ -339,36 +383,7 @@ def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
         ckpt = load_replay_checkpoint(f)
         pos, size = ckpt["_current_pos"], ckpt["_current_size"]
         for i, (path, spec) in enumerate(zip(paths, specs)):
-            key = _key(path)
-            candidates = aliases.get(key, ())
-            candidates = [candidates] if isinstance(candidates, str) else list(candidates)
-            found_key = next((k for k in [key] + candidates if k in ckpt), None)
-            if found_key is None:
-                raise OfflineDataError(
-                    f"replay checkpoint {f} has no "
-                    f"{' or '.join(repr(k) for k in [key] + candidates)} (needed for {path} "
-                    f"{tuple(spec.shape)} {spec.dtype}); it has "
-                    f"{sorted(k for k in ckpt if not k.startswith('_'))}")
-            t = ckpt[found_key]
-            step_shape, full = tuple(t.shape[2:]), tuple(spec.shape)
-            if step_shape == full and stored[i] != full:
-                t = t[:, :, -1]  # whole stacks into a buffer of single frames: the newest
-            elif step_shape != stored[i]:
-                single = (f" (or single frames [num_envs, max_length, "
-                          f"{', '.join(map(str, stored[i]))}])" if stored[i] != full else "")
-                hint = ("; a file of single frames needs the stacking configured, e.g. "
-                        f"ReplayBuffer.stacked_frames = {{'{path}': {full[0]}}}"
-                        if stored[i] == full and full and step_shape == full[1:] else "")
-                raise OfflineDataError(
-                    f"replay checkpoint {f}: '{found_key}' has shape {tuple(t.shape)}, expected "
-                    f"[num_envs, max_length, {', '.join(map(str, full))}]{single} for {path} "
-                    f"(spec shape {full}){hint}")
-            if t.dtype != spec.dtype:
-                if t.dtype.is_floating_point != spec.dtype.is_floating_point:
-                    raise OfflineDataError(
-                        f"replay checkpoint {f}: '{found_key}' has dtype {t.dtype}, expected "
-                        f"{spec.dtype} for {path}")
-                t = t.to(spec.dtype)
+            found_key, t = _read_leaf(f, ckpt, path, spec, stored[i], aliases)
             rows = chronological(t, pos, size, length)
             if path in bounded:
                 counts = [r.shape[0] for r in rows]
