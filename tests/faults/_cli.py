@@ -34,6 +34,18 @@ def run_cli(module: str, *args: str, timeout: float = 180,
                           preexec_fn=limit)
 
 
+def run_train_many(cases: List[List[str]], timeout: float = 600) -> List[Dict[str, object]]:
+    """``python -m rlf.bin.train`` with each argument list of ``cases``, all in one process
+    (``tests/faults/_many_cli.py``): ``[{"returncode", "stdout", "stderr"}]`` per case."""
+    import json
+    environ = {k: v for k, v in os.environ.items() if k != "RLF_DEBUG"}
+    result = subprocess.run([sys.executable, "-m", "tests.faults._many_cli"], cwd=REPO,
+                            input=json.dumps(cases), capture_output=True, text=True,
+                            timeout=timeout, env=environ)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
 def _limit_file_size(limit: int) -> None:
     """This process's files may not grow past ``limit`` bytes: writes past it fail (EFBIG,
     SIGXFSZ ignored), as they do on a full disk (ENOSPC)."""

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.faults._cli import CARTPOLE, REPO, lines, run_cli, sha256
+from tests.faults._cli import CARTPOLE, REPO, lines, run_cli, run_train_many, sha256
 
 MISTAKES = {
     "unknown_kwarg": ("ImpalaAlgorithm.discont=0.9",
@@ -133,15 +133,34 @@ MISTAKES = {
 }
 
 
+@pytest.fixture(scope="module")
+def mistakes(tmp_path_factory):
+    """Every case of ``MISTAKES`` through ``rlf.bin.train``, all in one process."""
+    root = tmp_path_factory.mktemp("mistakes")
+    cases = [[*CARTPOLE, "--root_dir", str(root / case), "--conf_param", binding]
+             for case, (binding, _) in MISTAKES.items()]
+    return root, dict(zip(MISTAKES, run_train_many(cases)))
+
+
 @pytest.mark.parametrize("case", MISTAKES)
-def test_configuration_mistakes(tmp_path, case):
+def test_configuration_mistakes(mistakes, case):
+    root, results = mistakes
+    r, message = results[case], MISTAKES[case][1]
+    assert r["returncode"] == 2, r["stderr"]
+    assert len(lines(r["stderr"])) == 1, r["stderr"]
+    assert lines(r["stderr"])[0].startswith(f"error: {message}"), r["stderr"]
+    assert not (root / case).exists()  # nothing half-made
+
+
+@pytest.mark.parametrize("case", ["unknown_kwarg", "negative_rate", "unquoted_string"])
+def test_configuration_mistakes_in_a_process_of_their_own(tmp_path, case):
+    # The exit status and the one line of the real command, for a few of the cases above.
     binding, message = MISTAKES[case]
     root = tmp_path / "run"
     r = run_cli("train", *CARTPOLE, "--root_dir", str(root), "--conf_param", binding)
-    assert r.returncode == 2, r.stderr
-    assert len(lines(r.stderr)) == 1, r.stderr
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
     assert lines(r.stderr)[0].startswith(f"error: {message}"), r.stderr
-    assert not root.exists()  # nothing half-made
+    assert not root.exists()
 
 
 @pytest.mark.parametrize("line, message", [
