@@ -153,21 +153,6 @@ def _cartpole(priority_replay=False):
     return alg, env
 
 
-def test_dqn_learns_cartpole_with_prioritised_replay(one_torch_thread):
-    torch.manual_seed(0)
-    alg, env = _cartpole(priority_replay=True)
-    best = 0.0
-    for i in range(120):
-        alg.train_iter()
-        if i % 10 == 9:
-            best = max(best, float(alg.get_metrics()[2].result()))
-    # A random policy averages ~22; priorities left the initial ones.
-    assert best >= 100
-    priority = alg.replay_buffer._priority[:, :alg.replay_buffer.total_size]
-    assert float(priority.min()) < float(priority.max())
-    env.close()
-
-
 def test_dqn_resumes_exactly():
     assert_resumes_exactly(_cartpole, 6, sampled_experience)
 

@@ -11,7 +11,6 @@ from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
 from rlf.algorithms.impala import ImpalaInfo
 from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
-from rlf.networks import ActorCriticNetwork
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
 
@@ -41,46 +40,6 @@ def test_vtrace_targets_at_termination_and_truncation():
     torch.testing.assert_close(returns.vs, torch.tensor([e0, e1]).T)
     assert valid.tolist() == [[True, True], [True, False], [False, True], [True, True]]
     assert returns.pg_advantages[2, 0] == 0 and returns.pg_advantages[1, 1] == 0
-
-
-def test_learns_cartpole(one_torch_thread):
-    torch.manual_seed(0)
-    env = load("CartPole-v1", 16, seed=0)
-    config = TrainerConfig(unroll_length=16, whole_replay_buffer_training=True,
-                           clear_replay_buffer=True, num_iterations=1)
-    alg = ImpalaAlgorithm(
-        env.observation_spec(), env.action_spec(), env=env, config=config, td_lambda=0.95,
-        network_ctor=functools.partial(ActorCriticNetwork, shared_encoder=False),
-        optimizer=functools.partial(torch.optim.Adam, lr=2e-3), gradient_clipping=0.5)
-    alg.set_unroller(SyncUnroller(env, alg))
-    best = 0.0
-    try:
-        while alg.get_env_steps() < 80_000 and best < 150:
-            for _ in range(20):
-                alg.train_iter()
-            best = max(best, float(alg.get_metrics()[2].result()))
-    finally:
-        env.close()
-    assert best >= 150
-
-
-@pytest.mark.parametrize("on_policy,lstm", [(False, None), (True, None), (False, 16)])
-def test_one_pong_iteration(on_policy, lstm):
-    env = load("ALE/Pong-v5", 2, seed=0)
-    config = TrainerConfig(unroll_length=3, whole_replay_buffer_training=not on_policy,
-                           clear_replay_buffer=not on_policy, num_iterations=2)
-    alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
-                          is_on_policy=on_policy,
-                          network_ctor=functools.partial(ActorCriticNetwork, lstm_size=lstm),
-                          optimizer=functools.partial(torch.optim.RMSprop, lr=1e-4))
-    alg.set_unroller(SyncUnroller(env, alg))
-    before = [p.detach().clone() for p in alg.parameters()]
-    alg.train_iter()
-    alg.train_iter()
-    assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))
-    if not on_policy:
-        assert alg.replay_buffer.data_spec.time_step.observation.dtype == torch.uint8
-    env.close()
 
 
 def test_box_actions_are_clipped_for_the_environment_and_trained_unclipped():

@@ -154,16 +154,6 @@ def _cartpole(num_env_steps=25_000, **kwargs):
     return alg, env
 
 
-def test_ppo_learns_cartpole(one_torch_thread):
-    torch.manual_seed(0)
-    alg, env = _cartpole()
-    while alg.get_env_steps() < 25_000:
-        alg.train_iter()
-    # A random policy averages ~22.
-    assert float(alg.get_metrics()[2].result()) >= 150
-    env.close()
-
-
 def _unrolled_experience(loop, steps):
     """``experience_for_update`` of PPO: one batch-major unroll of the loop, preprocessed,
     and its mask."""

@@ -164,32 +164,5 @@ def _pendulum(num_iterations=10):
     return alg, env
 
 
-def _greedy_returns(alg, num_envs=4):
-    env = load("Pendulum-v1", num_envs, seed=100)
-    time_step, total = env.reset(), torch.zeros(num_envs)
-    with torch.no_grad():
-        for _ in range(200):  # one whole episode (the time limit)
-            time_step = env.step(alg.predict_step(time_step, ()).output)
-            total += time_step.reward
-    env.close()
-    return total
-
-
-def test_sac_acts_at_random_before_training_then_learns_pendulum(one_torch_thread):
-    torch.manual_seed(0)
-    alg, env = _pendulum()
-    before = _greedy_returns(alg)
-    for _ in range(3000):
-        alg.train_iter()
-    # Training starts once the buffer holds 200 steps (iteration 200).
-    assert alg.num_updates == 3000 - 199
-    after = _greedy_returns(alg)
-    # The untrained policy scores about -1,200 per episode; 2,800 updates bring the
-    # greedy policy to about -300 (the swing-up learned, -150 is near the optimum).
-    assert float(before.mean()) < -900
-    assert float(after.mean()) > -700
-    env.close()
-
-
 def test_sac_resumes_exactly():
     assert_resumes_exactly(_pendulum, 210, sampled_experience)
