@@ -1,14 +1,44 @@
-"""The test session ends with the tests' exit status: once pytest is done, the process exits
+"""The test session: which tests are ``slow``, and its exit status.
+
+``slow`` tests (``pytest -m "not slow"`` leaves them out) are those of ``SLOW_FILES`` (they
+start processes, learners, Ray or whole runs) and those marked ``@pytest.mark.slow`` one by
+one.
+
+The session ends with the tests' exit status: once pytest is done, the process exits
 without Python's finalization, where the destructors of native objects left to the garbage
 collector (ALE's vector environments, Ray's core worker, torch's thread pools) run in an order
 none of them controls; a full run once segfaulted there after every test had passed."""
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
+#: Test files whose tests start processes, learners, Ray or whole runs (relative to tests/).
+SLOW_FILES = {
+    "experiments/test_tune.py", "experiments/test_cluster.py", "test_suite.py",
+    "test_aggregates.py", "test_compare_runs.py", "test_device_checks.py", "test_confs.py",
+    "test_minimal_dqn_example.py", "test_docs_site.py", "matrix/test_matrix.py",
+    "faults/test_cli_errors.py", "faults/test_checkpoint_faults.py",
+    "faults/test_actor_faults.py", "faults/test_offline_faults.py",
+    "faults/test_missing_extras.py", "faults/test_summary_faults.py",
+    "trainers/test_learners.py", "trainers/test_trainer.py", "trainers/test_tracker.py",
+    "unrollers/test_fixed_lag.py", "unrollers/test_ray_cluster.py",
+    "unrollers/test_ray_unroller.py", "unrollers/test_async_unroller.py",
+    "unrollers/test_actor_counters.py", "runtime/test_process.py", "runtime/test_malloc.py",
+}
+_TESTS = Path(__file__).resolve().parent
+
 _status = {}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks the tests of ``SLOW_FILES`` ``slow``."""
+    for item in items:
+        path = Path(str(item.fspath)).resolve()
+        if path.is_relative_to(_TESTS) and path.relative_to(_TESTS).as_posix() in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_sessionfinish(session, exitstatus):

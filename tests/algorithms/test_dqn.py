@@ -179,6 +179,7 @@ def test_out_of_range_exploration_and_huber_delta_are_refused(kw, message):
         DQNAlgorithm(obs, act, optimizer=torch.optim.Adam, **kw)
 
 
+@pytest.mark.slow  # (actors or a long run)
 def test_actors_receive_the_scheduled_epsilon_with_the_parameters():
     alg, env = _cartpole()
     for _ in range(10):

@@ -242,6 +242,7 @@ def test_out_of_range_clipping_and_lambda_are_refused(kw, message):
         PPOAlgorithm(obs, act, optimizer=torch.optim.Adam, **kw)
 
 
+@pytest.mark.slow  # (actors or a long run)
 def test_a_clip_range_schedule_follows_the_environment_steps():
     # SB3's linear clip-range decay: epsilon interpolated over EnvironmentSteps, down to 0
     # (a clip range of 0 keeps the surrogate's gradient only where the ratio moved against

@@ -26,6 +26,7 @@ def test_halfcheetah_loads_with_float32_observations_and_bounded_actions():
     env.close()
 
 
+@pytest.mark.slow  # (actors or a long run)
 def test_sac_trains_on_halfcheetah_with_actions_inside_the_bounds():
     env = load("HalfCheetah-v5", 1, seed=0)
     adam = functools.partial(torch.optim.Adam, lr=3e-4)
