@@ -348,24 +348,45 @@ def test_a_list_flag_takes_space_separated_values(argv, joined):
     assert full == ["suite", *argv]  # not changed in place
 
 
-@pytest.mark.parametrize("conf, length, usable", [
+NEVER_START = [
     # Before, sequences longer than the ring failed at the first update with a traceback.
     ("confs/dqn_cartpole.gin", 3, 3),
     # With 4 stacked frames a ring's 3 oldest steps start no sequence: 5 steps leave 2. This
     # was found when the buffer was built at the first step, after the run directory.
     ("confs/dqn_atari.gin", 5, 2),
-])
+]
+NOTHING_TAKES = [
+    "load_gym.masked_observation_indices=[1, 3]",  # an Atari id loads through load_atari
+    "MLPEncoder.normalize_observations=True",  # the Atari conf's encoder is a CNN
+]
+
+
+@pytest.fixture(scope="module")
+def refused_runs(tmp_path_factory):
+    """The cases of ``NEVER_START`` and ``NOTHING_TAKES`` through ``rlf.bin.train``, all in
+    one process: ``(root, [result of each NEVER_START case], [... NOTHING_TAKES case])``."""
+    root = tmp_path_factory.mktemp("refused")
+    cases = [["--conf", conf, "--noprogress", "--root_dir", str(root / f"never-{i}"),
+              "--conf_param", f"TrainerConfig.replay_buffer_length={length}",
+              "--conf_param", "TrainerConfig.initial_collect_steps=0"]
+             for i, (conf, length, _) in enumerate(NEVER_START)]
+    cases += [["--conf", "confs/impala_atari_sync.gin", "--noprogress",
+               "--root_dir", str(root / f"unused-{i}"), "--conf_param", "load.num_envs=2",
+               "--conf_param", binding] for i, binding in enumerate(NOTHING_TAKES)]
+    results = run_train_many(cases)
+    return root, results[:len(NEVER_START)], results[len(NEVER_START):]
+
+
+@pytest.mark.parametrize("index", range(len(NEVER_START)))
 def test_replay_settings_under_which_training_could_never_start_are_refused(
-        tmp_path, conf, length, usable):
-    root = tmp_path / "run"
-    r = run_cli("train", "--conf", conf, "--noprogress", "--root_dir", str(root),
-                "--conf_param", f"TrainerConfig.replay_buffer_length={length}",
-                "--conf_param", "TrainerConfig.initial_collect_steps=0")
-    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr
-    assert lines(r.stderr)[0].startswith(
+        refused_runs, index):
+    root, never, _ = refused_runs
+    r, usable = never[index], NEVER_START[index][2]
+    assert r["returncode"] == 2 and len(lines(r["stderr"])) == 1, r["stderr"]
+    assert lines(r["stderr"])[0].startswith(
         "error: DQNAlgorithm: TrainerConfig.mini_batch_length = 4 is longer than a replay "
-        f"ring's usable steps ({usable}: "), r.stderr
-    assert not root.exists()
+        f"ring's usable steps ({usable}: "), r["stderr"]
+    assert not (root / f"never-{index}").exists()
 
 
 def test_a_wrong_stacked_frames_path_is_refused_before_anything_is_written(tmp_path):
@@ -499,22 +520,17 @@ def test_play_zero_state_on_a_feed_forward_policy_is_refused(tmp_path):
     assert not (tmp_path / "ep.mp4").exists()
 
 
-@pytest.mark.parametrize("binding", [
-    "load_gym.masked_observation_indices=[1, 3]",  # an Atari id loads through load_atari
-    "MLPEncoder.normalize_observations=True",  # the Atari conf's encoder is a CNN
-])
+@pytest.mark.parametrize("index", range(len(NOTHING_TAKES)))
 def test_a_binding_that_nothing_in_the_run_takes_is_refused_before_anything_is_written(
-        tmp_path, binding):
-    run = tmp_path / "run"
-    r = run_cli("train", "--conf", "confs/impala_atari_sync.gin", "--noprogress",
-                "--root_dir", str(run), "--conf_param", "load.num_envs=2",
-                "--conf_param", binding)
-    assert r.returncode == 2, r.stderr[-2000:]
+        refused_runs, index):
+    root, _, unused = refused_runs
+    r, binding = unused[index], NOTHING_TAKES[index]
+    assert r["returncode"] == 2, r["stderr"][-2000:]
     name = binding.split("=")[0]
-    assert lines(r.stderr) == [f"error: {name} = {binding.split('=')[1].strip()}: no part of "
-                               f"this run takes this binding (its configurable is never "
-                               f"called with it), so it would change nothing; remove it"]
-    assert not run.exists()
+    assert lines(r["stderr"]) == [f"error: {name} = {binding.split('=')[1].strip()}: no part "
+                                  f"of this run takes this binding (its configurable is never "
+                                  f"called with it), so it would change nothing; remove it"]
+    assert not (root / f"unused-{index}").exists()
 
 
 def test_the_tools_print_their_own_lines_only(tmp_path):

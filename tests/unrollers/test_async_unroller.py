@@ -262,7 +262,7 @@ def test_training_with_async_actors_learns_and_sigint_leaves_no_processes(tmp_pa
     deadline = time.time() + 120
     while time.time() < deadline and not list((tmp_path / "train").glob("events*")):
         time.sleep(0.5)
-    time.sleep(8)
+    time.sleep(2)
     assert len(_spawned_pids() - before) == 2  # the two actors are running
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)

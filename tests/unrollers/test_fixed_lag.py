@@ -81,9 +81,10 @@ def test_the_same_seed_writes_the_same_scalars_and_another_seed_does_not(tmp_pat
 
 def test_two_actors_give_the_same_scalars_as_processes_and_as_ray_actors(tmp_path):
     pytest.importorskip("ray")
+    # (two processes against two Ray actors: a difference between two runs of either, the
+    # same-seed test's subject, would show too)
     two = ("TrainerConfig.num_actors=2", "load.num_envs=8")
-    a, b = _run(tmp_path / "a", 0, *two), _run(tmp_path / "b", 0, *two)
-    assert a == b
+    a = _run(tmp_path / "a", 0, *two)
     ray = _run(tmp_path / "ray", 0, *two, "TrainerConfig.use_ray=True")
     assert ray == a
 
