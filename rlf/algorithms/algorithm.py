@@ -148,11 +148,12 @@ class Algorithm(nn.Module):
     def __setattr__(self, name: str, value: Any) -> None:
         """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``) unless
         it is a settable property of theirs (``RLAlgorithm.actor_identity``), and a new
-        sub-module, parameter or buffer once the optimizers exist (``_check_new_state``)."""
+        sub-module, parameter or buffer once the optimizers exist (``_rlf_check_new_state``)."""
         if not _base_setter(type(self), name):
             check_reserved_name(type(self).__name__, name, "the attribute")
         if isinstance(value, (nn.Module, nn.Parameter)):
-            self._check_new_state(name, "module" if isinstance(value, nn.Module) else "parameter")
+            what = "module" if isinstance(value, nn.Module) else "parameter"
+            self._rlf_check_new_state(name, what)
         super().__setattr__(name, value)
 
     def register_buffer(self, name: str, tensor: Optional[torch.Tensor],
@@ -160,24 +161,24 @@ class Algorithm(nn.Module):
         """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``), and a
         new buffer once the optimizers exist."""
         check_reserved_name(type(self).__name__, name, "the buffer")
-        self._check_new_state(name, "buffer")
+        self._rlf_check_new_state(name, "buffer")
         super().register_buffer(name, tensor, persistent)
 
     def register_parameter(self, name: str, param: Optional[nn.Parameter]) -> None:
         """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``), and a
         new parameter once the optimizers exist."""
         check_reserved_name(type(self).__name__, name, "the parameter")
-        self._check_new_state(name, "parameter")
+        self._rlf_check_new_state(name, "parameter")
         super().register_parameter(name, param)
 
     def add_module(self, name: str, module: Optional[nn.Module]) -> None:
         """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``), and a
         new sub-module once the optimizers exist."""
         check_reserved_name(type(self).__name__, name, "the module")
-        self._check_new_state(name, "module")
+        self._rlf_check_new_state(name, "module")
         super().add_module(name, module)
 
-    def _check_new_state(self, name: str, what: str) -> None:
+    def _rlf_check_new_state(self, name: str, what: str) -> None:
         """Refuses a sub-module, parameter or buffer under a new name once the optimizers
         exist (right after construction in a ``Trainer``; at the first ``train_iter``): it
         would be in no optimizer, and in checkpoints written after it appeared but not in
