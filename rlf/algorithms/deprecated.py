@@ -190,6 +190,16 @@ def _overridden(algorithm, name: str) -> bool:
     return False
 
 
+#: The 0.1 hooks the framework still calls through an override (``deprecated_override``):
+#: what an override's ``super()`` call gets, their default (calling the framework's
+#: dispatch there would call the override again).
+_SUPER_DEFAULTS: Dict[str, Callable[[Any], Any]] = {
+    "trains_on_rollout_graph": lambda a: a._rlf_rollout_graph_training,
+    "summarize_rollout": lambda a: shim_training_loop(a)._default_summarize_rollout,
+    "summarize_train": lambda a: a.learner._default_summarize_train,
+}
+
+
 class DeprecatedMember:
     """A member of rlf 0.1 as a class attribute of ``Algorithm`` (a non-data descriptor), so
     that ``self.<name>`` and ``super().<name>`` both reach it. A sub-module, parameter,
@@ -209,9 +219,12 @@ class DeprecatedMember:
             values = vars(algorithm).get(store) or {}
             if self.name in values:
                 return values[self.name]
-        # Inside an override of the hook (its super() call), the override was warned about.
-        return deprecated_member(algorithm, self.name,
-                                 warn=not _overridden(algorithm, self.name))
+        # Inside an override of the hook (its super() call): the override was warned about,
+        # and a hook the framework calls through the override gives its default.
+        overridden = _overridden(algorithm, self.name)
+        if overridden and self.name in _SUPER_DEFAULTS:
+            return _SUPER_DEFAULTS[self.name](algorithm)
+        return deprecated_member(algorithm, self.name, warn=not overridden)
 
 
 def install_deprecated_members(cls: type) -> None:

@@ -251,11 +251,16 @@ class Learner:
             loss_info: the update's ``LossInfo``.
             params: the parameters that received gradients.
         """
-        alg = self.algorithm
-        override = deprecated_override(alg, "summarize_train")
+        override = deprecated_override(self.algorithm, "summarize_train")
         if override is not None:
             override(experience, train_info, loss_info, params)
             return
+        self._default_summarize_train(experience, train_info, loss_info, params)
+
+    def _default_summarize_train(self, experience: Experience, train_info: Any,
+                                 loss_info: LossInfo, params: List[nn.Parameter]) -> None:
+        """``summarize_train`` without a 0.1 override (what its ``super()`` call gets)."""
+        alg = self.algorithm
         config = alg._rlf_config
         if (config is None or not config.summaries.summarize_grads_and_vars
                 or not summary.should_record_summaries()):

@@ -357,6 +357,10 @@ class TrainingLoop:
         if override is not None:
             override(experience)
             return
+        self._default_summarize_rollout(experience)
+
+    def _default_summarize_rollout(self, experience: Optional[Experience]) -> None:
+        """``summarize_rollout`` without a 0.1 override (what its ``super()`` call gets)."""
         if experience is None or not summary.should_record_summaries():
             return
         reward = all_environments(experience.time_step.reward)

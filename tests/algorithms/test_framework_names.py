@@ -270,3 +270,35 @@ def test_sequences_mixed_into_a_prioritised_batch_are_one_line():
         for _ in range(4):
             alg.train_iter()
     env.close()
+
+
+class OldHooks(OwnNames):
+    """0.1 overrides of the hooks the framework calls through them, each calling super()."""
+
+    def __init__(self, env, config):
+        super().__init__(env, config)
+        self.rollouts = 0
+
+    @property
+    def trains_on_rollout_graph(self):
+        return super().trains_on_rollout_graph
+
+    def summarize_rollout(self, experience):
+        self.rollouts += 1
+        super().summarize_rollout(experience)
+
+    def summarize_train(self, experience, train_info, loss_info, params):
+        super().summarize_train(experience, train_info, loss_info, params)
+
+
+def test_0_1_hook_overrides_calling_super_get_the_default_not_themselves():
+    deprecation._warned.clear()
+    env = load("CartPole-v1", 2, seed=0)
+    alg = OldHooks(env, TrainerConfig(unroll_length=4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for _ in range(2):
+            alg.train_iter()  # no RecursionError
+    assert alg.rollouts == 2 and alg.num_updates == 2
+    assert alg.training_loop.data_path.name == "rollout_graph"  # the default, True
+    env.close()
