@@ -109,19 +109,16 @@ COLUMNS: Dict[str, Tuple[str, ...]] = {
 ITERATIONS = 4
 
 
-def offline_bindings(row: Row, files: Dict[str, Path]) -> Tuple[str, ...]:
-    """The bindings naming ``row``'s offline data (``files``: the replay files the resume
+def offline_bindings(name: str, files: Dict[str, Path]) -> Tuple[str, ...]:
+    """The bindings naming row ``name``'s offline data (``files``: the replay files the resume
     cells saved, by row name)."""
+    row = ROWS[name]
     if row.offline == "alf":
         return ALF
-    source = files.get("DQN" if row.offline == "dqn" else _name_of(row))
+    source = files.get("DQN" if row.offline == "dqn" else name)
     if source is None:  # on-policy rows: refused before any file is read
         source = ALF_FILE
     return (f"TrainerConfig.offline_buffer_dir='{source}'",)
-
-
-def _name_of(row: Row) -> str:
-    return next(name for name, r in ROWS.items() if r is row)
 
 
 def bindings(name: str, column: str, files: Dict[str, Path],
@@ -131,7 +128,7 @@ def bindings(name: str, column: str, files: Dict[str, Path],
     out = list(COMMON) + list(row.bindings) + list(COLUMNS[column])
     out.append(f"TrainerConfig.num_iterations={iterations}")
     if column in ("offline", "hybrid") or row.offline_only:
-        out += offline_bindings(row, files)
+        out += offline_bindings(name, files)
     if row.offline_only and column != "hybrid" and column != "offline":
         out.append("TrainerConfig.unroll_length=0")
     if row.offline_only and column == "hybrid":
