@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Tuple
 
+from rlf.algorithms.overrides import overrides
 from rlf.utils.deprecation import warn_deprecated
 
 __all__ = ["DEPRECATED_MEMBERS", "DeprecatedMember", "deprecated_member",
@@ -179,17 +180,6 @@ def deprecated_member(algorithm, name: str, warn: bool = True) -> Any:
     return get(algorithm)
 
 
-def _overridden(algorithm, name: str) -> bool:
-    """Whether a class of ``algorithm``'s own (not one of rlf's base classes) defines
-    ``name``."""
-    for klass in type(algorithm).__mro__:
-        if vars(klass).get("_rlf_base_class"):
-            return False
-        if name in vars(klass):
-            return True
-    return False
-
-
 #: The 0.1 hooks the framework still calls through an override (``deprecated_override``):
 #: what an override's ``super()`` call gets, their default (calling the framework's
 #: dispatch there would call the override again).
@@ -221,7 +211,7 @@ class DeprecatedMember:
                 return values[self.name]
         # Inside an override of the hook (its super() call): the override was warned about,
         # and a hook the framework calls through the override gives its default.
-        overridden = _overridden(algorithm, self.name)
+        overridden = overrides(type(algorithm), self.name)
         if overridden and self.name in _SUPER_DEFAULTS:
             return _SUPER_DEFAULTS[self.name](algorithm)
         return deprecated_member(algorithm, self.name, warn=not overridden)

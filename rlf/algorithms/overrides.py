@@ -10,7 +10,8 @@ from typing import Any, Optional
 from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.errors import UserError
 
-__all__ = ["OVERRIDABLE_0_1_HOOKS", "check_observe_for_replay", "deprecated_override"]
+__all__ = ["OVERRIDABLE_0_1_HOOKS", "check_observe_for_replay", "deprecated_override",
+           "overrides"]
 
 #: hook -> what replaces overriding it.
 OVERRIDABLE_0_1_HOOKS = {
@@ -22,18 +23,26 @@ OVERRIDABLE_0_1_HOOKS = {
 }
 
 
+def overrides(cls: type, name: str) -> bool:
+    """Whether a class of ``cls``'s own (one before rlf's base classes in its MRO) defines
+    ``name``."""
+    for klass in cls.__mro__:
+        if vars(klass).get("_rlf_base_class"):
+            return False
+        if name in vars(klass):
+            return True
+    return False
+
+
 def deprecated_override(algorithm, name: str) -> Optional[Any]:
     """``algorithm``'s own ``name`` (a bound method or a property's value) where a class of
     its own (not one of rlf's base classes) defines it: a hook of rlf 0.1 that the framework
     now calls there, with a warning naming the replacement; None where no class does.
     """
-    for klass in type(algorithm).__mro__:
-        if vars(klass).get("_rlf_base_class"):
-            return None
-        if name in vars(klass):
-            warn_deprecated(f"overriding RLAlgorithm.{name}", OVERRIDABLE_0_1_HOOKS[name])
-            return getattr(algorithm, name)
-    return None
+    if not overrides(type(algorithm), name):
+        return None
+    warn_deprecated(f"overriding RLAlgorithm.{name}", OVERRIDABLE_0_1_HOOKS[name])
+    return getattr(algorithm, name)
 
 
 def check_observe_for_replay(cls: type) -> None:

@@ -124,12 +124,12 @@ class TrainingLoop:
     def replay_buffer(self) -> Optional[ReplayBuffer]:
         """The replay buffer (the data path's), or None (on-policy, or before the first
         unroll)."""
-        return getattr(self._path, "buffer", None)
+        return None if self._replay is None else self._replay.buffer
 
     @property
     def offline_replay_buffer(self) -> Optional[ReplayBuffer]:
         """The buffer of offline data (``load_offline_data``), or None."""
-        return getattr(self._path, "offline", None)
+        return None if self._replay is None else self._replay.offline
 
     @property
     def metrics(self) -> List[StepMetric]:
