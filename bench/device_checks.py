@@ -116,6 +116,7 @@ def learner_throughput(experience, valid, specs, encoder: str, amp: bool, device
     """
     from rlf import nest
     from rlf.algorithms import TrainerConfig
+    from rlf.algorithms import TrainingLoop
     from rlf.algorithms.data_paths import Batch
     _parse([f"ActorCriticNetwork.encoder_ctor=@{encoder}", f"TrainerConfig.device='{device}'",
             f"TrainerConfig.enable_amp={amp}", "TrainerConfig.async_unroll=False"])
@@ -130,7 +131,7 @@ def learner_throughput(experience, valid, specs, encoder: str, amp: bool, device
         reps = -(-sequences // experience.time_step.step_type.shape[0])
         batch, mask = nest.map_structure(
             lambda x: x.repeat(reps, *([1] * (x.ndim - 1)))[:sequences], (experience, valid))
-        alg.check_training_settings()  # builds the data path, which sets up the learner
+        TrainingLoop(alg)  # builds the data path, which sets up the learner
         update = functools.partial(alg.learner.update, Batch(batch, mask, None, 1.0, False))
         update()  # warm-up: optimizer state, kernels, autotuning
         _sync(device)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from rlf.algorithms.algorithm_state import load_optimizer_states, state_problems
-from rlf.algorithms.deprecated import install_deprecated_members
+from rlf.algorithms.removed import check_removed_hooks, removed_member_error
 from rlf.algorithms.reserved import (check_reserved_name, check_subclass_members,
                                       set_framework_state)
 from rlf.algorithms.learner import Learner
@@ -83,7 +83,9 @@ class Algorithm(nn.Module):
             ``gradient_clipping`` <= 0, or another ``loss_average``.
         UserError: (a ``ValueError``) for a subclass that defines or assigns a name the base
             classes reserve (``rlf.algorithms.reserved.RESERVED_NAMES``: properties and
-            counters such as ``num_updates``), naming it and the version that reserved it.
+            counters such as ``num_updates``), naming it and the version that reserved it,
+            and for one that defines a hook of rlf 0.1 the framework no longer calls
+            (``rlf.algorithms.removed.REMOVED_HOOKS``), naming its replacement.
     """
 
     _rlf_base_class = True  # defines the reserved names (``reserved.py``)
@@ -120,6 +122,7 @@ class Algorithm(nn.Module):
                  lr_scheduler: Any = None,
                  loss_average: str = "all"):
         check_subclass_members(type(self), Algorithm)
+        check_removed_hooks(type(self))
         super().__init__()
         check_optimizer_args(name, optimizer, lr_scheduler, gradient_clipping)
         if loss_average not in LOSS_AVERAGES:
@@ -197,6 +200,15 @@ class Algorithm(nn.Module):
                         f"would refuse the checkpoint; create it in the constructor (a "
                         f"memory of the algorithm's own: see the guide, 'A memory of your "
                         f"own')")
+
+    def __getattr__(self, name: str) -> Any:
+        """``nn.Module``'s lookup of parameters, buffers and sub-modules; a member that rlf
+        0.3 removed raises an ``AttributeError`` naming its replacement
+        (``rlf.algorithms.removed``)."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            raise removed_member_error(self, name) from None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -512,7 +524,3 @@ class Algorithm(nn.Module):
                 ``rollout_step`` when training used it), or None.
         """
 
-
-# The members of rlf 0.1 that moved, with a deprecation warning naming where (also through
-# super()).
-install_deprecated_members(Algorithm)

@@ -754,7 +754,7 @@ def data_path_name(algorithm, config) -> str:
     ``algorithm`` (``make_data_path``'s), without
     building or checking it."""
     if algorithm.on_policy:
-        return ("rollout_graph" if algorithm._rlf_trains_on_rollout_graph() and
+        return ("rollout_graph" if algorithm._rlf_rollout_graph_training and
                 trains_on_rollout_graph(config) else "unroll_epochs")
     if config is not None and not config.unroll_length and config.offline_buffer_dir:
         return "offline"

@@ -22,7 +22,6 @@ from torch import nn
 from rlf import nest
 from rlf.algorithms.counters import Counters
 from rlf.algorithms.data_paths import Batch, Sequences
-from rlf.algorithms.overrides import deprecated_override
 from rlf.algorithms.optimization import (NonFiniteLossError, checked_schedule, extra_mean,
                                          extra_sum, masked_loss_mean, term_mask)
 from rlf.data_structures import Experience, LossInfo, valid_step_mask
@@ -242,8 +241,7 @@ class Learner:
                         params: List[nn.Parameter]) -> None:
         """Summaries after an update: parameter and gradient histograms and norms when
         ``config.summarize_grads_and_vars`` (loss terms, gradient norms and learning rates
-        are written by ``update_with_gradient``). An algorithm of rlf 0.1 that overrides
-        ``summarize_train`` is called instead, with a deprecation warning.
+        are written by ``update_with_gradient``).
 
         Args:
             experience: the ``[T, B]`` experience of the update.
@@ -251,15 +249,6 @@ class Learner:
             loss_info: the update's ``LossInfo``.
             params: the parameters that received gradients.
         """
-        override = deprecated_override(self.algorithm, "summarize_train")
-        if override is not None:
-            override(experience, train_info, loss_info, params)
-            return
-        self._default_summarize_train(experience, train_info, loss_info, params)
-
-    def _default_summarize_train(self, experience: Experience, train_info: Any,
-                                 loss_info: LossInfo, params: List[nn.Parameter]) -> None:
-        """``summarize_train`` without a 0.1 override (what its ``super()`` call gets)."""
         alg = self.algorithm
         config = alg._rlf_config
         if (config is None or not config.summaries.summarize_grads_and_vars

@@ -38,7 +38,7 @@ from rlf.algorithms.algorithm import Algorithm
 from rlf.algorithms.counters import without_legacy_update_counter
 from rlf.algorithms.data_paths import refuse_offline_data_on_policy, replay_buffer_length
 from rlf.algorithms.data_paths import trains_on_rollout_graph as _rollout_graph_settings
-from rlf.algorithms.overrides import check_observe_for_replay, deprecated_override
+from rlf.algorithms.removed import check_observe_for_replay
 from rlf.algorithms.reserved import set_framework_state
 from rlf.algorithms.training_loop import TrainingLoop
 from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
@@ -235,7 +235,7 @@ class RLAlgorithm(Algorithm):
                                  f"positive integer, got {config.unroll_length}")
             if (config.unroll_length == 1 and self._rlf_is_on_policy
                     and _rollout_graph_settings(config.data_path)
-                    and self._rlf_trains_on_rollout_graph()):
+                    and self._rlf_rollout_graph_training):
                 # Each unroll's graph is its own: no step would ever have a successor.
                 raise ValueError(f"{name} trains on each unroll's own graph, where a step's "
                                  f"transition needs the next step in the same unroll: "
@@ -344,14 +344,6 @@ class RLAlgorithm(Algorithm):
             reward = (reward * self._reward_weights.to(reward.device)).sum(-1)
         return reward if self._rlf_reward_scale == 1.0 else reward * self._rlf_reward_scale
 
-    def _rlf_trains_on_rollout_graph(self) -> bool:
-        """``rollout_graph_training``, or the ``trains_on_rollout_graph`` property of a
-        subclass written for rlf 0.1 (with a deprecation warning)."""
-        override = deprecated_override(self, "trains_on_rollout_graph")
-        if override is not None:
-            return bool(override)
-        return self._rlf_rollout_graph_training
-
     # ------------------------------------------------------------------ hooks
     def actor_modules(self) -> List[str]:
         """The names (``named_modules``) of the sub-modules an actor needs to act: by default
@@ -411,16 +403,6 @@ class RLAlgorithm(Algorithm):
         return OfflineLayout(spec=spec,
                              aliases={"rollout_info|action": ["rollout_info|rl|action",
                                                               "action"]})
-
-    def _rlf_offline_layout(self) -> OfflineLayout:
-        """``offline_layout()``, with the ``offline_experience_spec`` and
-        ``offline_replay_aliases`` of a subclass written for rlf 0.1 (deprecation
-        warnings)."""
-        layout = self.offline_layout()
-        spec = deprecated_override(self, "offline_experience_spec")
-        aliases = deprecated_override(self, "offline_replay_aliases")
-        return OfflineLayout(spec=layout.spec if spec is None else spec(),
-                             aliases=layout.aliases if aliases is None else aliases())
 
     def _rlf_rollout_info_spec_probe(self) -> Any:
         """The spec of ``rollout_step``'s info (one step, no batch dim; ``()`` if it records

@@ -36,7 +36,6 @@ from rlf import nest
 from rlf.algorithms.config_parts import without_effect
 from rlf.algorithms.data_paths import (DataPath, Replay, RolloutGraph, make_data_path,
                                        offline_data_settings)
-from rlf.algorithms.overrides import deprecated_override
 from rlf.algorithms.reserved import set_framework_state
 from rlf.data_structures import Experience, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
@@ -309,7 +308,7 @@ class TrainingLoop:
         if settings is None:
             return
         alg = self.algorithm
-        layout = alg._rlf_offline_layout()
+        layout = alg.offline_layout()
         if (settings["stored_state"] and nest.flatten(alg.rollout_state_spec)
                 and not nest.flatten(layout.spec.state)):
             # Sequences start from their stored rollout state: the files must hold it.
@@ -347,20 +346,11 @@ class TrainingLoop:
 
     def summarize_rollout(self, experience: Optional[Experience]) -> None:
         """Summaries of an unroll: rewards and (with
-        ``config.summarize_action_distributions``) actions. An algorithm of rlf 0.1 that
-        overrides ``summarize_rollout`` is called instead, with a deprecation warning.
+        ``config.summarize_action_distributions``) actions.
 
         Args:
             experience: the ``[T, B]`` unroll, or None.
         """
-        override = deprecated_override(self.algorithm, "summarize_rollout")
-        if override is not None:
-            override(experience)
-            return
-        self._default_summarize_rollout(experience)
-
-    def _default_summarize_rollout(self, experience: Optional[Experience]) -> None:
-        """``summarize_rollout`` without a 0.1 override (what its ``super()`` call gets)."""
         if experience is None or not summary.should_record_summaries():
             return
         reward = all_environments(experience.time_step.reward)

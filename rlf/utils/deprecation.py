@@ -54,5 +54,5 @@ def warn_deprecated(name: str, replacement: str, stacklevel: int = 3) -> None:
     """
     if ("", name) not in _warned:
         _warned.add(("", name))
-        warnings.warn(f"{name} is deprecated and will be removed in rlf 0.3; use "
+        warnings.warn(f"{name} is deprecated and will be removed in the next release; use "
                       f"{replacement}", DeprecationWarning, stacklevel=stacklevel)

@@ -8,6 +8,8 @@ import pytest
 import torch
 from torch import nn
 
+from rlf.algorithms.training_loop import TrainingLoop
+from rlf.algorithms.algorithm_state import load_initial_checkpoint
 from rlf.algorithms import (Algorithm, NonFiniteLossError, RLAlgorithm, TrainerConfig,
                             adjust_replay_buffer_length)
 from rlf.algorithms.data_paths import Sequences
@@ -69,7 +71,7 @@ def test_missing_optimizer_is_named():
             super().__init__()
             self.net = nn.Linear(2, 2)
     with pytest.raises(ValueError, match=r"net\.weight.*optimizer"):
-        NoOpt().update_with_gradient(LossInfo(loss=torch.zeros(())))
+        NoOpt().learner.update_with_gradient(LossInfo(loss=torch.zeros(())))
 
 
 def test_state_dict_carries_optimizers_and_rejects_mismatch_untouched():
@@ -177,7 +179,7 @@ def test_initial_checkpoint_loads_parameters_by_prefix_and_refuses_in_one_line(t
     path = tmp_path / "ckpt-1.pt"
     atomic_save({"algorithm": source.state_dict()}, path)
     loaded = Net(checkpoint=str(path))
-    loaded.load_initial_checkpoint()
+    load_initial_checkpoint(loaded)
     assert torch.equal(loaded.net.weight, source.net.weight)
 
     class Outer(Algorithm):  # the same layer one level down: loaded through a prefix
@@ -189,7 +191,7 @@ def test_initial_checkpoint_loads_parameters_by_prefix_and_refuses_in_one_line(t
     outer = Outer(checkpoint=None)
     atomic_save({"algorithm": outer.state_dict()}, tmp_path / "outer.pt")
     from_prefix = Net(checkpoint=f"inner@{tmp_path / 'outer.pt'}")
-    from_prefix.load_initial_checkpoint()
+    load_initial_checkpoint(from_prefix)
     assert torch.equal(from_prefix.net.bias, outer.inner.net.bias)
     # Each mistake was a traceback (FileNotFoundError, ValueError), exit status 1.
     for checkpoint, message in [
@@ -201,7 +203,7 @@ def test_initial_checkpoint_loads_parameters_by_prefix_and_refuses_in_one_line(t
         target = Net(n=4, checkpoint=checkpoint)
         before = target.net.weight.clone()
         with pytest.raises(UserError, match=f"Algorithm.checkpoint = .*: {message}"):
-            target.load_initial_checkpoint()
+            load_initial_checkpoint(target)
         assert torch.equal(target.net.weight, before)
 
 
@@ -248,7 +250,7 @@ def test_lr_scheduler_without_optimizer_is_named():
             super().__init__(lr_scheduler=torch.optim.lr_scheduler.LinearLR, name="sched")
             self.w = nn.Parameter(torch.zeros(()))
     with pytest.raises(ValueError, match=r"sched: lr_scheduler needs an optimizer"):
-        NoOpt().update_with_gradient(LossInfo(loss=torch.zeros(())))
+        NoOpt().learner.update_with_gradient(LossInfo(loss=torch.zeros(())))
 
 
 class Counter(RLAlgorithm):
@@ -282,7 +284,7 @@ def test_recurrent_state_resets_at_first_in_rollout_and_training():
     config = TrainerConfig(unroll_length=30, whole_replay_buffer_training=True,
                            clear_replay_buffer=True, num_iterations=2)
     alg = Counter(env.observation_spec(), env.action_spec(), env=env, config=config)
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))
     alg.train_iter()
     assert alg.seen == []  # first iteration: buffer holds unroll_length < unroll_length + 1
     alg.train_iter()
@@ -313,11 +315,12 @@ def test_adjust_replay_buffer_length_and_fractional_unroll():
     config = TrainerConfig(unroll_length=0.25, mini_batch_size=4, mini_batch_length=2,
                            initial_collect_steps=4, num_iterations=8)
     alg = Counter(env.observation_spec(), env.action_spec(), env=env, config=config)
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))
     sizes = []
     for _ in range(8):
         alg.train_iter()
-        sizes.append(alg.replay_buffer.total_size if alg.replay_buffer else 0)
+        buffer = alg.training_loop.replay_buffer
+        sizes.append(buffer.total_size if buffer else 0)
     assert sizes == [0, 0, 0, 2, 2, 2, 2, 4]  # one step every 4 iterations
     assert len(alg.seen) == 1 and alg.seen[0]["count"].shape == (2, 4)  # [T, B] time-major
     env.close()
@@ -330,16 +333,17 @@ def test_sampled_batch_is_split_in_order_into_mini_batches(monkeypatch):
     config = TrainerConfig(unroll_length=4, mini_batch_size=2, mini_batch_length=3,
                            num_updates_per_train_iter=3, initial_collect_steps=8)
     alg = Counter(env.observation_spec(), env.action_spec(), env=env, config=config)
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))
     alg.train_iter()
     alg.train_iter()  # the buffer now holds 8 steps per environment
     sampled, updates = [], []
-    get_batch = alg.replay_buffer.get_batch
-    monkeypatch.setattr(alg.replay_buffer, "get_batch",
+    get_batch = alg.training_loop.replay_buffer.get_batch
+    monkeypatch.setattr(alg.training_loop.replay_buffer, "get_batch",
                         lambda *a: sampled.append(get_batch(*a)) or sampled[-1])
     monkeypatch.setattr(alg.learner, "_update", lambda mb, info, valid, weight: updates.append(
         (mb.time_step.observation, info.positions, weight)) or 0)
-    alg.train_from_replay_buffer()
+    for batch in alg.training_loop.data_path.batches():
+        alg.learner.update(batch)
     (batch, info), = sampled
     assert batch.time_step.observation.shape[:2] == (6, 3)  # 2 x 3 sequences of 3 steps
     assert len(updates) == 3
@@ -458,26 +462,3 @@ def test_a_subclass_taking_a_reserved_name_is_refused_at_construction_in_one_lin
 
     Hooks()
 
-
-def test_the_deprecated_train_from_replay_buffer_warns_with_its_replacement():
-    from rlf.utils import deprecation
-    env = load("CartPole-v1", 2, seed=0)
-    config = TrainerConfig(unroll_length=4, mini_batch_size=2, mini_batch_length=2)
-
-    class Replayed(RLAlgorithm):
-        def __init__(self, **kw):
-            super().__init__(env.observation_spec(), env.action_spec(), is_on_policy=False,
-                             optimizer=SGD, **kw)
-            self.w = nn.Parameter(torch.zeros(()))
-
-        def rollout_step(self, time_step, state):
-            return AlgStep(output=torch.zeros(time_step.step_type.shape, dtype=torch.int64))
-
-    alg = Replayed(env=env, config=config)
-    alg.set_unroller(SyncUnroller(env, alg))
-    deprecation._warned.discard(("", "RLAlgorithm.train_from_replay_buffer"))
-    with pytest.warns(DeprecationWarning, match=r"RLAlgorithm.train_from_replay_buffer is "
-                                                r"deprecated and will be removed in rlf 0.3; "
-                                                r"use algorithm.train_iter\(\)"):
-        assert alg.train_from_replay_buffer() == 0  # nothing collected yet
-    env.close()

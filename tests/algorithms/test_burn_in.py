@@ -118,4 +118,4 @@ def test_an_update_with_burn_in_masks_the_trained_steps_with_their_own_rows():
 def test_burn_in_settings_that_cannot_work_are_refused(settings, message):
     alg = Recurrent(_config(**settings))
     with pytest.raises(UserError, match=message):
-        alg.check_training_settings()
+        TrainingLoop(alg)

@@ -11,6 +11,7 @@ import torch
 
 from examples.a2c import A2C
 from examples.bc import BehaviourCloning
+from rlf.algorithms.training_loop import TrainingLoop
 from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm, TD3Algorithm,
                             TrainerConfig)
 from rlf.bin.gin_utils import ConfigError, parse_config
@@ -26,20 +27,24 @@ def _make(ctor, env=CARTPOLE, **config):
                 optimizer=ADAM)
 
 
+def _path(alg):
+    return TrainingLoop(alg).data_path.name
+
+
 def test_the_settings_select_one_named_data_path():
-    assert _make(A2C, unroll_length=8).data_path == "rollout_graph"
-    assert _make(PPOAlgorithm, unroll_length=8, mini_batch_size=4,
-                 mini_batch_length=1).data_path == "unroll_epochs"
-    assert _make(ImpalaAlgorithm, whole_replay_buffer_training=True,
-                 clear_replay_buffer=True).data_path == "replay_epochs"
-    assert _make(DQNAlgorithm, mini_batch_size=4, mini_batch_length=2).data_path == (
+    assert _path(_make(A2C, unroll_length=8)) == "rollout_graph"
+    assert _path(_make(PPOAlgorithm, unroll_length=8, mini_batch_size=4,
+                       mini_batch_length=1)) == "unroll_epochs"
+    assert _path(_make(ImpalaAlgorithm, whole_replay_buffer_training=True,
+                       clear_replay_buffer=True)) == "replay_epochs"
+    assert _path(_make(DQNAlgorithm, mini_batch_size=4, mini_batch_length=2)) == (
         "replay_samples")
-    assert _make(BehaviourCloning, unroll_length=0, offline_buffer_dir="x.pt",
-                 mini_batch_size=4, mini_batch_length=2).data_path == "offline"
+    assert _path(_make(BehaviourCloning, unroll_length=0, offline_buffer_dir="x.pt",
+                       mini_batch_size=4, mini_batch_length=2)) == "offline"
     td3 = TD3Algorithm(PENDULUM.observation_spec(), PENDULUM.action_spec(),
                        actor_optimizer=ADAM, critic_optimizer=ADAM,
                        config=TrainerConfig(mini_batch_size=4, mini_batch_length=2))
-    assert td3.data_path == "replay_samples"
+    assert _path(td3) == "replay_samples"
 
 
 @pytest.mark.parametrize("ctor, settings, message", [
@@ -56,7 +61,7 @@ def test_the_settings_select_one_named_data_path():
 def test_settings_the_path_ignores_or_that_contradict_are_refused(ctor, settings, message):
     alg = _make(ctor, **settings)
     with pytest.raises(UserError, match=message) as e:
-        alg.check_training_settings()
+        TrainingLoop(alg)
     assert "\n" not in str(e.value)
 
 

@@ -7,6 +7,7 @@ import re
 import pytest
 import torch
 
+from rlf.algorithms.training_loop import TrainingLoop
 from rlf.algorithms import DQNAlgorithm, TrainerConfig
 from rlf.algorithms.dqn import DQNInfo, double_q_bootstrap, dqn_loss
 from rlf.data_structures import StepType, TimeStep
@@ -149,7 +150,7 @@ def _cartpole(priority_replay=False):
                        epsilon_greedy=[(0, 1.0), (4000, 0.04)], target_update_period=64,
                        optimizer=functools.partial(torch.optim.Adam, lr=2.3e-3),
                        gradient_clipping=10.0)
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))
     return alg, env
 
 
@@ -207,11 +208,11 @@ def test_sampled_training_waits_for_a_whole_sequence_whatever_initial_collect_st
                            initial_collect_steps=0, num_iterations=10)
     alg = DQNAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        n_step=3, optimizer=torch.optim.Adam)
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))
     held, trained = [], []
     for _ in range(6):
         trained.append(alg.train_iter())
-        held.append(alg.replay_buffer.current_size.tolist())
+        held.append(alg.training_loop.replay_buffer.current_size.tolist())
     first = next(i for i, n in enumerate(trained) if n)
     assert held[first] == [4, 4] and held[first - 1] == [3, 3]
     assert trained[first:] == [8 * 4] * (6 - first)
@@ -234,7 +235,7 @@ def test_replay_buffer_settings_are_checked_as_soon_as_the_spec_is_known(path, w
                        optimizer=torch.optim.Adam, replay_buffer_ctor=ctor)
     unroller = SyncUnroller(env, alg)
     with pytest.raises(UserError, match=re.escape(message)):
-        alg.set_unroller(unroller)
+        TrainingLoop(alg, unroller)
         assert when == "train_iter"
         alg.train_iter()
     env.close()

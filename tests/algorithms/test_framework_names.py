@@ -16,7 +16,6 @@ from rlf.data_structures import AlgStep, LossInfo
 from rlf.environments import load
 from rlf.unrollers import SyncUnroller
 from rlf.unrollers.actor_params import ActorIdentity
-from rlf.utils import deprecation
 from rlf.utils.errors import UserError
 
 ALF_FILE = Path(__file__).resolve().parents[1] / "data" / "alf_pendulum_sac_replay_buffer.pt"
@@ -96,50 +95,28 @@ def test_defining_a_name_of_the_base_classes_state_is_one_line_naming_it():
         Defines("x", 1)
 
 
-class OldSAC(SACAlgorithm):
-    """A SAC variant written for rlf 0.1: it reads offline files with less than the default
-    layout through ``super()``."""
+class OwnLayout(SACAlgorithm):
+    """A SAC variant that reads offline files in its own layout through ``super()``."""
 
-    def offline_experience_spec(self):
-        spec = super().offline_experience_spec()
-        return spec._replace(time_step=spec.time_step._replace(env_id=spec.time_step.env_id))
+    def offline_layout(self):
+        layout = super().offline_layout()
+        spec = layout.spec
+        return layout._replace(spec=spec._replace(
+            time_step=spec.time_step._replace(env_id=spec.time_step.env_id)))
 
 
-def test_a_0_1_override_calling_super_loads_alfs_file_and_trains_with_one_warning():
-    deprecation._warned.clear()
+def test_an_offline_layout_calling_super_loads_alfs_file_and_trains_without_a_warning():
     env = load("Pendulum-v1", 1, seed=0)
     config = TrainerConfig(unroll_length=0, offline_buffer_dir=str(ALF_FILE),
                            offline_normalized_actions=True, mini_batch_size=16,
                            mini_batch_length=2, num_iterations=3)
-    alg = OldSAC(env.observation_spec(), env.action_spec(), actor_optimizer=ADAM,
-                 critic_optimizer=ADAM, alpha_optimizer=ADAM, config=config)
-    with warnings.catch_warnings(record=True) as record:
-        warnings.simplefilter("always")
+    alg = OwnLayout(env.observation_spec(), env.action_spec(), actor_optimizer=ADAM,
+                    critic_optimizer=ADAM, alpha_optimizer=ADAM, config=config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         for _ in range(3):
             alg.train_iter()
-    messages = [str(w.message) for w in record if issubclass(w.category, DeprecationWarning)]
-    assert messages == ["overriding RLAlgorithm.offline_experience_spec is deprecated and will "
-                        "be removed in rlf 0.3; use offline_layout() (its spec)"], messages
     assert alg.num_updates == 3 and alg.training_loop.offline_replay_buffer.total_size > 0
-    env.close()
-
-
-def test_every_0_1_member_is_reached_through_super():
-    from rlf.algorithms.deprecated import DEPRECATED_MEMBERS
-
-    class Old(PPOAlgorithm):
-        def read(self, name):
-            return getattr(super(), name)
-
-    env = load("CartPole-v1", 2, seed=0)
-    alg = Old(env.observation_spec(), env.action_spec(), env=env,
-              config=TrainerConfig(unroll_length=4, mini_batch_size=4), optimizer=ADAM)
-    alg.train_iter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        for name in DEPRECATED_MEMBERS:
-            if name not in ("check_training_settings", "finish_train"):
-                alg.read(name)  # no AttributeError
     env.close()
 
 
@@ -269,36 +246,4 @@ def test_sequences_mixed_into_a_prioritised_batch_are_one_line():
                                         "prioritised mini-batch of 4"):
         for _ in range(4):
             alg.train_iter()
-    env.close()
-
-
-class OldHooks(OwnNames):
-    """0.1 overrides of the hooks the framework calls through them, each calling super()."""
-
-    def __init__(self, env, config):
-        super().__init__(env, config)
-        self.rollouts = 0
-
-    @property
-    def trains_on_rollout_graph(self):
-        return super().trains_on_rollout_graph
-
-    def summarize_rollout(self, experience):
-        self.rollouts += 1
-        super().summarize_rollout(experience)
-
-    def summarize_train(self, experience, train_info, loss_info, params):
-        super().summarize_train(experience, train_info, loss_info, params)
-
-
-def test_0_1_hook_overrides_calling_super_get_the_default_not_themselves():
-    deprecation._warned.clear()
-    env = load("CartPole-v1", 2, seed=0)
-    alg = OldHooks(env, TrainerConfig(unroll_length=4))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        for _ in range(2):
-            alg.train_iter()  # no RecursionError
-    assert alg.rollouts == 2 and alg.num_updates == 2
-    assert alg.training_loop.data_path.name == "rollout_graph"  # the default, True
     env.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlf.algorithms.training_loop import TrainingLoop
 from rlf.algorithms import IQLAlgorithm, TrainerConfig
 from rlf.algorithms.iql import IQLInfo, awr_weights, expectile_loss
 from rlf.data_structures import StepType, TimeStep
@@ -84,8 +85,9 @@ def test_iql_trains_purely_offline_on_alfs_pendulum_file_without_an_override():
                            offline_normalized_actions=True, mini_batch_size=32,
                            mini_batch_length=2, num_iterations=20)
     alg = IQLAlgorithm(env.observation_spec(), env.action_spec(), config=config, **OPTIMIZERS)
-    alg.load_offline_replay_buffer()
-    data = alg.offline_replay_buffer.gather_all()
+    loop = TrainingLoop(alg)
+    loop.load_offline_data()
+    data = loop.offline_replay_buffer.gather_all()
     assert torch.equal(data.rollout_info.action, data.action)  # ALF's rollout_info|rl|action
     for _ in range(20):
         alg.train_iter()
@@ -102,7 +104,7 @@ def _pendulum():
     alg = IQLAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        **OPTIMIZERS)
     from rlf.unrollers import SyncUnroller
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))
     return alg, env
 
 

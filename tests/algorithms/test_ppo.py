@@ -270,9 +270,9 @@ def test_without_mini_batch_settings_ppo_trains_one_epoch_over_the_whole_unroll(
     alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env,
                        config=TrainerConfig(unroll_length=unroll_length, num_iterations=3),
                        optimizer=torch.optim.Adam)
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))
     before = [p.detach().clone() for p in alg.parameters()]
-    assert not alg.trains_on_rollout_graph
+    assert alg.training_loop.data_path.name == "unroll_epochs"
     if unroll_length == 1:
         assert alg.train_iter() == 0  # one step, no transition: carried over
         assert all(torch.equal(a, b) for a, b in zip(before, alg.parameters()))
@@ -294,7 +294,7 @@ def _recurrent_cartpole(use_rollout_state=True, shared_encoder=True):
         network_ctor=functools.partial(ActorCriticNetwork, lstm_size=8,
                                        shared_encoder=shared_encoder),
         optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))
     return alg, env
 
 
@@ -309,9 +309,12 @@ def test_recurrent_ppo_trains_sequences_from_the_stored_state():
                                                                               info))[1]
     for _ in range(2):  # the second unroll starts where the first left its LSTM state
         with torch.no_grad():
-            unroll = alg.unroll(8)
+            unroll = alg.training_loop.unroll(8)
         seen.clear()
-        alg.train_from_unroll(unroll._replace(rollout_info=()), unroll.rollout_info)
+        path = alg.training_loop.data_path  # unroll_epochs: observe, then its mini-batches
+        path.observe(unroll)
+        for batch in path.batches():
+            alg.learner.update(batch)
     stored_h = unroll.state[0][0]  # h before the unroll's first step, [B, 8]
     assert bool(stored_h.abs().sum() > 0)
     # Each sequence (the unroll's 8 steps, after the carried step is cut off) starts from the

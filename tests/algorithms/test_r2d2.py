@@ -153,10 +153,10 @@ def test_the_stored_state_is_the_one_the_actor_had():
                            replay_buffer_length=200, num_iterations=3)
     alg = R2D2Algorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                         q_network_ctor=_net, n_step=1, epsilon_greedy=0.5)
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))
     for _ in range(3):
         alg.train_iter()
-    exp = alg.replay_buffer.gather_all(ignore_earliest_frames=False)  # [E, 120]
+    exp = alg.training_loop.replay_buffer.gather_all(ignore_earliest_frames=False)  # [E, 120]
     step_type = exp.time_step.step_type
     assert int((step_type == L).sum()) >= 2  # episodes ended inside the stored steps
     zeros = (torch.zeros(2, 4), torch.zeros(2, 4))

@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from rlf.algorithms.training_loop import TrainingLoop
 from rlf.algorithms import SACAlgorithm, TrainerConfig
 from rlf.algorithms.sac import SACInfo, SACTransitions, sac_losses, soft_q_target
 from rlf.data_structures import StepType, TimeStep
@@ -160,7 +161,7 @@ def _pendulum(num_iterations=10):
                            num_iterations=num_iterations)
     alg = SACAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        actor_optimizer=ADAM, critic_optimizer=ADAM, alpha_optimizer=ADAM)
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))
     return alg, env
 
 

@@ -61,7 +61,7 @@ def _recorder(**config):
     env = load("CartPole-v1", 4, seed=0)
     alg = Recorder(env.observation_spec(), env.action_spec(), env=env,
                    config=TrainerConfig(**config))
-    alg.set_unroller(SyncUnroller(env, alg))
+    TrainingLoop(alg, SyncUnroller(env, alg))
     return alg, env
 
 
@@ -69,7 +69,7 @@ def test_on_policy_epochs_preprocess_the_whole_unroll_then_shuffle_transitions()
     alg, env = _recorder(unroll_length=6, num_updates_per_train_iter=3, mini_batch_size=5,
                          mini_batch_length=1)
     set_framework_state(alg, _rlf_is_on_policy=True)
-    loop = TrainingLoop(alg, alg.unroller)  # the path follows: built anew
+    loop = TrainingLoop(alg, alg.training_loop.unroller)  # the path follows: built anew
     assert loop.data_path.name == "unroll_epochs"
     steps = loop.train_iter()
     # One preprocess call on the whole [B=4, T=6] unroll. Each environment's final step has
@@ -98,7 +98,7 @@ def _train_summaries(tmp_path, iterations, on_policy=False, **config):
     from rlf.utils import summary
     alg, env = _recorder(**config)
     set_framework_state(alg, _rlf_is_on_policy=on_policy)
-    TrainingLoop(alg, alg.unroller)  # the path follows: built anew
+    TrainingLoop(alg, alg.training_loop.unroller)  # the path follows: built anew
     summary.set_default_writer(summary.create_summary_writer(str(tmp_path), flush_secs=1))
     summary.set_summary_interval(1)
     summary.set_global_counter(0)
@@ -152,7 +152,7 @@ def test_whole_buffer_split_into_single_steps_keeps_the_whole_experiences_mask(m
     alg.train_iter()
     alg.train_iter()  # trains on the 6-step ring (the previous unroll's last step included)
     assert alg.preprocessed == [torch.Size([4, 6])]
-    whole = alg.replay_buffer.gather_all()
+    whole = alg.training_loop.replay_buffer.gather_all()
     expected = valid_step_mask(whole.time_step.step_type.transpose(0, 1)).transpose(0, 1)
     assert sum(int(v.sum()) for _, v in masks) == int(expected.sum())
     env.close()
@@ -235,10 +235,10 @@ def test_summarize_grads_and_vars_writes_each_parameters_norm_and_its_gradients(
     counter = summary.get_global_counter()
     try:
         with summary.record_if(lambda: True):
-            make(False).summarize_train(None, None, None, [])
+            make(False).learner.summarize_train(None, None, None, [])
             summary.increment_global_counter()
             step = summary.get_global_counter()
-            make(True).summarize_train(None, None, None, [])
+            make(True).learner.summarize_train(None, None, None, [])
         writer.flush()
     finally:
         summary.set_default_writer(None)

@@ -81,8 +81,8 @@ def test_inconsistent_files_are_refused_naming_file_and_key(tmp_path, bc_spec, c
     path = _altered(tmp_path, f"{case}.pt", change)
     digest = sha256(path)
     with pytest.raises(OfflineDataError, match=message) as info:
-        make_offline_replay_buffer(path, bc_spec.offline_experience_spec(),
-                                   aliases=bc_spec.offline_replay_aliases(),
+        make_offline_replay_buffer(path, bc_spec.offline_layout().spec,
+                                   aliases=bc_spec.offline_layout().aliases,
                                    action_spec=bc_spec.action_spec, normalized_actions=False)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
     assert sha256(path) == digest
@@ -110,15 +110,15 @@ def test_normalised_actions_are_detected_and_rescaled_on_request(tmp_path, bc_sp
     assert "TrainerConfig.offline_normalized_actions = True" in r.stderr
     assert not root.exists()
 
-    spec = bc_spec.offline_experience_spec()
+    spec = bc_spec.offline_layout().spec
     raw = torch.load(ALF_FILE, weights_only=True)["algorithm"][_key("action")][0, :, 0]
     raw = torch.cat([raw[400:], raw[:400]])  # time order: the ring's oldest step is slot 400
-    buf = make_offline_replay_buffer(ALF_FILE, spec, aliases=bc_spec.offline_replay_aliases(),
+    buf = make_offline_replay_buffer(ALF_FILE, spec, aliases=bc_spec.offline_layout().aliases,
                                      action_spec=bc_spec.action_spec, normalized_actions=True)
     action = buf.gather_all().action[0, :, 0]
     # Pendulum's bounds are [-2, 2]: low + (a + 1) (high - low) / 2 = 2a
     torch.testing.assert_close(action, 2.0 * raw)
-    kept = make_offline_replay_buffer(ALF_FILE, spec, aliases=bc_spec.offline_replay_aliases(),
+    kept = make_offline_replay_buffer(ALF_FILE, spec, aliases=bc_spec.offline_layout().aliases,
                                       action_spec=bc_spec.action_spec, normalized_actions=False)
     torch.testing.assert_close(kept.gather_all().action[0, :, 0], raw)
 
@@ -129,17 +129,17 @@ def test_a_directory_loads_every_file_in_name_order(tmp_path, bc_spec):
     shutil.copy(ALF_FILE, folder / "b.pt")
     _altered(folder, "a.pt", lambda a: a[_key("time_step|reward")].zero_())
     (folder / "notes.txt").write_text("not a replay file")
-    buf = make_offline_replay_buffer(folder, bc_spec.offline_experience_spec(),
-                                     aliases=bc_spec.offline_replay_aliases())
+    buf = make_offline_replay_buffer(folder, bc_spec.offline_layout().spec,
+                                     aliases=bc_spec.offline_layout().aliases)
     reward = buf.gather_all().time_step.reward
     assert buf.num_environments == 2 and buf.total_size == 1200
     assert reward[0].eq(0).all() and reward[1].lt(0).any()  # a.pt first, then b.pt
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(OfflineDataError, match=r"empty holds no \*\.pt files"):
-        make_offline_replay_buffer(empty, bc_spec.offline_experience_spec())
+        make_offline_replay_buffer(empty, bc_spec.offline_layout().spec)
     with pytest.raises(OfflineDataError, match="missing does not exist"):
-        make_offline_replay_buffer(tmp_path / "missing", bc_spec.offline_experience_spec())
+        make_offline_replay_buffer(tmp_path / "missing", bc_spec.offline_layout().spec)
 
 
 @pytest.mark.parametrize("bindings, message", [

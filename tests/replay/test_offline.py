@@ -40,8 +40,8 @@ def pendulum():
 def test_alf_pendulum_file_loads_by_key_in_time_order(pendulum):
     assert _sha(ALF_FILE) == ALF_SHA256  # the copy described in tests/data/README.md
     alg = BehaviourCloning(pendulum.observation_spec(), pendulum.action_spec())
-    buf = make_offline_replay_buffer(ALF_FILE, alg.offline_experience_spec(),
-                                     aliases=alg.offline_replay_aliases())
+    buf = make_offline_replay_buffer(ALF_FILE, alg.offline_layout().spec,
+                                     aliases=alg.offline_layout().aliases)
     assert buf.num_environments == 1 and buf.total_size == 600
     data = buf.gather_all()
     ts = data.time_step
@@ -60,7 +60,7 @@ def test_alf_pendulum_file_loads_by_key_in_time_order(pendulum):
 
 def test_bad_files_raise_naming_key_and_shapes_and_touch_nothing(tmp_path, pendulum):
     alg = BehaviourCloning(pendulum.observation_spec(), pendulum.action_spec())
-    spec = alg.offline_experience_spec()
+    spec = alg.offline_layout().spec
     copy = tmp_path / "alf.pt"
     shutil.copy(ALF_FILE, copy)
     digest = _sha(copy)
@@ -70,8 +70,8 @@ def test_bad_files_raise_naming_key_and_shapes_and_touch_nothing(tmp_path, pendu
     wrong = BehaviourCloning(cartpole.observation_spec(), cartpole.action_spec())
     with pytest.raises(ValueError, match=r"'time_step\|observation' has shape \(1, 600, 3\), "
                                          r"expected \[num_envs, max_length, 4\]"):
-        make_offline_replay_buffer(copy, wrong.offline_experience_spec(),
-                                   aliases=wrong.offline_replay_aliases())
+        make_offline_replay_buffer(copy, wrong.offline_layout().spec,
+                                   aliases=wrong.offline_layout().aliases)
     cartpole.close()
     assert _sha(copy) == digest
     truncated = tmp_path / "truncated.pt"
@@ -107,7 +107,7 @@ def test_save_export_load_round_trip_and_offline_impala(tmp_path, cartpole_gin):
     online = trainer.loop.replay_buffer.gather_all(ignore_earliest_frames=False)
     out = export(str(tmp_path / "run"), str(tmp_path / "cartpole.pt"))
     alg = trainer.algorithm
-    buf = make_offline_replay_buffer(out, alg.offline_experience_spec())
+    buf = make_offline_replay_buffer(out, alg.offline_layout().spec)
     offline = buf.gather_all()
     assert buf.total_size == 4 * 64
     for name in ("step_type", "reward", "discount", "observation", "prev_action", "env_id"):

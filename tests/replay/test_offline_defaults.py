@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from rlf.algorithms.training_loop import TrainingLoop
 from rlf.algorithms import RLAlgorithm, SACAlgorithm, TD3Algorithm, TrainerConfig
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.environments import load
@@ -62,9 +63,10 @@ def test_the_recorded_action_reaches_train_step_from_alfs_file():
     # ALF records Pendulum's actions normalised to [-1, 1]: rescaled to [-2, 2] on loading.
     config = functools.partial(_offline_config, ALF_FILE, offline_normalized_actions=True)
     alg = Recorder(env.observation_spec(), env.action_spec(), config=config())
-    alg.load_offline_replay_buffer()
+    loop = TrainingLoop(alg)
+    loop.load_offline_data()
     for _ in range(3):
-        alg.train_from_replay_buffer()
+        loop.train_iter()
     seen = torch.cat([a.flatten() for a in alg.seen])
     assert seen.numel() == 3 * 16 * 2 and bool((seen != 0).any())  # not the policy's zeros
     recorded = _file_actions(ALF_FILE, "rollout_info|rl|action", scale=2.0)
@@ -73,10 +75,11 @@ def test_the_recorded_action_reaches_train_step_from_alfs_file():
     for ctor, kw in ((SACAlgorithm, dict(alpha_optimizer=ADAM)), (TD3Algorithm, {})):
         other = ctor(env.observation_spec(), env.action_spec(), actor_optimizer=ADAM,
                      critic_optimizer=ADAM, config=config(), **kw)
-        other.load_offline_replay_buffer()
-        data = other.offline_replay_buffer.gather_all()
+        loop = TrainingLoop(other)
+        loop.load_offline_data()
+        data = loop.offline_replay_buffer.gather_all()
         assert torch.equal(data.rollout_info.action, data.action)
-        assert other.train_from_replay_buffer() > 0
+        assert loop.train_iter() > 0
     env.close()
 
 

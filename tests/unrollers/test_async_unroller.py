@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from rlf.algorithms.training_loop import TrainingLoop
 from rlf.algorithms import RLAlgorithm, TrainerConfig
 from rlf.data_structures import AlgStep
 from rlf.environments import load
@@ -43,14 +44,13 @@ class Deterministic(RLAlgorithm):
 
 
 class IndexRecorder(Deterministic):
-    """Records which actor acted (``actor_index``; -1 for the learner's own unroll)."""
+    """Records which actor acted (``actor_identity``; -1 for the learner's own unroll)."""
 
     def rollout_step(self, time_step, state):
         step = super().rollout_step(time_step, state)
-        index = -1 if self.actor_index is None else self.actor_index
+        index, num_actors = self.actor_identity or (-1, 0)
         return step._replace(info=dict(step.info, actor=torch.full_like(step.output, index),
-                                       num_actors=torch.full_like(step.output,
-                                                                  self.num_actors or 0)))
+                                       num_actors=torch.full_like(step.output, num_actors)))
 
 
 def _unroller(alg, **kw):
@@ -74,7 +74,7 @@ def test_each_actor_knows_its_index_and_the_number_of_actors():
         unroller.close()
     assert info["actor"].tolist() == [[0, 0, 1, 1]] * 6
     assert info["num_actors"].eq(2).all()
-    assert alg.actor_index is None and alg.num_actors is None  # the learner
+    assert alg.actor_identity is None  # the learner
 
 
 def test_async_experience_equals_sync_up_to_batch_order():
@@ -284,10 +284,10 @@ def test_async_config_errors():
         def unroll(self, unroll_length):
             return None
 
-    alg.set_unroller(SixEnvironments())
-    assert alg.get_metrics()[2]._accumulator.shape == (1, 6)  # metrics sized by the unroller
+    loop = TrainingLoop(alg, SixEnvironments())
+    assert loop.metrics[2]._accumulator.shape == (1, 6)  # metrics sized by the unroller
     with pytest.raises(ValueError, match="sized for 6 environments, the new unroller has 2"):
-        alg.set_unroller(SyncUnroller(env, alg))
+        loop.set_unroller(SyncUnroller(env, alg))
     with pytest.raises(ValueError, match="num_actors"):
         AsyncUnroller(alg, Deterministic, load, num_actors=0, num_envs_per_actor=2,
                       unroll_length=4)
