@@ -24,7 +24,7 @@ def main():
     p.add_argument("--confs", nargs="+", default=DEFAULT)
     args = p.parse_args()
     from rlf.algorithms import TrainerConfig
-    from rlf.bin.gin_utils import parse_config
+    from rlf.trainers.gin_config import parse_config
     from rlf.environments import load
     from rlf.unrollers.actor_params import actor_state_dict
     print(f"{'conf':<26} {'all but metrics':>16} {'actor_state_dict':>17} {'ratio':>6}")

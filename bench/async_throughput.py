@@ -51,7 +51,7 @@ def measure(conf, params, seconds):
         ``(agent steps/s, learner idle fraction, learning fraction, busy cores,
         CPU ms per agent step, the learner process's share of those ms)``.
     """
-    from rlf.bin.gin_utils import parse_config
+    from rlf.trainers.gin_config import parse_config
     gin.clear_config()
     parse_config(conf, params)
     from rlf.algorithms import TrainerConfig
@@ -100,7 +100,7 @@ def main():
     p.add_argument("--sync_param", action="append", default=[])
     p.add_argument("--async_param", action="append", default=[])
     args = p.parse_args()
-    from rlf.bin.gin_utils import parse_config
+    from rlf.trainers.gin_config import parse_config
     parse_config(args.conf, [])
     total_envs = gin.query_parameter("load.num_envs")
     per_actor = total_envs // args.num_actors

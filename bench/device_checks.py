@@ -77,7 +77,7 @@ def run_tests(device: str, timeout: float) -> dict:
 
 
 def _parse(params, conf: str = MAIN_CONF) -> None:
-    from rlf.bin.gin_utils import parse_config
+    from rlf.trainers.gin_config import parse_config
     gin.clear_config()
     parse_config(str(ROOT / conf), list(params))
 

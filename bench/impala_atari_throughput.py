@@ -62,7 +62,7 @@ def main():
     p.add_argument("--sb3_seconds", type=float, default=60.0)
     args = p.parse_args()
 
-    from rlf.bin.gin_utils import parse_config
+    from rlf.trainers.gin_config import parse_config
     parse_config(args.conf, args.conf_param)
     from rlf.algorithms import TrainerConfig, TrainingLoop
     from rlf.environments import load

@@ -17,7 +17,7 @@ from typing import Optional
 import torch
 
 from rlf.algorithms.iql import awr_weights
-from rlf.bin.gin_utils import parse_config
+from rlf.trainers.gin_config import parse_config
 from rlf.data_structures import TimeStep
 from rlf.replay.offline import load_replay_checkpoint
 from rlf.trainers.run_dir import model_state, run_checkpointer

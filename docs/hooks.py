@@ -47,7 +47,7 @@ def configurables_markdown() -> str:
     """A section per gin configurable: its summary line and a table of its parameters."""
     from gin import config as gin_config
 
-    from rlf.bin.gin_utils import _signature_chain
+    from rlf.trainers.gin_config import _signature_chain
     from rlf.trainers.registry import register_configurables
     register_configurables()
     out = []

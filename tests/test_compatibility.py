@@ -12,7 +12,7 @@ import gin
 import pytest
 import torch
 
-from rlf.bin.gin_utils import parse_config
+from rlf.trainers.gin_config import parse_config
 from rlf.trainers import Trainer
 from rlf.utils.checkpoint import load_checkpoint_file
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import gin
 import pytest
 
-from rlf.bin.gin_utils import ConfigError, parse_config
+from rlf.trainers.gin_config import ConfigError, parse_config
 
 CONFS = Path(__file__).resolve().parents[1] / "confs"
 

@@ -14,7 +14,8 @@ LAYERS = [  # docs/design.md, "Layers"
     {"rlf.environments", "rlf.networks", "rlf.replay", "rlf.metrics", "rlf.unrollers"},
     {"rlf.algorithms"},
     {"rlf.trainers"},
-    {"rlf.bin", "rlf.experiments"},  # experiments parse confs as rlf.bin does
+    {"rlf.experiments"},
+    {"rlf.bin"},  # the command lines; tune and suite drive rlf.experiments
 ]
 
 def _module_name(path: Path) -> str:
@@ -83,4 +84,18 @@ def test_the_checks_see_real_edges():
     graph = _graph()
     assert "rlf.networks.layouts" in graph["rlf.unrollers.actor_unroller"]
     assert "rlf.nest" in graph["rlf.replay.replay_buffer"]  # from rlf import nest
-    assert _layer("rlf.bin.gin_utils") > _layer("rlf.unrollers.async_unroller")
+    assert _layer("rlf.trainers.gin_config") > _layer("rlf.unrollers.async_unroller")
+    assert any(i.startswith("rlf.experiments") for i in graph["rlf.bin.tune"])
+    assert _layer("rlf.bin.tune") > _layer("rlf.experiments.runner")
+
+
+def test_no_package_circle():
+    """No two packages import each other (``rlf.experiments`` parses confs with
+    ``rlf.trainers.gin_config``, not ``rlf.bin``'s)."""
+    packages = {}
+    for m, imports in _graph().items():
+        package = ".".join(m.split(".")[:2])
+        packages.setdefault(package, set()).update(".".join(i.split(".")[:2]) for i in imports)
+    pairs = sorted((a, b) for a, deps in packages.items() for b in deps
+                   if a < b and a in packages.get(b, set()))
+    assert not pairs, pairs

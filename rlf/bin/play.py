@@ -34,7 +34,7 @@ from absl import flags
 
 from rlf import nest
 from rlf.bin.cli import debug_mode, run_main
-from rlf.bin.gin_utils import configured_values_refused_as_config_errors, parse_config
+from rlf.trainers.gin_config import configured_values_refused_as_config_errors, parse_config
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.video import check_video_path, save_video
 

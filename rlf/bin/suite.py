@@ -72,7 +72,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from absl import flags
 
 from rlf.bin.cli import debug_mode, parse_seeds, refuse_repeated, run_main
-from rlf.bin.gin_utils import parse_config, query
+from rlf.trainers.gin_config import parse_config, query
 from rlf.environments import find_spec
 from rlf.environments.atari import ATARI_ENTRY_POINT
 from rlf.trainers.run_dir import checkpointed_env_steps

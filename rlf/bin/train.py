@@ -39,7 +39,7 @@ from pathlib import Path
 from absl import flags
 
 from rlf.bin.cli import debug_mode, run_main
-from rlf.bin.gin_utils import (ConfigError, configured_values_refused_as_config_errors,
+from rlf.trainers.gin_config import (ConfigError, configured_values_refused_as_config_errors,
                                conf_values, parse_config, schedules_note)
 from rlf.runtime import configure_process
 from rlf.utils.errors import UserError, one_line

@@ -123,7 +123,7 @@ def _write_suite_outputs(options, root: Path) -> None:
     experiment (``rlf.bin.suite``)."""
     import gin
 
-    from rlf.bin.gin_utils import parse_config, query
+    from rlf.trainers.gin_config import parse_config, query
     from rlf.bin.suite import write_outputs, write_result
     from rlf.trainers.run_dir import checkpointed_env_steps
     parse_config(options.conf, list(options.conf_params))

@@ -116,7 +116,7 @@ def check_options(options: ExperimentOptions):
             error (``ConfigError``).
     """
     from rlf.algorithms import TrainerConfig
-    from rlf.bin.gin_utils import ConfigError, parse_config
+    from rlf.trainers.gin_config import ConfigError, parse_config
     from rlf.utils.errors import one_line
     if options.scheduler not in SCHEDULERS:
         raise UserError(f"--scheduler {options.scheduler!r}: expected fifo, asha or pbt")

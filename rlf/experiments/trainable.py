@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ray import tune
 
-from rlf.bin.gin_utils import configured_values_refused_as_config_errors, parse_config
+from rlf.trainers.gin_config import configured_values_refused_as_config_errors, parse_config
 from rlf.experiments.clone import (amend_last_event, apply_optimizer_settings,
                                    continues_from, export_checkpoint, install_checkpoint,
                                    optimizer_settings, read_checkpoint_info,

@@ -32,7 +32,7 @@ def binding_owner(scope: str, selector: str) -> str:
 
 
 #: The ``(scope, selector, param)`` keys that the command line bound (``--conf_param``),
-#: recorded by ``rlf.bin.gin_utils.parse_config``.
+#: recorded by ``rlf.trainers.gin_config.parse_config``.
 _command_line: Set[Tuple[str, str, str]] = set()
 
 

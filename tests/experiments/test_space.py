@@ -3,7 +3,7 @@
 import gin
 import pytest
 
-from rlf.bin.gin_utils import parse_config, query
+from rlf.trainers.gin_config import parse_config, query
 from rlf.experiments.space import (SearchSpace, gin_value, parse_grid, parse_sample,
                                    short_name, trial_bindings)
 from rlf.utils.errors import UserError

@@ -11,7 +11,7 @@ import gin
 import pytest
 import torch
 
-from rlf.bin.gin_utils import parse_config
+from rlf.trainers.gin_config import parse_config
 from rlf.trainers import Trainer
 from tests.faults._cli import CARTPOLE, REPO, digests, lines, run_cli, sha256
 

@@ -141,7 +141,7 @@ def _parse(conf: str, binds: Sequence[str]):
     import gin
 
     from rlf.algorithms import TrainerConfig
-    from rlf.bin.gin_utils import ConfigError, parse_config
+    from rlf.trainers.gin_config import ConfigError, parse_config
     from rlf.utils.errors import one_line
     gin.clear_config()
     parse_config(str(REPO / conf), list(binds))
@@ -159,7 +159,7 @@ def train(conf: str, binds: Sequence[str], root: Path) -> Dict[str, object]:
         ``{"outcome": "trains" | "refused: <line>", "updates": int, "state": path}``: the
         number of updates and the newest checkpoint.
     """
-    from rlf.bin.gin_utils import configured_values_refused_as_config_errors
+    from rlf.trainers.gin_config import configured_values_refused_as_config_errors
     from rlf.trainers import ActorFailure, Trainer
     from rlf.utils.errors import UserError, one_line
     try:

@@ -223,7 +223,7 @@ def test_a_trainer_outside_a_group_of_learners_refuses_num_learners(tmp_path):
     as one learner: refused in one line."""
     import gin
     from rlf.algorithms import TrainerConfig
-    from rlf.bin.gin_utils import parse_config
+    from rlf.trainers.gin_config import parse_config
     from rlf.trainers import Trainer
     from rlf.utils.errors import UserError
     parse_config(str(REPO / "confs/impala_cartpole.gin"), ["TrainerConfig.num_learners=2"])

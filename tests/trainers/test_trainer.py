@@ -491,7 +491,7 @@ def test_a_shortened_run_notes_the_schedules_that_keep_the_confs_lengths(tmp_pat
     r = _train_cli("--conf", "examples/a2c_cartpole.gin", "--root_dir", str(tmp_path / "b"),
                    "--noprogress", "--conf_param", "TrainerConfig.num_iterations=2")
     assert r.returncode == 0 and "note:" not in r.stdout + r.stderr, r.stdout
-    from rlf.bin.gin_utils import conf_values, parse_config, schedules_bound, schedules_note
+    from rlf.trainers.gin_config import conf_values, parse_config, schedules_bound, schedules_note
     length = ["TrainerConfig.num_env_steps", "TrainerConfig.num_iterations"]
     assert conf_values("confs/impala_atari.gin", ["TrainerConfig.num_env_steps",
                                                   "TrainerConfig.unroll_length"]) == [2500000, 20]

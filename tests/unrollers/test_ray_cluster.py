@@ -16,7 +16,7 @@ import pytest
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from rlf.bin.gin_utils import parse_config  # noqa: E402
+from rlf.trainers.gin_config import parse_config  # noqa: E402
 from rlf.trainers import Trainer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
