@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from rlf.algorithms import RLAlgorithm
+from rlf.algorithms.data_needs import TRANSITIONS
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
@@ -20,7 +21,9 @@ class MinimalDQN(RLAlgorithm):
 
     def __init__(self, observation_spec, action_spec, epsilon=0.1, gamma=0.99,
                  name="MinimalDQN", **kwargs):
-        super().__init__(observation_spec, action_spec, is_on_policy=False, name=name, **kwargs)
+        # A loss over transitions: sequences of 2 steps at least (checked before the run).
+        super().__init__(observation_spec, action_spec, is_on_policy=False, name=name,
+                         data_needs=TRANSITIONS, **kwargs)
         self.num_actions = action_spec.num_values  # a Discrete action: 0 .. n - 1
         self.q = nn.Sequential(nn.Linear(observation_spec.shape[0], 64), nn.ReLU(),
                                nn.Linear(64, self.num_actions))

@@ -28,6 +28,7 @@ import torch
 
 from rlf import nest
 from rlf.algorithms.config_parts import DataPathConfig, changed_fields, without_effect
+from rlf.algorithms.data_needs import check_data_needs
 from rlf.data_structures import Experience, valid_step_mask
 from rlf.replay import ReplayBuffer
 from rlf.tensor_specs import spec_from_tensors
@@ -37,9 +38,7 @@ from rlf.utils.errors import UserError
 
 __all__ = ["DATA_PATH_SETTINGS", "Batch", "Sequences", "MiniBatches", "Mixer", "mixed_count",
            "DataPath", "RolloutGraph", "UnrollEpochs", "Replay", "make_data_path", "data_path_name",
-           "trains_on_rollout_graph", "replay_buffer_length", "check_sequence_length",
-           "offline_data_settings",
-           "check_uses_rollout_state"]
+           "trains_on_rollout_graph", "replay_buffer_length", "offline_data_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -114,26 +113,6 @@ def replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:
     return length + num_earliest_frames_ignored
 
 
-def check_sequence_length(config, owner: str, what: str, steps: str, need: int) -> None:
-    """Refuses sampled sequences shorter than the burn-in plus ``need`` steps (an
-    algorithm's own requirement, checked at its construction: DQN's n-step targets).
-
-    Args:
-        config: the ``DataPathConfig`` (``TrainerConfig.data_path``) or None.
-        owner: the algorithm's name; ``what``: what needs them (``"n_step = 3"``);
-            ``steps``: ``need`` in words (``"n_step + 1"``), for the message.
-        need: steps needed after the burn-in.
-
-    Raises:
-        ValueError: naming them and the value to set.
-    """
-    length = getattr(config, "mini_batch_length", None)
-    need = need + getattr(config, "burn_in_steps", 0)
-    if length is not None and length < need:
-        raise ValueError(f"{owner}: {what} needs sequences of burn_in_steps + {steps} steps; "
-                         f"set TrainerConfig.mini_batch_length = {need} (it is {length})")
-
-
 def offline_data_settings(config) -> Optional[Dict[str, Any]]:
     """``{"files", "length", "normalized_actions", "stored_state"}`` of ``config``'s offline
     data (``offline_buffer_dir``, ``offline_buffer_length``, ``offline_normalized_actions``,
@@ -155,19 +134,6 @@ def refuse_offline_data_on_policy(config, name: str) -> None:
     if config is not None and config.offline_buffer_dir:
         raise UserError(f"TrainerConfig.offline_buffer_dir needs an off-policy algorithm; "
                         f"{name} is on-policy")
-
-
-def check_uses_rollout_state(config, owner: str) -> None:
-    """Refuses training a recurrent network from stored sequences without their stored
-    state (an algorithm's own requirement: recurrent PPO).
-
-    Raises:
-        ValueError: naming ``owner`` and the setting.
-    """
-    if config is not None and not config.use_rollout_state:
-        raise ValueError(f"{owner}: a recurrent network trains each sequence from the state "
-                         f"the actor had at its first step: set "
-                         f"TrainerConfig.use_rollout_state = True")
 
 
 def mixed_count(n: int, fraction: float) -> int:
@@ -754,7 +720,7 @@ def data_path_name(algorithm, config) -> str:
     ``algorithm`` (``make_data_path``'s), without
     building or checking it."""
     if algorithm.on_policy:
-        return ("rollout_graph" if algorithm._rlf_rollout_graph_training and
+        return ("rollout_graph" if algorithm.data_needs.rollout_graph_training and
                 trains_on_rollout_graph(config) else "unroll_epochs")
     if config is not None and not config.unroll_length and config.offline_buffer_dir:
         return "offline"
@@ -781,6 +747,10 @@ def make_data_path(algorithm, config) -> DataPath:
     on_policy = bool(algorithm.on_policy)
     if on_policy:
         refuse_offline_data_on_policy(config, name)
+        if config.unroll_length < 1 or config.unroll_length != int(config.unroll_length):
+            raise UserError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
+                            f"positive integer, got {config.unroll_length}")
+    check_data_needs(algorithm.data_needs, config, name, path)
     ignored = []
     if on_policy and config.unroll_with_grad:
         ignored.append(("unroll_with_grad", "an on-policy algorithm keeps the rollout's "

@@ -17,7 +17,7 @@ import torch
 
 from rlf import nest
 from rlf.algorithms import value_ops
-from rlf.algorithms.data_paths import check_sequence_length
+from rlf.algorithms.data_needs import DataNeeds
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import Schedule, StepSchedule
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
@@ -231,11 +231,11 @@ class DQNAlgorithm(RLAlgorithm):
         if not all(0.0 <= v <= 1.0 for v in epsilon.values):
             raise ValueError(f"{name}: epsilon_greedy's values must be in [0, 1], got "
                              f"{epsilon_greedy!r}")
-        check_sequence_length(config and config.data_path, name, f"n_step = {n_step}",
-                              "n_step + 1", n_step + 1)
         network = q_network_ctor(observation_spec, action_spec)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,
+                         data_needs=DataNeeds(min_sequence_length=n_step + 1,
+                                              why=f"n_step = {n_step}"),
                          **self._state_specs(network), **kwargs)
         self._q_network = network
         self._target_q_network = make_target_network(network)

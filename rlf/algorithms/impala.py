@@ -22,6 +22,7 @@ import torch
 
 from rlf import nest
 from rlf.algorithms import vtrace
+from rlf.algorithms.data_needs import TRANSITIONS
 from rlf.algorithms.data_paths import mixed_count
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import StepSchedule
@@ -166,7 +167,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec,
                          train_state_spec=network.state_spec, env=env, config=config,
                          is_on_policy=is_on_policy, name=name, metric_discount=gamma,
-                         **kwargs)
+                         data_needs=TRANSITIONS, **kwargs)
         self._network = network
         self._memory_ctor = kwargs.get("replay_buffer_ctor") or ReplayBuffer
         self._to_env = ClipToBounds(action_spec)

@@ -20,6 +20,7 @@ import gin
 import torch
 from torch import nn
 
+from rlf.algorithms.data_needs import TRANSITIONS
 from rlf.algorithms.action_bounds import ActionBounds, check_continuous
 from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
@@ -132,7 +133,7 @@ class IQLAlgorithm(RLAlgorithm):
         check_continuous(name, action_spec)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,
-                         **kwargs)
+                         data_needs=TRANSITIONS, **kwargs)
         self._actor = actor_network_ctor(observation_spec, action_spec)
         self._log_std = nn.Parameter(torch.zeros(int(action_spec.numel)))
         self._critics, self._target_critics = twin_critics(critic_network_ctor,

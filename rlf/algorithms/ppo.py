@@ -16,7 +16,7 @@ import gin
 import torch
 
 from rlf.algorithms import value_ops
-from rlf.algorithms.data_paths import check_uses_rollout_state
+from rlf.algorithms.data_needs import DataNeeds
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import Schedule, StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, valid_step_mask
@@ -140,14 +140,14 @@ class PPOAlgorithm(RLAlgorithm):
             raise ValueError(f"{name}: value_clipping must be > 0 or None (no clipping), got "
                              f"{value_clipping}")
         network = network_ctor(observation_spec, action_spec)
-        if network.state_spec:
-            check_uses_rollout_state(config and config.data_path, name)
         kwargs.setdefault("is_on_policy", True)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, name=name, metric_discount=gamma,
                          train_state_spec=network.state_spec,
                          # the loss needs train_step's recomputed policy: always in epochs
-                         rollout_graph_training=False, **kwargs)
+                         rollout_graph_training=False,
+                         data_needs=DataNeeds(rollout_state=bool(network.state_spec)),
+                         **kwargs)
         self._network = network
         self._gamma = gamma
         self._td_lambda = td_lambda

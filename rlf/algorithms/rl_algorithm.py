@@ -36,8 +36,8 @@ from torch import nn
 from rlf import nest
 from rlf.algorithms.algorithm import Algorithm
 from rlf.algorithms.counters import without_legacy_update_counter
-from rlf.algorithms.data_paths import refuse_offline_data_on_policy, replay_buffer_length
-from rlf.algorithms.data_paths import trains_on_rollout_graph as _rollout_graph_settings
+from rlf.algorithms.data_needs import DataNeeds
+from rlf.algorithms.data_paths import replay_buffer_length
 from rlf.algorithms.removed import check_observe_for_replay
 from rlf.algorithms.reserved import set_framework_state
 from rlf.algorithms.training_loop import TrainingLoop
@@ -141,14 +141,15 @@ class RLAlgorithm(Algorithm):
             rollout's own infos trains on the rollout's graph when the settings allow one
             update per unroll (``"rollout_graph"``); False: always in epochs through
             ``train_step`` (PPO, whose loss needs ``train_step``'s recomputed policy).
+        data_needs: what ``train_step`` and ``calc_loss`` need of the data path
+            (``DataNeeds``: the shortest sequence, the stored rollout state), which
+            ``make_data_path`` checks against the settings before anything runs; the
+            default: sequences of one step, no stored state.
 
     Raises:
         ValueError: for a reward spec of rank > 1, ``reward_weights`` that do not fit it, a
-            ``reward_scale`` that is not positive, or an on-policy algorithm with a
-            fractional or zero ``unroll_length``, or with ``unroll_length = 1`` where it
-            trains on the rollout's graph.
-        UserError: (a ``ValueError``) for offline data with an on-policy algorithm, for an
-            ``observe_for_replay`` written for rlf 0.1 that
+            ``reward_scale`` that is not positive, or an ``env`` without ``config``.
+        UserError: (a ``ValueError``) for an ``observe_for_replay`` written for rlf 0.1 that
             passes a changed step to ``super()`` (``check_observe_for_replay``), and for a
             subclass that assigns or defines a name of the base classes' state
             (``reserved.py``).
@@ -164,7 +165,7 @@ class RLAlgorithm(Algorithm):
     _rlf_env: Any
     _rlf_replay_buffer_ctor: Any
     _rlf_metric_discount: float
-    _rlf_rollout_graph_training: bool
+    _rlf_data_needs: DataNeeds
     _rlf_actor_module_names: Optional[List[str]]
     _rlf_actor_identity: Optional[ActorIdentity]
     _rlf_loop: Optional[TrainingLoop]
@@ -188,6 +189,7 @@ class RLAlgorithm(Algorithm):
                  metric_discount: float = 0.99,
                  replay_buffer_ctor=None,
                  rollout_graph_training: bool = True,
+                 data_needs: DataNeeds = DataNeeds(),
                  **kwargs):
         check_observe_for_replay(type(self))
         super().__init__(train_state_spec=train_state_spec,
@@ -217,31 +219,16 @@ class RLAlgorithm(Algorithm):
             self, _rlf_reward_scale=float(reward_scale), _rlf_env=env,
             _rlf_replay_buffer_ctor=replay_buffer_ctor or ReplayBuffer,
             _rlf_metric_discount=metric_discount,
-            _rlf_rollout_graph_training=bool(rollout_graph_training),
+            _rlf_data_needs=data_needs._replace(rollout_graph_training=bool(
+                rollout_graph_training and data_needs.rollout_graph_training)),
             _rlf_actor_module_names=None,  # found by a probe step
             _rlf_actor_identity=None,  # set on an actor's copy
             _rlf_loop=None)  # the TrainingLoop training it (train_iter, training_loop)
         # ALF's protected names, for a subclass to read (or replace: rlf never reads them).
         self._observation_spec, self._action_spec = observation_spec, action_spec
         self._reward_spec, self._env = reward_spec, env
-        if env is not None:
-            if config is None:
-                raise ValueError(f"{name}: an algorithm given an env needs config=TrainerConfig")
-            if self._rlf_is_on_policy:
-                refuse_offline_data_on_policy(config.data_path, name)
-            if self._rlf_is_on_policy and (config.unroll_length < 1
-                                       or config.unroll_length != int(config.unroll_length)):
-                raise ValueError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
-                                 f"positive integer, got {config.unroll_length}")
-            if (config.unroll_length == 1 and self._rlf_is_on_policy
-                    and _rollout_graph_settings(config.data_path)
-                    and self._rlf_rollout_graph_training):
-                # Each unroll's graph is its own: no step would ever have a successor.
-                raise ValueError(f"{name} trains on each unroll's own graph, where a step's "
-                                 f"transition needs the next step in the same unroll: "
-                                 f"TrainerConfig.unroll_length must be >= 2, got 1 (or train "
-                                 f"in epochs, carrying the last step over: set "
-                                 f"TrainerConfig.mini_batch_size)")
+        if env is not None and config is None:
+            raise ValueError(f"{name}: an algorithm given an env needs config=TrainerConfig")
 
     # ------------------------------------------------------------------ properties
     @property
@@ -280,6 +267,13 @@ class RLAlgorithm(Algorithm):
                                  f"[0, {num_actors})")
             identity = ActorIdentity(int(index), int(num_actors))
         set_framework_state(self, _rlf_actor_identity=identity)
+
+    @property
+    def data_needs(self) -> DataNeeds:
+        """What ``train_step`` and ``calc_loss`` need of the data path (the constructor's
+        ``data_needs`` and ``rollout_graph_training``; read-only), which ``make_data_path``
+        checks against the settings."""
+        return self._rlf_data_needs
 
     @property
     def training_loop(self) -> Optional["TrainingLoop"]:

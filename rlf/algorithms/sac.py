@@ -18,6 +18,7 @@ import gin
 import torch
 from torch import nn
 
+from rlf.algorithms.data_needs import TRANSITIONS
 from rlf.algorithms.action_bounds import ActionBounds, uniform_start_action
 from rlf.algorithms.optimization import check_required_optimizers
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
@@ -203,7 +204,7 @@ class SACAlgorithm(RLAlgorithm):
                              f"environment's Box finite bounds")
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,
-                         **kwargs)
+                         data_needs=TRANSITIONS, **kwargs)
         self._actor = actor_network_ctor(observation_spec, action_spec)
         self._critics, self._target_critics = twin_critics(critic_network_ctor,
                                                            observation_spec, action_spec)

@@ -16,6 +16,7 @@ from typing import Any
 import gin
 import torch
 
+from rlf.algorithms.data_needs import TRANSITIONS
 from rlf.algorithms.action_bounds import (ActionBounds, check_continuous,
                                           uniform_start_action)
 from rlf.algorithms.optimization import check_required_optimizers
@@ -147,7 +148,7 @@ class TD3Algorithm(RLAlgorithm):
         check_continuous(name, action_spec)
         super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
                          config=config, is_on_policy=False, name=name, metric_discount=gamma,
-                         **kwargs)
+                         data_needs=TRANSITIONS, **kwargs)
         self._actor = actor_network_ctor(observation_spec, action_spec)
         self._critics, target_critics = twin_critics(critic_network_ctor, observation_spec,
                                                      action_spec)

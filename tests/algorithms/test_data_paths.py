@@ -14,7 +14,7 @@ from examples.bc import BehaviourCloning
 from rlf.algorithms.training_loop import TrainingLoop
 from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm, TD3Algorithm,
                             TrainerConfig)
-from rlf.bin.gin_utils import ConfigError, parse_config
+from rlf.trainers.gin_config import ConfigError, parse_config
 from rlf.environments import load
 from rlf.utils.errors import UserError
 
@@ -87,14 +87,15 @@ def test_an_unannotated_number_parameter_takes_a_list_but_not_a_string(tmp_path)
 
 def test_only_the_data_path_factory_reads_the_data_path_settings():
     # make_data_path is the one reader: no other module takes `<anything>.<setting>` of them
-    # (config.py and config_parts.py, which define and validate the fields, aside).
+    # (config.py and config_parts.py, which define and validate the fields, and data_needs.py,
+    # whose check of an algorithm's declared needs make_data_path calls, aside).
     import ast
     from pathlib import Path
 
     from rlf.algorithms.data_paths import DATA_PATH_SETTINGS
     rlf = Path(__file__).resolve().parents[2] / "rlf"
     allowed = {rlf / "algorithms" / "data_paths.py", rlf / "algorithms" / "config.py",
-               rlf / "algorithms" / "config_parts.py"}
+               rlf / "algorithms" / "config_parts.py", rlf / "algorithms" / "data_needs.py"}
     readers = []
     for path in sorted(rlf.rglob("*.py")):
         if path in allowed:

@@ -160,9 +160,13 @@ def test_dqn_resumes_exactly():
 
 def test_n_step_longer_than_the_sampled_sequences_is_refused_with_the_fix():
     obs, act = TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 2)
-    with pytest.raises(ValueError, match=r"mini_batch_length = 4 \(it is 2\)"):
-        DQNAlgorithm(obs, act, optimizer=torch.optim.Adam, n_step=3,
-                     config=TrainerConfig(mini_batch_length=2))
+    alg = DQNAlgorithm(obs, act, optimizer=torch.optim.Adam, n_step=3,
+                       config=TrainerConfig(mini_batch_length=2))
+    assert alg.data_needs.min_sequence_length == 4
+    with pytest.raises(UserError, match=r"^DQNAlgorithm: n_step = 3 needs sequences of "
+                                        r"burn_in_steps \+ 4 steps; set TrainerConfig."
+                                        r"mini_batch_length = 4 \(it is 2\)$"):
+        TrainingLoop(alg)  # make_data_path checks the declared needs
 
 
 @pytest.mark.parametrize("kw, message", [

@@ -204,15 +204,22 @@ def test_a_loss_over_no_transition_is_one_line_naming_mini_batch_length():
     import examples.minimal_dqn as minimal
 
     env = load("CartPole-v1", 1, seed=0)
+    config = TrainerConfig(unroll_length=4, mini_batch_size=4, mini_batch_length=1,
+                           initial_collect_steps=8)
     alg = minimal.MinimalDQN(env.observation_spec(), env.action_spec(), env=env,
-                             optimizer=ADAM,
-                             config=TrainerConfig(unroll_length=4, mini_batch_size=4,
-                                                  mini_batch_length=1, initial_collect_steps=8))
+                             optimizer=ADAM, config=config)
+    # Its declared needs (DataNeeds): refused as the loop is built, before anything runs.
+    with pytest.raises(UserError, match=r"^MinimalDQN: a loss over transitions needs sequences "
+                                        r"of burn_in_steps \+ 2 steps; set TrainerConfig."
+                                        r"mini_batch_length = 2 \(it is 1\)$"):
+        alg.train_iter()
+    assert alg.training_loop is None and alg.num_updates == 0
+    # An algorithm that declares nothing: the learner's line at the update.
+    valid = torch.ones(1, 4)
     with pytest.raises(UserError, match="MinimalDQN.calc_loss gave a loss over 0 steps of "
                                         "sequences of 1 steps: a loss over transitions needs "
                                         "TrainerConfig.mini_batch_length >= 2"):
-        for _ in range(4):
-            alg.train_iter()
+        alg.learner.update_with_gradient(LossInfo(loss=torch.zeros(0, 4)), valid)
     env.close()
 
 

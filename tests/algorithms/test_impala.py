@@ -270,13 +270,14 @@ def test_a_negative_td_loss_weight_is_refused():
 def test_one_step_unrolls_on_the_rollout_graph_are_refused_and_train_in_epochs():
     # Before, each one-step unroll had no transition: the run went on learning nothing.
     env = load("CartPole-v1", 2, seed=0)
+    one_step = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env,
+                               config=TrainerConfig(unroll_length=1), is_on_policy=True,
+                               optimizer=torch.optim.Adam)
     with pytest.raises(ValueError, match=re.escape(
-            "ImpalaAlgorithm trains on each unroll's own graph, where a step's transition "
-            "needs the next step in the same unroll: TrainerConfig.unroll_length must be >= 2, "
+            "ImpalaAlgorithm trains on each unroll's own graph, where a loss over transitions "
+            "needs 2 steps of the same unroll: TrainerConfig.unroll_length must be >= 2, "
             "got 1")):
-        ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env,
-                        config=TrainerConfig(unroll_length=1), is_on_policy=True,
-                        optimizer=torch.optim.Adam)
+        one_step.train_iter()
     alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env,
                           config=TrainerConfig(unroll_length=1, mini_batch_size=2),
                           is_on_policy=True, optimizer=torch.optim.Adam)

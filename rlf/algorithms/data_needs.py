@@ -1,0 +1,76 @@
+"""``DataNeeds``: what an algorithm's ``train_step`` and ``calc_loss`` need of the data path,
+declared once at construction (``RLAlgorithm(data_needs=...)``) and checked against the
+settings in one place, ``check_data_needs``, when ``make_data_path`` builds the path (before a
+run writes anything)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from rlf.utils.errors import UserError
+
+__all__ = ["DataNeeds", "TRANSITIONS", "check_data_needs"]
+
+
+class DataNeeds(NamedTuple):
+    """What an algorithm needs of the sequences it trains on.
+
+    Attributes:
+        min_sequence_length: steps a trained sequence needs after its burn-in: 1 (a loss
+            per step), 2 (a loss over the ``[T-1, B]`` transitions: TD targets, V-trace), or
+            ``n + 1`` (n-step targets).
+        why: what needs them, in words, for the refusal (``"n_step = 3"``).
+        rollout_state: each trained sequence must start from the rollout state stored with
+            its first step (a recurrent network trained from stored sequences: recurrent
+            PPO), so ``TrainerConfig.use_rollout_state`` must be True.
+        rollout_graph_training: an on-policy algorithm whose ``calc_loss`` can take the
+            rollout's own infos trains on the rollout's graph when the settings allow one
+            update per unroll (the data path ``"rollout_graph"``); False: always in epochs
+            through ``train_step`` (PPO, whose loss needs ``train_step``'s recomputed
+            policy). The constructor argument ``rollout_graph_training`` sets it.
+    """
+
+    min_sequence_length: int = 1
+    why: str = "its loss"
+    rollout_state: bool = False
+    rollout_graph_training: bool = True
+
+
+#: The needs of an algorithm whose loss is over transitions (``[T-1, B]``).
+TRANSITIONS = DataNeeds(min_sequence_length=2, why="a loss over transitions")
+
+
+def check_data_needs(needs: DataNeeds, config, owner: str, path: str) -> None:
+    """Refuses data-path settings that cannot give ``owner`` what it declared.
+
+    Args:
+        needs: the algorithm's ``DataNeeds``.
+        config: the ``DataPathConfig`` (``TrainerConfig.data_path``).
+        owner: the algorithm's name, for the messages.
+        path: the data path's name (``data_path_name``).
+
+    Raises:
+        UserError: (a ``ValueError``) naming the setting and the value to set: sampled
+            sequences (``mini_batch_length``) shorter than ``burn_in_steps`` plus
+            ``min_sequence_length``; on the rollout's graph, an ``unroll_length`` below
+            ``max(2, min_sequence_length)`` (each unroll's graph is its own, and its last
+            step starts no transition); ``use_rollout_state = False`` where
+            ``rollout_state`` is needed.
+    """
+    length, need = config.mini_batch_length, needs.min_sequence_length + config.burn_in_steps
+    if (needs.min_sequence_length > 1 and path != "rollout_graph" and length is not None
+            and length < need):  # (a burn-in that leaves no step: make_data_path's line)
+        raise UserError(f"{owner}: {needs.why} needs sequences of burn_in_steps + "
+                        f"{needs.min_sequence_length} steps; set "
+                        f"TrainerConfig.mini_batch_length = {need} (it is {length})")
+    if path == "rollout_graph" and config.unroll_length < max(2, needs.min_sequence_length):
+        raise UserError(f"{owner} trains on each unroll's own graph, where {needs.why} needs "
+                        f"{max(2, needs.min_sequence_length)} steps of the same unroll: "
+                        f"TrainerConfig.unroll_length must be >= "
+                        f"{max(2, needs.min_sequence_length)}, got {config.unroll_length} (or "
+                        f"train in epochs, carrying the last step over: set "
+                        f"TrainerConfig.mini_batch_size)")
+    if needs.rollout_state and not config.use_rollout_state:
+        raise UserError(f"{owner}: a recurrent network trains each sequence from the state "
+                        f"the actor had at its first step: set "
+                        f"TrainerConfig.use_rollout_state = True")
