@@ -240,7 +240,7 @@ class Learner:
     def summarize_train(self, experience: Experience, train_info: Any, loss_info: LossInfo,
                         params: List[nn.Parameter]) -> None:
         """Summaries after an update: parameter and gradient histograms and norms when
-        ``config.summarize_grads_and_vars`` (loss terms, gradient norms and learning rates
+        ``config.summaries.summarize_grads_and_vars`` (loss terms, gradient norms and learning rates
         are written by ``update_with_gradient``).
 
         Args:
@@ -466,7 +466,7 @@ class Learner:
 
     @contextlib.contextmanager
     def autocast(self):
-        """``torch.autocast`` when ``config.enable_amp``; float16 on CUDA (with a
+        """``torch.autocast`` when ``config.run.enable_amp``; float16 on CUDA (with a
         ``GradScaler``), bfloat16 on CPU."""
         alg = self.algorithm
         config, device = alg._rlf_config, alg._rlf_device

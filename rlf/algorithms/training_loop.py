@@ -286,7 +286,7 @@ class TrainingLoop:
     def load_offline_data(self) -> None:
         """Builds the offline buffer from ``config.offline_buffer_dir`` (a replay checkpoint
         file, a list of them or a directory of ``*.pt``; rlf's ``replay_buffer-<iteration>.pt``
-        or ALF's), taking ``config.offline_buffer_length`` steps per environment (all if
+        or ALF's), taking ``config.data_path.offline_buffer_length`` steps per environment (all if
         None), matched by key to the algorithm's ``offline_layout()``. Bounded actions are
         checked against the action spec's bounds, and rescaled from [-1, 1] with
         ``config.offline_normalized_actions`` (ALF's files). With ``use_rollout_state`` the
@@ -346,7 +346,7 @@ class TrainingLoop:
 
     def summarize_rollout(self, experience: Optional[Experience]) -> None:
         """Summaries of an unroll: rewards and (with
-        ``config.summarize_action_distributions``) actions.
+        ``config.summaries.summarize_action_distributions``) actions.
 
         Args:
             experience: the ``[T, B]`` unroll, or None.

@@ -128,11 +128,11 @@ def _play() -> int:
         kwargs["render_mode"] = "rgb_array"
     with configured_values_refused_as_config_errors():
         env = load(num_envs=1, seed=FLAGS.seed, **kwargs)
-        algorithm = config.algorithm_ctor(observation_spec=env.observation_spec(),
+        algorithm = config.run.algorithm_ctor(observation_spec=env.observation_spec(),
                                           action_spec=env.action_spec(),
                                           reward_spec=env.reward_spec(), env=None,
                                           config=config)
-    algorithm.to(config.device)
+    algorithm.to(config.run.device)
     state = model_state(checkpoint)
     try:
         algorithm.load_state_dict(state, strict=False)
@@ -171,7 +171,7 @@ def _play() -> int:
     import gymnasium as gym
     try:
         result = evaluate_episodes(
-            algorithm, env, FLAGS.num_episodes, device=config.device, on_step=on_step,
+            algorithm, env, FLAGS.num_episodes, device=config.run.device, on_step=on_step,
             on_episode=lambda i, r, n, s: print(
                 f"episode {i}: return {r:.2f}" + ("" if s is None else f", score {s:.0f}")
                 + f", length {n}", flush=True))

@@ -73,32 +73,32 @@ def _train() -> int:
         config = TrainerConfig()
     except (ValueError, TypeError) as e:
         raise ConfigError(one_line(e)) from e
-    root_dir = FLAGS.root_dir or config.root_dir or str(Path("runs") / Path(FLAGS.conf).stem)
+    root_dir = FLAGS.root_dir or config.run.root_dir or str(Path("runs") / Path(FLAGS.conf).stem)
     from rlf.trainers import learners
     if learners.launched_as_learner():
-        world = learners.join_learners(config.num_learners, config.device)
+        world = learners.join_learners(config.run.num_learners, config.run.device)
         try:
             return _run(config, root_dir, note if world.is_chief else None)
         finally:
             learners.leave_learners()
-    if config.num_learners > 1:
+    if config.run.num_learners > 1:
         return _launch(config, root_dir)
     return _run(config, root_dir, note)
 
 
 def _launch(config, root_dir: str) -> int:
-    """Starts ``config.num_learners`` learners running this command (``learners.launch``)."""
+    """Starts ``config.run.num_learners`` learners running this command (``learners.launch``)."""
     from rlf.trainers import learners
     from rlf.trainers.run_dir import check_run_directory
     check_run_directory(Path(root_dir))
-    if not config.async_unroll:
-        learners.environments_per_learner(config.num_learners)
+    if not config.actors.async_unroll:
+        learners.environments_per_learner(config.run.num_learners)
     new = not Path(root_dir).exists()
     argv = ([f"--conf={FLAGS.conf}"] + [f"--conf_param={b}" for b in FLAGS.conf_param]
             + [f"--root_dir={root_dir}", "--progress" if FLAGS.progress else "--noprogress"]
             + (["--debug"] if FLAGS.debug else []))
     try:
-        return learners.launch(argv, config.num_learners, root_dir)
+        return learners.launch(argv, config.run.num_learners, root_dir)
     except learners.LearnerFailure as e:
         if debug_mode():
             raise
@@ -122,10 +122,10 @@ def _run(config, root_dir: str, note) -> int:
     from rlf.utils import distributed, summary
     trainer = Trainer(config, root_dir=root_dir, progress=FLAGS.progress)
     # The learner's process settings; the actors apply theirs themselves (ActorSetup).
-    configure_process(num_threads=config.torch_num_threads,
-                      flush_denormal=config.flush_denormal,
-                      reuse_freed_memory=config.reuse_freed_memory,
-                      deterministic=config.deterministic)
+    configure_process(num_threads=config.run.torch_num_threads,
+                      flush_denormal=config.run.flush_denormal,
+                      reuse_freed_memory=config.run.reuse_freed_memory,
+                      deterministic=config.actors.deterministic)
     with configured_values_refused_as_config_errors():
         trainer.build()
     if note:  # after every check, on stdout: a mistake stays one line on stderr

@@ -167,7 +167,7 @@ def check_options(options: ExperimentOptions):
         config = TrainerConfig()
     except (ValueError, TypeError) as e:
         raise ConfigError(one_line(e)) from e
-    if config.algorithm_ctor is None:
+    if config.run.algorithm_ctor is None:
         raise UserError(f"--conf {options.conf} sets no TrainerConfig.algorithm_ctor")
     return config
 
@@ -176,12 +176,12 @@ def trial_resources(config):
     """A trial's Ray resources: one CPU for the learner, plus its actors: processes of
     ``async_unroll`` share the learner's bundle, Ray actors have a bundle each."""
     from ray import tune
-    if not config.async_unroll:
+    if not config.actors.async_unroll:
         return tune.PlacementGroupFactory([{"CPU": 1}])
-    if not config.use_ray:
-        return tune.PlacementGroupFactory([{"CPU": 1 + config.num_actors}])
-    actor = {"CPU": config.ray_num_cpus_per_actor, **config.ray_actor_resources}
-    return tune.PlacementGroupFactory([{"CPU": 1}] + [actor] * config.num_actors)
+    if not config.actors.use_ray:
+        return tune.PlacementGroupFactory([{"CPU": 1 + config.actors.num_actors}])
+    actor = {"CPU": config.actors.ray_num_cpus_per_actor, **config.actors.ray_actor_resources}
+    return tune.PlacementGroupFactory([{"CPU": 1}] + [actor] * config.actors.num_actors)
 
 
 def _scheduler(options: ExperimentOptions):

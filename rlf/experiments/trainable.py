@@ -121,10 +121,10 @@ class RlfTrainable(tune.Trainable):
         gin.clear_config()
         parse_config(experiment.conf, list(experiment.conf_params) + self.bindings)
         config = TrainerConfig()
-        configure_process(num_threads=config.torch_num_threads,
-                          flush_denormal=config.flush_denormal,
-                          reuse_freed_memory=config.reuse_freed_memory,
-                          deterministic=config.deterministic)
+        configure_process(num_threads=config.run.torch_num_threads,
+                          flush_denormal=config.run.flush_denormal,
+                          reuse_freed_memory=config.run.reuse_freed_memory,
+                          deterministic=config.actors.deterministic)
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
             trainer = Trainer(config, root_dir=str(self.run_dir), progress=False,

@@ -154,7 +154,7 @@ class Trainer:
 
     Args:
         config: the ``TrainerConfig``.
-        root_dir: overrides ``config.root_dir``.
+        root_dir: overrides ``config.run.root_dir``.
         progress: show a tqdm progress bar (on stderr).
         handle_signals: take SIGINT and SIGTERM from ``start`` to ``finish`` (a stop signal
             ends ``run`` after the iteration in progress); False leaves them to the process
@@ -168,10 +168,10 @@ class Trainer:
 
     def __init__(self, config, root_dir: Optional[str] = None, progress: bool = True,
                  handle_signals: bool = True):
-        root_dir = root_dir or config.root_dir
+        root_dir = root_dir or config.run.root_dir
         if not root_dir:
             raise UserError("Trainer: no root_dir (pass --root_dir or set TrainerConfig.root_dir)")
-        if config.algorithm_ctor is None:
+        if config.run.algorithm_ctor is None:
             raise UserError("Trainer: TrainerConfig.algorithm_ctor is not set (e.g. "
                              "`TrainerConfig.algorithm_ctor = @ImpalaAlgorithm` in the gin file)")
         self._config = config
@@ -275,10 +275,11 @@ class Trainer:
 
     def _build(self) -> None:
         config = self._config
-        check_tracker(config.tracker)  # a missing extra stops the run before anything runs
+        # a missing extra stops the run before anything runs
+        check_tracker(config.summaries.tracker)
         world = distributed.world()
-        if config.num_learners != world.size:
-            raise UserError(f"TrainerConfig.num_learners = {config.num_learners}, but this "
+        if config.run.num_learners != world.size:
+            raise UserError(f"TrainerConfig.num_learners = {config.run.num_learners}, but this "
                             f"process is one of {world.size} learner(s): start the run with "
                             f"python -m rlf.bin.train or torchrun (a Trainer built in a script "
                             f"trains as one learner)")
@@ -292,10 +293,10 @@ class Trainer:
                 hint = ("keyword arguments of `load` and `load_gym` that they do not take "
                         "themselves go to the environment's constructor")
             raise UserError(f"cannot create the environment ({one_line(e)}); {hint}") from None
-        self._algorithm = config.algorithm_ctor(
+        self._algorithm = config.run.algorithm_ctor(
             observation_spec=self._env.observation_spec(), action_spec=self._env.action_spec(),
             reward_spec=self._env.reward_spec(), env=self._env, config=config)
-        self._algorithm.to(config.device)
+        self._algorithm.to(config.run.device)
         load_initial_checkpoint(self._algorithm)
         # The optimizers and their schedules now, not at the first update: a setting they
         # refuse (a negative learning rate) then stops the run before anything is written.
@@ -305,23 +306,23 @@ class Trainer:
         # before anything is written (make_data_path).
         loop = self._loop = TrainingLoop(algorithm, config=config)
         loop.load_offline_data()
-        if config.evaluate and world.is_chief:
+        if config.evaluation.evaluate and world.is_chief:
             # Now, not at the first evaluation: an evaluation environment that cannot be made
             # stops the run before anything is written, not after eval_interval iterations.
             # (With several learners, learner 0 evaluates.)
             self._eval_env = self._make_eval_env()
-        actors = config.num_actors // world.size
+        actors = config.actors.num_actors // world.size
         loop.set_unroller(make_unroller(
             config, self._env, algorithm,
             self._seed_value + world.rank * self._env.batch_size * (
-                actors if config.async_unroll else 1),
+                actors if config.actors.async_unroll else 1),
             self._root_dir, num_actors=actors,
             log_dir=learner_dir(self._root_dir / "actors", world.rank)))
         self._state.env_steps = algorithm.get_env_steps
         # Rank 0 writes the run's checkpoints, every other learner its own state beside them
         # (ckpt/learner-<rank>/).
         self._checkpointer = run_checkpointer(
-            self._root_dir, config.num_checkpoints, warn=_warn, rank=world.rank,
+            self._root_dir, config.checkpoints.num_checkpoints, warn=_warn, rank=world.rank,
             algorithm=RunCheckpoint(algorithm, loop), trainer=self._state,
             unroller=loop.unroller)
         if world.distributed:
@@ -552,7 +553,7 @@ class Trainer:
             raise RuntimeError(f"Trainer({self._root_dir}) was started already")
         config = self._config
         algorithm = self.build()
-        summary.set_summary_interval(config.summary_interval)
+        summary.set_summary_interval(config.summaries.summary_interval)
         summary.set_global_counter(0)
         restored = self._restore()
         # What an earlier process wrote past the restored state (after the checkpoint, or all
@@ -564,7 +565,7 @@ class Trainer:
         # With several learners, rank 0 writes the summaries; the others compute the same
         # ones (losses are averaged over the learners at each summary) and discard them.
         writer = (summary.create_summary_writer(str(self._root_dir / "train"),
-                                                flush_secs=config.summaries_flush_secs,
+                                                flush_secs=config.summaries.summaries_flush_secs,
                                                 purge_step=purge_step)
                   if chief else summary.DiscardingWriter())
         summary.set_default_writer(writer)
@@ -593,9 +594,9 @@ class Trainer:
         """Opens the tracked run (``TrainerConfig.tracker``; the checkpointed one on a
         resume), records the configuration as its parameters and mirrors the scalars."""
         config = self._config
-        if config.tracker is None:
+        if config.summaries.tracker is None:
             return None
-        tracker = make_tracker(config.tracker, self._root_dir, self._state.tracker_run_id)
+        tracker = make_tracker(config.summaries.tracker, self._root_dir, self._state.tracker_run_id)
         self._state.tracker_run_id = tracker.run_id
         params = {f"TrainerConfig.{k}": repr(v) for k, v in config.as_dict().items()}
         params.update(config_bindings(gin.config_str()))
@@ -606,10 +607,10 @@ class Trainer:
     @property
     def done(self) -> bool:
         """Whether the run reached ``num_iterations`` or ``num_env_steps``."""
-        config = self._config
-        return bool((config.num_iterations and self._state.iter_num >= config.num_iterations)
-                    or (config.num_env_steps and self._algorithm is not None
-                        and self._algorithm.get_env_steps() >= config.num_env_steps))
+        run = self._config.run
+        return bool((run.num_iterations and self._state.iter_num >= run.num_iterations)
+                    or (run.num_env_steps and self._algorithm is not None
+                        and self._algorithm.get_env_steps() >= run.num_env_steps))
 
     def run(self, max_iterations: Optional[int] = None) -> Dict[str, Any]:
         """Trains, checkpointing and evaluating on schedule, until the run's budget, a stop
@@ -657,10 +658,12 @@ class Trainer:
                     self._write_config()  # now also holds what was configured lazily
                 if self._progress:
                     self._advance(session.bar, algorithm)
-                if it % config.checkpoint_interval == 0:
+                if it % config.checkpoints.checkpoint_interval == 0:
                     self._save()
                     session.saved_at = it
-                if config.evaluate and it % config.eval_interval == 0 and world.is_chief:
+                evaluation = config.evaluation
+                if (evaluation.evaluate and it % evaluation.eval_interval == 0
+                        and world.is_chief):
                     try:
                         session.last_eval = self._evaluate() or session.last_eval
                     except Exception as e:
@@ -716,14 +719,14 @@ class Trainer:
             self.save()
             it = self._state.iter_num
             if self._stop_signal is None and (it == session.start_iter
-                                              or it % config.summary_interval):
+                                              or it % config.summaries.summary_interval):
                 # The run's final metrics reach TensorBoard even where its budget ends between
                 # two summary iterations (a run shorter than summary_interval wrote none), and
                 # a finished run started again writes them (it may have been written without).
                 with summary.record_if(lambda: True):
                     self._loop.summarize_metrics()
-            if (config.evaluate and self._stop_signal is None and it > session.start_iter
-                    and it % config.eval_interval and distributed.world().is_chief):
+            if (config.evaluation.evaluate and self._stop_signal is None and it > session.start_iter
+                    and it % config.evaluation.eval_interval and distributed.world().is_chief):
                 # The run reached its budget between two evaluations: its final policy is
                 # what a reader of the curve wants evaluated (the checkpoint is already
                 # written; evaluation leaves the random state as it found it).
@@ -800,8 +803,8 @@ class Trainer:
         ``num_env_steps`` when that is set, else iterations against ``num_iterations``; tqdm
         shows the rate and the time left."""
         config = self._config
-        by_steps = config.num_env_steps > 0
-        total = config.num_env_steps if by_steps else (config.num_iterations or None)
+        by_steps = config.run.num_env_steps > 0
+        total = config.run.num_env_steps if by_steps else (config.run.num_iterations or None)
         done = algorithm.get_env_steps() if by_steps else self._state.iter_num
         # A resumed run may be past its bound: tqdm drops a total below its count.
         return tqdm(total=total, initial=min(done, total or done),
@@ -848,13 +851,14 @@ class Trainer:
             self._eval_env = self._make_eval_env()
         try:
             result = evaluate_episodes(self._algorithm, self._eval_env,
-                                       config.num_eval_episodes, device=config.device,
+                                       config.evaluation.num_eval_episodes,
+                                       device=config.run.device,
                                        on_step=self._stop_evaluation_on_signal)
         except _EvaluationStopped:
             tqdm.write(f"iteration {self._state.iter_num}: evaluation stopped by the signal "
                        f"(nothing written)")
             return {}
-        offline_only = not config.unroll_length
+        offline_only = not config.data_path.unroll_length
         write_eval_summaries(result, self._algorithm.get_env_steps(),
                              self._algorithm.num_updates if offline_only else None)
         n = len(result["returns"])
