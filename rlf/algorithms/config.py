@@ -65,7 +65,7 @@ def _signature(init: Callable) -> Callable:
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                         default=old_default, annotation=type(old_default)))
         annotations[name] = type(old_default)
-    init.__signature__ = inspect.Signature(params)
+    setattr(init, "__signature__", inspect.Signature(params))  # noqa: B010 (for mypy)
     init.__annotations__ = annotations
     return init
 
