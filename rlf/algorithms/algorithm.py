@@ -22,7 +22,7 @@ from rlf.algorithms.algorithm_state import load_optimizer_states, state_problems
 from rlf.algorithms.removed import check_removed_hooks, removed_member_error
 from rlf.algorithms.reserved import (check_reserved_name, check_subclass_members,
                                       set_framework_state)
-from rlf.algorithms.learner import Learner
+from rlf.algorithms.learner import Learner, LearnerSettings, OptimizerPlan
 from rlf.algorithms.optimization import LOSS_AVERAGES, NonFiniteLossError, check_optimizer_args
 from rlf.data_structures import AlgStep, Experience, LossInfo
 from rlf.utils.errors import UserError
@@ -142,7 +142,9 @@ class Algorithm(nn.Module):
             _rlf_clip_by_global_norm=clip_by_global_norm,
             _rlf_device=torch.device(getattr(config, "device", None) or "cpu"))
         # The optimizers (built at first use), the updates and the counters.
-        set_framework_state(self, _rlf_learner=Learner(self, Algorithm))
+        set_framework_state(self, _rlf_learner=Learner(
+            self, self._rlf_optimizer_plans,
+            LearnerSettings(config, self._rlf_device, loss_average)))
         # ALF's protected names, for a subclass to read (or replace: rlf never reads them).
         self._name, self._config, self._device = name, config, self._rlf_device
         self._debug_summaries = debug_summaries
@@ -349,6 +351,14 @@ class Algorithm(nn.Module):
                                    else gradient_clipping,
                                    self._rlf_clip_by_global_norm if clip_by_global_norm is None
                                    else clip_by_global_norm)))
+
+    def _rlf_optimizer_plans(self) -> List[OptimizerPlan]:
+        """The optimizer declarations of this algorithm and its sub-algorithms, root first
+        (``named_modules`` order): what its ``Learner`` builds the optimizers from."""
+        return [OptimizerPlan(m, m._rlf_optimizer_arg, m._rlf_lr_scheduler_arg,
+                              (m._rlf_gradient_clipping, m._rlf_clip_by_global_norm),
+                              m._rlf_added_optimizers)
+                for m in self.modules() if isinstance(m, Algorithm)]
 
     @property
     def num_updates(self) -> int:

@@ -66,6 +66,11 @@ class Batch(NamedTuple):
             of ``rows_size`` rows that these are (``rlf.utils.distributed.batch_rows``); None
             otherwise.
         rows_size: the one learner's mini-batch size (with ``rows``).
+        sequences: how ``train_step`` runs over the rows (the data path's ``Sequences``);
+            the data path sets it.
+        priorities: the priority sink of prioritised replay, ``sink(env_ids, positions,
+            priorities)`` (the sampling buffer's ``update_priority``), which also has the
+            learner weight the losses by ``batch_info``'s importance weights; None without.
     """
 
     experience: Experience
@@ -75,6 +80,8 @@ class Batch(NamedTuple):
     record: bool
     rows: Optional[torch.Tensor] = None
     rows_size: int = 0
+    sequences: Optional["Sequences"] = None
+    priorities: Optional[Callable[[Any, Any, torch.Tensor], None]] = None
 
 
 # ---------------------------------------------------------------------- settings checks
@@ -443,6 +450,13 @@ class DataPath:
         """What the path carries from one iteration to the next, for checkpoints."""
         return {}
 
+    def _stamped(self, batches: Iterator[Batch], priorities=None) -> Iterator[Batch]:
+        """``batches`` with this path's ``sequences`` and, for sampled rows (with a
+        ``batch_info``), the priority sink ``priorities``."""
+        for batch in batches:
+            yield batch._replace(sequences=self.sequences,
+                                 priorities=None if batch.batch_info is None else priorities)
+
     def set_extra_state(self, state: Dict[str, Any]) -> None:
         """Restores ``get_extra_state()`` output."""
 
@@ -497,9 +511,9 @@ class UnrollEpochs(DataPath):
             experience = nest.utils.cat_nests([previous, experience])
         elif experience.time_step.step_type.shape[0] < 2:
             return  # one step, no transition yet: it is carried into the next unroll
-        yield from self.mini_batches.epochs(
+        yield from self._stamped(self.mini_batches.epochs(
             self.algorithm, nest.map_structure(lambda x: x.transpose(0, 1), experience), None,
-            self.num_epochs, shuffle=True)
+            self.num_epochs, shuffle=True))
 
     def _carried_step(self, template: Experience):
         """The previous unroll's last step rebuilt like ``template`` (a ``[1, B]`` step of the
@@ -552,12 +566,17 @@ class Replay(DataPath):
         offline_fraction: the offline share of a hybrid mini-batch.
         unroll_with_grad: keep ``rollout_step``'s graph (for ``after_train_iter``).
         offline_only: no environment steps (``unroll_length = 0``).
+        length: steps per environment of the online buffer.
+        priority: ``prioritized_sampling``, ``alpha``, ``beta`` of the online buffer.
+        make_buffer: builds the online buffer from the spec of one step (the training
+            loop's), or None where no unroll comes (offline data only).
     """
 
     def __init__(self, algorithm, sequences: Sequences, mini_batches: MiniBatches,
                  num_epochs: int, whole: bool, clear: bool, initial_collect_steps: int,
                  offline_fraction: float, unroll_with_grad: bool, offline_only: bool,
-                 length: int, priority: Dict[str, Any]):
+                 length: int, priority: Dict[str, Any],
+                 make_buffer: Optional[Callable[[Any], Any]] = None):
         super().__init__(algorithm, sequences)
         self.mini_batches, self.num_epochs = mini_batches, num_epochs
         self.whole, self.clear = whole, clear
@@ -571,7 +590,7 @@ class Replay(DataPath):
         self.prioritized = bool(priority["prioritized_sampling"])
         # The online ReplayBuffer, built from the first step (set_buffer).
         self.buffer: Optional[ReplayBuffer] = None
-        self.make_buffer: Optional[Callable[[Any], Any]] = None  # spec -> buffer (the loop's)
+        self.make_buffer = make_buffer  # spec -> buffer
         self.offline: Optional[ReplayBuffer] = None  # the offline data's, if any
         # A checkpoint's buffer state, loaded once the buffer is built.
         self.pending_state: Optional[Dict[str, Any]] = None
@@ -640,12 +659,12 @@ class Replay(DataPath):
 
     def observe(self, experience: Experience) -> None:
         """Adds each ``[B]`` step of the unroll to the buffer (built from the first step with
-        ``make_buffer``, which the ``TrainingLoop`` sets), then gives it to the algorithm's
+        ``make_buffer``, which the ``TrainingLoop`` gives), then gives it to the algorithm's
         ``observe_for_replay``."""
         for t in range(experience.time_step.step_type.shape[0]):
             step = nest.map_structure(lambda x, t=t: x[t], experience)
             if self.buffer is None:
-                assert self.make_buffer is not None  # the TrainingLoop's
+                assert self.make_buffer is not None  # given with an unroll
                 self.set_buffer(self.make_buffer(spec_from_tensors(step)))
             assert self.buffer is not None
             self.buffer.add_batch(step, step.time_step.env_id)
@@ -676,7 +695,13 @@ class Replay(DataPath):
 
     def batches(self, update_global_counter: bool = True) -> Iterator[Batch]:
         """As ``DataPath.batches``; ``update_global_counter``: advance the global counter per
-        mini-batch where ``update_counter_every_mini_batch`` says so."""
+        mini-batch where ``update_counter_every_mini_batch`` says so. With prioritised
+        replay, sampled batches carry the buffer's ``update_priority`` as their sink."""
+        batches = self._batches(update_global_counter)
+        buffer = self.buffer if self.prioritized else None
+        yield from self._stamped(batches, None if buffer is None else buffer.update_priority)
+
+    def _batches(self, update_global_counter: bool) -> Iterator[Batch]:
         algorithm, mb = self.algorithm, self.mini_batches
         buffer, offline = self.buffer, self.offline
         online_ready = self._online_ready()
@@ -729,15 +754,18 @@ def data_path_name(algorithm, config) -> str:
     return "replay_samples"
 
 
-def make_data_path(algorithm, config) -> DataPath:
+def make_data_path(algorithm, config,
+                   make_buffer: Optional[Callable[[Any], Any]] = None) -> DataPath:
     """The data path that ``config``'s settings select for ``algorithm`` (the module
     docstring's table), its parts built and checked; the only reader of
     ``DATA_PATH_SETTINGS``.
 
     Args:
-        algorithm: the ``RLAlgorithm`` (its ``on_policy``, ``rollout_graph_training``,
+        algorithm: the ``RLAlgorithm`` (its ``on_policy``, ``data_needs``,
             ``train_state_spec`` and hooks).
         config: its data-path settings (``DataPathConfig``: ``TrainerConfig.data_path``).
+        make_buffer: builds the replay buffer from the spec of one step (off-policy paths
+            that unroll; the ``TrainingLoop`` gives its own).
 
     Raises:
         UserError: one line naming a setting that the path would ignore, or settings that
@@ -813,4 +841,4 @@ def make_data_path(algorithm, config) -> DataPath:
                   length=replay_buffer_length(config),
                   priority=dict(prioritized_sampling=config.priority_replay,
                                 alpha=config.priority_replay_alpha,
-                                beta=config.priority_replay_beta))
+                                beta=config.priority_replay_beta), make_buffer=make_buffer)

@@ -14,14 +14,14 @@ import contextlib
 import functools
 import logging
 import math
-from typing import Any, Dict, List, Optional, Set, Tuple, cast
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple, cast
 
 import torch
 from torch import nn
 
 from rlf import nest
 from rlf.algorithms.counters import Counters
-from rlf.algorithms.data_paths import Batch, Sequences
+from rlf.algorithms.data_paths import Batch
 from rlf.algorithms.optimization import (NonFiniteLossError, checked_schedule, extra_mean,
                                          extra_sum, masked_loss_mean, term_mask)
 from rlf.data_structures import Experience, LossInfo, valid_step_mask
@@ -29,7 +29,7 @@ from rlf.utils import distributed, summary
 from rlf.utils.common import is_empty
 from rlf.utils.errors import UserError
 
-__all__ = ["Learner", "importance_weighted"]
+__all__ = ["Learner", "LearnerSettings", "OptimizerPlan", "importance_weighted"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,42 @@ def importance_weighted(name: str, loss: torch.Tensor, weights: torch.Tensor) ->
                          f"its loss must be [T-k, B, ...] or [B]; got shape "
                          f"{tuple(loss.shape)} for B = {weights.shape[0]}")
     return loss * weights.view((1, -1) + (1,) * (loss.ndim - 2))
+
+
+class OptimizerPlan(NamedTuple):
+    """One algorithm's optimizer declarations (its constructor's and ``add_optimizer``'s),
+    which the learner builds its optimizers from.
+
+    Attributes:
+        algorithm: the algorithm (the root or a sub-algorithm); its ``name`` prefixes a
+            sub-algorithm's optimizer names.
+        optimizer: its ``optimizer`` argument (a factory, an instance, or None).
+        lr_scheduler: its ``lr_scheduler`` argument, or None.
+        clipping: ``(gradient_clipping, clip_by_global_norm)``.
+        added: its ``add_optimizer`` declarations, in the order made (dicts with
+            ``optimizer``, ``modules``, ``lr_scheduler``, ``name``, ``every``,
+            ``clipping``).
+    """
+
+    algorithm: nn.Module
+    optimizer: Any
+    lr_scheduler: Any
+    clipping: Tuple[Optional[float], bool]
+    added: List[Dict[str, Any]]
+
+
+class LearnerSettings(NamedTuple):
+    """What the learner needs of its run, given at construction.
+
+    Attributes:
+        config: the ``TrainerConfig`` (``enable_amp``, ``summarize_grads_and_vars``), or None.
+        device: where the algorithm's parameters live.
+        loss_average: ``masked_loss_mean``'s rule, ``"all"`` or ``"valid"``.
+    """
+
+    config: Any
+    device: torch.device
+    loss_average: str
 
 
 class _Optimizer:
@@ -94,25 +130,24 @@ class Learner:
     """The optimizers and gradient updates of ``algorithm`` (the root of an algorithm tree).
 
     Args:
-        algorithm: the ``Algorithm``; its sub-algorithms' declarations are included.
-        base: the ``Algorithm`` class, which tells sub-algorithms among the modules.
+        algorithm: the root ``Algorithm`` (its steps, hooks and parameters).
+        plans: returns the optimizer declarations of the algorithm and its sub-algorithms,
+            root first (``OptimizerPlan``), read when the optimizers are built (``build``,
+            the first update or ``state_dict``), after the subclass's constructor.
+        settings: the run's ``LearnerSettings`` (config, device, loss averaging).
 
     Attributes:
         counters: the ``Counters`` (``num_updates``, ``env_steps``, ``train_iter_num`` and
             the optimizers' step counts), which travel to the actors.
-        sequences: how ``train_step`` runs over a stored sequence; the data path sets it
-            (None on the ``"rollout_graph"`` path, which calls no ``train_step``).
-        replay: the ``Replay`` data path whose buffer samples by priority (losses are then
-            weighted by the batch's importance weights and ``LossInfo.priority`` goes back
-            to its buffer), or None.
+        settings: the ``LearnerSettings``.
     """
 
-    def __init__(self, algorithm, base: type):
+    def __init__(self, algorithm, plans: Callable[[], List[OptimizerPlan]],
+                 settings: LearnerSettings):
         self.algorithm = algorithm
-        self._base = base
+        self._plans = plans
+        self.settings = settings
         self.counters = Counters()
-        self.sequences: Optional[Sequences] = None
-        self.replay = None
         self._entries: Optional[List[_Optimizer]] = None
         self._grad_scaler = None
         # Loss terms, gradient norms and learning rates of the last update that produced
@@ -160,7 +195,7 @@ class Learner:
 
     def _built(self) -> List[_Optimizer]:
         if self._entries is None:
-            self._entries = _build_optimizers(self.algorithm, self._base)
+            self._entries = _build_optimizers(self.algorithm, self._plans())
             self.counters.set_num_optimizers(len(self._entries))
         return self._entries
 
@@ -184,36 +219,44 @@ class Learner:
     # ------------------------------------------------------------------ updates
     def update(self, batch: Batch) -> int:
         """One gradient update on a batch-major ``[B, T]`` mini-batch and its ``[B, T]`` loss
-        mask, both on the algorithm's device, writing its summaries if ``batch.record``.
+        mask, both on the algorithm's device, through ``train_step`` as the batch's
+        ``sequences`` say, writing its summaries if ``batch.record``. With a priority sink
+        (``batch.priorities``, prioritised replay) the losses are weighted by the rows'
+        importance weights and ``LossInfo.priority`` goes to the sink.
 
         Returns:
             The number of steps trained on.
+
+        Raises:
+            ValueError: for a batch without its data path's ``sequences``.
         """
+        if batch.sequences is None:
+            raise ValueError(f"{self.algorithm.name}: a Batch for Learner.update needs the "
+                             f"data path's sequences (Batch.sequences: data_path.sequences)")
         with summary.record_if(lambda: batch.record), distributed.batch_rows(
                 batch.rows, batch.rows_size):
-            return self._update(batch.experience, batch.batch_info, batch.valid, batch.weight)
+            return self._update(batch)
 
-    def _update(self, experience: Experience, batch_info, valid: torch.Tensor,
-                weight: float) -> int:
-        alg, sequences = self.algorithm, self.sequences
-        assert sequences is not None  # set by the data path of a path with train_step
+    def _update(self, batch: Batch) -> int:
+        alg, sequences, batch_info = self.algorithm, batch.sequences, batch.batch_info
+        sink = batch.priorities if batch_info is not None else None
+        experience, valid = batch.experience, batch.valid
+        assert sequences is not None  # update's check
         experience, valid = nest.map_structure(lambda x: x.transpose(0, 1), (experience, valid))
         with self.autocast():
             train_info = sequences.train_info(alg, experience)
             loss_info = alg.calc_loss(train_info)
         # calc_loss saw the [T-k, B] steps after a burn-in: so does the mask
         experience, valid = sequences.after_burn_in(experience, valid)
-        if batch_info is not None and self.replay is not None:
+        if sink is not None:
             _check_prioritized_rows(type(alg).__name__, batch_info, experience)
-            weights = batch_info.importance_weights.to(alg._rlf_device)
+            weights = batch_info.importance_weights.to(self.settings.device)
             loss_info = loss_info._replace(loss=nest.map_structure(
                 lambda x: importance_weighted(alg.name, x, weights), loss_info.loss))
-        loss_info, params = self.update_with_gradient(loss_info, valid, weight)
+        loss_info, params = self.update_with_gradient(loss_info, valid, batch.weight)
         alg.after_update(experience.time_step, train_info)
-        if (batch_info is not None and self.replay is not None
-                and not is_empty(loss_info.priority)):
-            self.replay.buffer.update_priority(batch_info.env_ids, batch_info.positions,
-                                               loss_info.priority.detach().cpu())
+        if sink is not None and not is_empty(loss_info.priority):
+            sink(batch_info.env_ids, batch_info.positions, loss_info.priority.detach().cpu())
         self.summarize_train(experience, train_info, loss_info, params)
         return int(valid.numel())
 
@@ -250,7 +293,7 @@ class Learner:
             params: the parameters that received gradients.
         """
         alg = self.algorithm
-        config = alg._rlf_config
+        config = self.settings.config
         if (config is None or not config.summaries.summarize_grads_and_vars
                 or not summary.should_record_summaries()):
             return
@@ -434,7 +477,7 @@ class Learner:
                 mask_x = term_mask(valid_masks, x, mask)
                 if self.counters.num_updates == 0:
                     _warn_if_masked_out(alg.name, key, mask_x)
-                x = masked_loss_mean(x, mask_x, alg._rlf_loss_average)
+                x = masked_loss_mean(x, mask_x, self.settings.loss_average)
             elif is_empty(x):
                 x = 0.0
             if extra is not None:
@@ -468,8 +511,7 @@ class Learner:
     def autocast(self):
         """``torch.autocast`` when ``config.run.enable_amp``; float16 on CUDA (with a
         ``GradScaler``), bfloat16 on CPU."""
-        alg = self.algorithm
-        config, device = alg._rlf_config, alg._rlf_device
+        config, device = self.settings.config, self.settings.device
         if config is None or not config.run.enable_amp:
             yield
             return
@@ -489,31 +531,34 @@ def _parameters_of(algorithm, names) -> List[nn.Parameter]:
     return [p for p in params if p.requires_grad]
 
 
-def _own_parameters(algorithm, base, claimed=frozenset()) -> List[nn.Parameter]:
-    """Parameters of ``algorithm`` not owned by a sub-algorithm with its own optimizer nor
-    by an ``add_optimizer`` optimizer (``claimed``: their ids)."""
+def _own_parameters(plan: OptimizerPlan, plans: List[OptimizerPlan],
+                    claimed=frozenset()) -> List[nn.Parameter]:
+    """Parameters of ``plan``'s algorithm not owned by a sub-algorithm with its own optimizer
+    nor by an ``add_optimizer`` optimizer (``claimed``: their ids)."""
     excluded = set(claimed)
-    for module in algorithm.modules():
-        if module is not algorithm and isinstance(module, base) and (
-                module._rlf_optimizer_arg is not None):
-            excluded.update(id(p) for p in module.parameters())
-    return [p for p in algorithm.parameters() if id(p) not in excluded and p.requires_grad]
+    modules = {id(m) for m in plan.algorithm.modules()}
+    for other in plans:
+        if (other.algorithm is not plan.algorithm and id(other.algorithm) in modules
+                and other.optimizer is not None):
+            excluded.update(id(p) for p in other.algorithm.parameters())
+    return [p for p in plan.algorithm.parameters()
+            if id(p) not in excluded and p.requires_grad]
 
 
-def _build_optimizers(root, base: type) -> List[_Optimizer]:
-    """The optimizers of ``root`` and its sub-algorithms, in checkpoint order: per algorithm
-    (root first), its added optimizers in the order added, then its default one.
+def _build_optimizers(root, plans: List[OptimizerPlan]) -> List[_Optimizer]:
+    """The optimizers of ``root`` and its sub-algorithms (``plans``, root first), in
+    checkpoint order: per algorithm, its added optimizers in the order added, then its
+    default one.
 
     Raises:
         UserError: (a ``ValueError``) naming parameters no optimizer covers, an algorithm
             with an ``lr_scheduler`` but no ``optimizer`` of its own, repeated names, or a
             schedule whose length is below 1.
     """
-    algorithms: List[Any] = [m for m in root.modules() if isinstance(m, base)]
     claimed: Set[int] = set()
-    for module in algorithms:
-        for entry in module._rlf_added_optimizers:
-            claimed.update(id(p) for p in _parameters_of(module, entry["modules"]))
+    for plan in plans:
+        for entry in plan.added:
+            claimed.update(id(p) for p in _parameters_of(plan.algorithm, entry["modules"]))
     entries: List[_Optimizer] = []
 
     def _add(opt, params, ctor, clip, name, period):
@@ -527,23 +572,22 @@ def _build_optimizers(root, base: type) -> List[_Optimizer]:
         entries.append(_Optimizer(opt, None if ctor is None else checked_schedule(ctor(opt)),
                                   clip, str(index) if name is None else name, tag, period))
 
-    for module in algorithms:
+    for plan in plans:
+        module = plan.algorithm
         taken: Set[int] = set()
-        for entry in module._rlf_added_optimizers:
+        for entry in plan.added:
             params = [p for p in _parameters_of(module, entry["modules"]) if id(p) not in taken]
             taken.update(id(p) for p in params)
             _add(entry["optimizer"], params, entry["lr_scheduler"], entry["clipping"],
                  entry["name"] if module is root or entry["name"] is None
                  else f"{module.name}/{entry['name']}", entry["every"])
-        if module._rlf_optimizer_arg is None:
-            if module._rlf_lr_scheduler_arg is not None:
+        if plan.optimizer is None:
+            if plan.lr_scheduler is not None:
                 raise UserError(f"{module.name}: lr_scheduler needs an optimizer of its "
                                 f"own (set {type(module).__name__}.optimizer)")
             continue
-        _add(module._rlf_optimizer_arg, _own_parameters(module, base, claimed),
-             module._rlf_lr_scheduler_arg,
-             (module._rlf_gradient_clipping, module._rlf_clip_by_global_norm),
-             "default" if module is root else f"{module.name}/default", 1)
+        _add(plan.optimizer, _own_parameters(plan, plans, claimed), plan.lr_scheduler,
+             plan.clipping, "default" if module is root else f"{module.name}/default", 1)
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
         raise UserError(f"{root.name}: optimizer names {names} repeat; give each "

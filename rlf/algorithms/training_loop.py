@@ -83,19 +83,13 @@ class TrainingLoop:
         if config is None:
             raise ValueError(f"{algorithm.name}: training needs config=TrainerConfig")
         self.algorithm, self.config = algorithm, config
-        path = make_data_path(algorithm, config.data_path)
+        path = make_data_path(algorithm, config.data_path, make_buffer=self._make_online_buffer)
         if algorithm.on_policy and config.checkpoints.save_replay_buffer:
             raise UserError(without_effect(
                 ["save_replay_buffer = True"], f"with an off-policy algorithm's replay buffer; "
                 f"{algorithm.name} is on-policy", "remove {it}"))
-        learner = algorithm.learner
-        learner.sequences = path.sequences
         # The replay path of an off-policy algorithm (None on-policy).
         self._replay: Optional[Replay] = path if isinstance(path, Replay) else None
-        learner.replay = (self._replay if self._replay is not None and self._replay.prioritized
-                          else None)
-        if self._replay is not None:
-            self._replay.make_buffer = self._make_online_buffer
         self._path: DataPath = path
         self._unroller: Optional[Unroller] = None
         self._metrics: Optional[nn.ModuleList] = None

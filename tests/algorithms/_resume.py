@@ -7,6 +7,7 @@ import copy
 import torch
 
 from rlf import nest
+from rlf.algorithms.data_paths import Batch
 from rlf.algorithms import TrainingLoop
 from rlf.algorithms.training_loop import RunCheckpoint
 from rlf.data_structures import valid_step_mask
@@ -34,9 +35,10 @@ def assert_resumes_exactly(make_alg, train_iters: int, experience_for_update):
     other_loop = TrainingLoop(other, SyncUnroller(other_env, other))
     RunCheckpoint(other, other_loop).load_state_dict(state)
     _assert_same(state, RunCheckpoint(other, other_loop).state_dict())
-    for a in (alg, other):
+    for a, lp in ((alg, loop), (other, other_loop)):
         torch.manual_seed(123)
-        a.learner._update(experience, None, valid, 1.0)
+        a.learner.update(Batch(experience, valid, None, 1.0, False,
+                               sequences=lp.data_path.sequences))
     _assert_same(RunCheckpoint(alg, loop).state_dict(),
                  RunCheckpoint(other, other_loop).state_dict())
     env.close()

@@ -103,9 +103,9 @@ def test_an_update_with_burn_in_masks_the_trained_steps_with_their_own_rows():
     info = TrainingLoop(reference).data_path.sequences.train_info(reference, exp)
     loss = (info["value"] ** 2 * valid[3:]).mean()
     grad = torch.autograd.grad(loss, reference.w.weight)[0]
-    TrainingLoop(alg)  # the learner gets the data path's sequence handling
+    sequences = TrainingLoop(alg).data_path.sequences  # how train_step runs (burn-in)
     alg.learner.update(Batch(nest.map_structure(lambda x: x.transpose(0, 1), exp),
-                              valid.transpose(0, 1), None, 1.0, False))
+                             valid.transpose(0, 1), None, 1.0, False, sequences=sequences))
     assert torch.allclose(alg.w.weight.detach(), reference.w.weight.detach() - 0.1 * grad,
                           atol=1e-6)
 

@@ -104,8 +104,8 @@ def _train_summaries(tmp_path, iterations, on_policy=False, **config):
     summary.set_global_counter(0)
     losses = []
     update = alg.learner._update
-    alg.learner._update = lambda mb, info, valid, weight: losses.append(
-        float(alg.w.detach()) * weight) or update(mb, info, valid, weight)
+    alg.learner._update = lambda batch: losses.append(
+        float(alg.w.detach()) * batch.weight) or update(batch)
     try:
         for _ in range(iterations):
             alg.train_iter()
@@ -147,8 +147,8 @@ def test_whole_buffer_split_into_single_steps_keeps_the_whole_experiences_mask(m
                          clear_replay_buffer=True, mini_batch_length=1, mini_batch_size=6)
     masks = []
     update = alg.learner._update
-    monkeypatch.setattr(alg.learner, "_update", lambda mb, info, valid, weight: masks.append(
-        (mb.time_step.env_id, valid)) or update(mb, info, valid, weight))
+    monkeypatch.setattr(alg.learner, "_update", lambda batch: masks.append(
+        (batch.experience.time_step.env_id, batch.valid)) or update(batch))
     alg.train_iter()
     alg.train_iter()  # trains on the 6-step ring (the previous unroll's last step included)
     assert alg.preprocessed == [torch.Size([4, 6])]
