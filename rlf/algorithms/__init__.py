@@ -2,7 +2,9 @@
 (IMPALA, PPO, SAC, TD3, DQN, R2D2, IQL)."""
 
 from rlf.algorithms import optimizers  # noqa: F401  (registers torch.optim classes with gin)
-from rlf.algorithms.algorithm import Algorithm, NonFiniteLossError
+from rlf.algorithms.algorithm import Algorithm, NonFiniteLossError, RunArgs
+from rlf.algorithms.builder import build_training
+from rlf.algorithms.data_needs import DataNeeds
 from rlf.algorithms.config import TrainerConfig
 from rlf.algorithms.rl_algorithm import (RLAlgorithm, adjust_replay_buffer_length,
                                          check_unit_interval)
@@ -15,7 +17,7 @@ from rlf.algorithms.sac import SACAlgorithm
 from rlf.algorithms.td3 import TD3Algorithm
 from rlf.algorithms.training_loop import TrainingLoop
 
-__all__ = ["Algorithm", "DQNAlgorithm", "IQLAlgorithm", "ImpalaAlgorithm", "NonFiniteLossError",
-           "PPOAlgorithm", "R2D2Algorithm", "RLAlgorithm", "SACAlgorithm", "TD3Algorithm",
-           "TrainerConfig", "TrainingLoop", "adjust_replay_buffer_length",
-           "check_unit_interval"]
+__all__ = ["Algorithm", "DQNAlgorithm", "DataNeeds", "IQLAlgorithm", "ImpalaAlgorithm",
+           "NonFiniteLossError", "PPOAlgorithm", "R2D2Algorithm", "RLAlgorithm", "RunArgs",
+           "SACAlgorithm", "TD3Algorithm", "TrainerConfig", "TrainingLoop",
+           "adjust_replay_buffer_length", "build_training", "check_unit_interval"]

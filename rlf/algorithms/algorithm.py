@@ -13,7 +13,7 @@ replay buffer hands out batch-major ``[B, T, ...]`` data, which the learner tran
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
@@ -28,7 +28,28 @@ from rlf.data_structures import AlgStep, Experience, LossInfo
 from rlf.utils.errors import UserError
 from rlf.utils.common import zeros_from_spec
 
-__all__ = ["Algorithm", "NonFiniteLossError"]
+__all__ = ["Algorithm", "NonFiniteLossError", "RunArgs"]
+
+
+class RunArgs(NamedTuple):
+    """The constructor arguments an algorithm hands on to what trains it (the ``Trainer``,
+    its ``TrainingLoop``, the data path), read-only as ``algorithm.run_args``.
+
+    Attributes:
+        config: the ``TrainerConfig``, or None.
+        device: where the parameters live (``config.run.device``; CPU without a config).
+        checkpoint: the initial checkpoint (``"prefix@path"``), or None.
+        env: the batched training environment (``RLAlgorithm``'s), or None.
+        metric_discount: ``gamma`` of the discounted-return metrics.
+        replay_buffer_ctor: what builds the replay buffers (``ReplayBuffer`` by default).
+    """
+
+    config: Any
+    device: torch.device
+    checkpoint: Optional[str] = None
+    env: Any = None
+    metric_discount: float = 0.99
+    replay_buffer_ctor: Any = None
 
 
 def _base_setter(cls: type, name: str) -> bool:
@@ -225,6 +246,12 @@ class Algorithm(nn.Module):
         counters (``counters``: ``num_updates``, ``env_steps``, ``train_iter_num``, the
         optimizers' steps)."""
         return self._rlf_learner
+
+    @property
+    def run_args(self) -> RunArgs:
+        """The constructor arguments that the ``Trainer``, the ``TrainingLoop`` and the data
+        path take from the algorithm (``RunArgs``; read-only)."""
+        return RunArgs(self._rlf_config, self._rlf_device, self._rlf_checkpoint)
 
     @property
     def on_policy(self) -> Optional[bool]:

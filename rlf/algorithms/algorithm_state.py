@@ -130,7 +130,7 @@ def load_initial_checkpoint(algorithm, checkpoint: Optional[str] = None) -> None
             (``load_state_dict``), naming the file; nothing is loaded then.
     """
     from rlf.utils.checkpoint import load_checkpoint_file
-    checkpoint = algorithm._rlf_checkpoint if checkpoint is None else checkpoint
+    checkpoint = algorithm.run_args.checkpoint if checkpoint is None else checkpoint
     if not checkpoint:
         return
     where = f"{algorithm.name}.checkpoint = {checkpoint!r}"

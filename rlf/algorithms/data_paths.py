@@ -326,7 +326,7 @@ class MiniBatches:
                 experience, valid = nest.map_structure(lambda x: x[keep], (experience, valid))
         # One host-to-device copy of the whole batch: each mini-batch is then gathered on the
         # device, not gathered on the CPU and copied from pageable memory update by update.
-        experience, valid = nest.utils.convert_device((experience, valid), algorithm._rlf_device)
+        experience, valid = nest.utils.convert_device((experience, valid), algorithm.run_args.device)
         batch_size = valid.shape[0]
         if distributed.world().distributed:
             # Every learner makes as many updates as the one with the fewest sequences.
@@ -374,7 +374,7 @@ class MiniBatches:
         assert size is not None  # sampled mini-batches have a size
         learners = distributed.world().size
         experience, valid = _preprocessed(algorithm, experience, batch_info)
-        experience, valid = nest.utils.convert_device((experience, valid), algorithm._rlf_device)
+        experience, valid = nest.utils.convert_device((experience, valid), algorithm.run_args.device)
         record = summary.should_record_summaries()
         per_mini_batch = counter_per_mini_batch and self.counter_per_mini_batch
         num = num_mini_batches

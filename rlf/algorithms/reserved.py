@@ -33,7 +33,7 @@ RESERVED_NAMES = {
                      "predict_state_spec", "num_updates", "observation_spec", "action_spec",
                      "reward_spec"], "0.1.0"),
     **dict.fromkeys(["learner", "actor_identity"], "0.2.0"),
-    "data_needs": "0.3.0",
+    **dict.fromkeys(["data_needs", "run_args"], "0.3.0"),
 }
 
 

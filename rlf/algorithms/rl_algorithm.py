@@ -34,13 +34,14 @@ import torch
 from torch import nn
 
 from rlf import nest
-from rlf.algorithms.algorithm import Algorithm
+from rlf.algorithms.algorithm import Algorithm, RunArgs
+from rlf.algorithms.builder import build_training
 from rlf.algorithms.counters import without_legacy_update_counter
 from rlf.algorithms.data_needs import DataNeeds
 from rlf.algorithms.data_paths import replay_buffer_length
 from rlf.algorithms.removed import check_observe_for_replay
 from rlf.algorithms.reserved import set_framework_state
-from rlf.algorithms.training_loop import TrainingLoop
+from rlf.algorithms.training_loop import TrainingLoop, loop_of
 from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import OfflineLayout
@@ -168,7 +169,6 @@ class RLAlgorithm(Algorithm):
     _rlf_data_needs: DataNeeds
     _rlf_actor_module_names: Optional[List[str]]
     _rlf_actor_identity: Optional[ActorIdentity]
-    _rlf_loop: Optional[TrainingLoop]
 
     def __init__(self,
                  observation_spec: Any,
@@ -222,8 +222,7 @@ class RLAlgorithm(Algorithm):
             _rlf_data_needs=data_needs._replace(rollout_graph_training=bool(
                 rollout_graph_training and data_needs.rollout_graph_training)),
             _rlf_actor_module_names=None,  # found by a probe step
-            _rlf_actor_identity=None,  # set on an actor's copy
-            _rlf_loop=None)  # the TrainingLoop training it (train_iter, training_loop)
+            _rlf_actor_identity=None)  # set on an actor's copy
         # ALF's protected names, for a subclass to read (or replace: rlf never reads them).
         self._observation_spec, self._action_spec = observation_spec, action_spec
         self._reward_spec, self._env = reward_spec, env
@@ -269,6 +268,13 @@ class RLAlgorithm(Algorithm):
         set_framework_state(self, _rlf_actor_identity=identity)
 
     @property
+    def run_args(self) -> RunArgs:
+        """``Algorithm.run_args`` with the training environment, the metrics' discount and
+        the replay buffer's constructor."""
+        return RunArgs(self._rlf_config, self._rlf_device, self._rlf_checkpoint,
+                       self._rlf_env, self._rlf_metric_discount, self._rlf_replay_buffer_ctor)
+
+    @property
     def data_needs(self) -> DataNeeds:
         """What ``train_step`` and ``calc_loss`` need of the data path (the constructor's
         ``data_needs`` and ``rollout_graph_training``; read-only), which ``make_data_path``
@@ -281,7 +287,7 @@ class RLAlgorithm(Algorithm):
         it (by ``train_iter``, a ``Trainer`` or a script), or None. A hook reaches what the
         loop owns through it: ``replay_buffer``, ``offline_replay_buffer``, ``data_path``,
         ``unroller``, ``metrics``."""
-        return self._rlf_loop
+        return loop_of(self)
 
     def train_iter(self) -> int:
         """One training iteration (ALF's ``RLAlgorithm.train_iter``): unroll, store or train on
@@ -295,8 +301,9 @@ class RLAlgorithm(Algorithm):
             for _ in range(100):
                 alg.train_iter()
 
-        The first call builds ``TrainingLoop(self, SyncUnroller(env, self))`` and loads the
-        offline data the config names (without ``env``, a purely offline config trains on
+        The first call builds ``build_training(self, SyncUnroller(env, self))`` (the
+        composition root, ``rlf.algorithms.builder``: the optimizers, the loop and its data
+        path, the offline data the config names) (without ``env``, a purely offline config trains on
         that alone); an algorithm already in a loop (a ``Trainer``'s, with its actors, or
         one a script built) trains through that loop. The ``Trainer`` adds summaries,
         evaluation and checkpoints.
@@ -311,15 +318,13 @@ class RLAlgorithm(Algorithm):
             RuntimeError: for a config that unrolls, without ``env`` or an unroller.
             ActorError: if an actor of the loop's unroller failed.
         """
-        loop, env = self._rlf_loop, self._rlf_env
+        loop, env = loop_of(self), self._rlf_env
         if loop is None:
             if self._rlf_config is None:
                 raise UserError(f"{self._rlf_name}: train_iter needs the algorithm built with "
                                 f"config=TrainerConfig(...) (and env= to act), or a "
                                 f"TrainingLoop over it (rlf.algorithms.TrainingLoop)")
-            self._rlf_learner.build()  # as a Trainer does, before anything runs
-            loop = TrainingLoop(self, None if env is None else SyncUnroller(env, self))
-            loop.load_offline_data()
+            loop = build_training(self, None if env is None else SyncUnroller(env, self))
         elif loop.unroller is None and env is not None:
             loop.set_unroller(SyncUnroller(env, self))
         return loop.train_iter()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from typing import Any, Dict, List, Optional, cast
 
 import torch
@@ -36,7 +37,6 @@ from rlf import nest
 from rlf.algorithms.config_parts import without_effect
 from rlf.algorithms.data_paths import (DataPath, Replay, RolloutGraph, make_data_path,
                                        offline_data_settings)
-from rlf.algorithms.reserved import set_framework_state
 from rlf.data_structures import Experience, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.networks.normalizers import ObservationNormalizer
@@ -48,13 +48,23 @@ from rlf.utils import distributed, summary
 from rlf.utils.common import detach
 from rlf.utils.errors import UserError, one_line
 
-__all__ = ["TrainingLoop", "RunCheckpoint", "observation_normalizers"]
+__all__ = ["TrainingLoop", "RunCheckpoint", "loop_of", "observation_normalizers"]
 
 logger = logging.getLogger(__name__)
 
 #: The loop's entries in the algorithm checkpoint's ``_extra_state``.
 _EXTRA_KEYS = ("last_unroll_step", "remaining_unroll_length_fraction")
 _METRICS_PREFIX = "_metrics."
+
+
+#: algorithm -> the TrainingLoop last built over it.
+_LOOPS: "weakref.WeakKeyDictionary[nn.Module, TrainingLoop]" = weakref.WeakKeyDictionary()
+
+
+def loop_of(algorithm: nn.Module) -> Optional["TrainingLoop"]:
+    """The ``TrainingLoop`` last built over ``algorithm`` (``RLAlgorithm.training_loop``), or
+    None."""
+    return _LOOPS.get(algorithm)
 
 
 def observation_normalizers(algorithm: nn.Module) -> List[ObservationNormalizer]:
@@ -79,7 +89,7 @@ class TrainingLoop:
     """
 
     def __init__(self, algorithm, unroller: Optional[Unroller] = None, config=None):
-        config = algorithm._rlf_config if config is None else config
+        config = algorithm.run_args.config if config is None else config
         if config is None:
             raise ValueError(f"{algorithm.name}: training needs config=TrainerConfig")
         self.algorithm, self.config = algorithm, config
@@ -96,8 +106,8 @@ class TrainingLoop:
         self._num_envs = 0
         self._rollout_info_spec = None
         self._remaining_unroll_length_fraction = 0.0
-        # The algorithm's train_iter and training_loop reach it.
-        set_framework_state(algorithm, _rlf_loop=self)
+        # The algorithm's train_iter and training_loop reach it (loop_of).
+        _LOOPS[algorithm] = self
         if unroller is not None:
             self.set_unroller(unroller)
 
@@ -173,7 +183,7 @@ class TrainingLoop:
         self._unroller = unroller
         if self._metrics is None:
             self._num_envs = unroller.batch_size
-            env = alg._rlf_env
+            env = alg.run_args.env
             # With several learners every rank's metrics see every rank's steps
             # (all_environments): they are the one learner's metrics of all N*B environments.
             num_envs = self._num_envs * learners
@@ -181,7 +191,7 @@ class TrainingLoop:
                 batch_size=num_envs, reward_shape=tuple(alg.reward_spec.shape),
                 env_info_spec=env.env_info_spec() if env is not None else {},
                 buffer_size=max(config.summaries.metric_min_buffer_size, num_envs),
-                discount=alg._rlf_metric_discount)
+                discount=alg.run_args.metric_discount)
 
     # ------------------------------------------------------------------ replay buffers
     def _replay_path(self) -> Replay:
@@ -205,7 +215,7 @@ class TrainingLoop:
         """
         alg = self.algorithm
         try:
-            return alg._rlf_replay_buffer_ctor(
+            return alg.run_args.replay_buffer_ctor(
                 data_spec=data_spec, num_environments=num_environments, max_length=max_length,
                 name=f"{alg.name}_replay_buffer", **self._replay_path().priority)
         except ValueError as e:
@@ -228,7 +238,7 @@ class TrainingLoop:
             UserError: (a ``ValueError``) for a setting the buffer refuses.
         """
         alg = self.algorithm
-        env = alg._rlf_env
+        env = alg.run_args.env
         ts = (env.time_step_spec() if env is not None else
               time_step_spec(alg.observation_spec, alg.action_spec, alg.reward_spec))
         spec = Experience(time_step=ts, action=alg.action_spec, rollout_info=(),
@@ -280,7 +290,7 @@ class TrainingLoop:
     def load_offline_data(self) -> None:
         """Builds the offline buffer from ``config.offline_buffer_dir`` (a replay checkpoint
         file, a list of them or a directory of ``*.pt``; rlf's ``replay_buffer-<iteration>.pt``
-        or ALF's), taking ``config.data_path.offline_buffer_length`` steps per environment (all if
+        or ALF's), taking ``config.offline_buffer_length`` steps per environment (all if
         None), matched by key to the algorithm's ``offline_layout()``. Bounded actions are
         checked against the action spec's bounds, and rescaled from [-1, 1] with
         ``config.offline_normalized_actions`` (ALF's files). With ``use_rollout_state`` the
@@ -311,7 +321,7 @@ class TrainingLoop:
             settings["files"], layout.spec, length=settings["length"],
             aliases=layout.aliases, name=f"{alg.name}_offline_replay_buffer",
             action_spec=alg.action_spec, normalized_actions=settings["normalized_actions"],
-            buffer_ctor=alg._rlf_replay_buffer_ctor)
+            buffer_ctor=alg.run_args.replay_buffer_ctor)
         logger.info("loaded offline replay data: %d steps in %d environments",
                     offline.total_size, offline.num_environments)
         normalizers = observation_normalizers(alg)

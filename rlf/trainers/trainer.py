@@ -21,6 +21,7 @@ from tqdm import tqdm
 from rlf.algorithms.algorithm import NonFiniteLossError
 from rlf.algorithms.algorithm_state import load_initial_checkpoint
 from rlf.algorithms.config import RANDOM_SEED_LIMIT
+from rlf.algorithms.builder import build_training
 from rlf.algorithms.training_loop import RunCheckpoint, TrainingLoop
 from rlf.environments import load
 from rlf.metrics import metric_results
@@ -199,7 +200,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ setup
     def _seed(self) -> int:
-        seed = self._config.random_seed
+        seed = self._config.run.random_seed
         if seed is None:
             # (every learner takes rank 0's)
             seed = distributed.broadcast_object(
@@ -247,7 +248,7 @@ class Trainer:
                 # (synchronous learners take load.num_envs themselves: they split it)
                 _refuse_unapplied_bindings(
                     ("load.num_envs",) if distributed.world().distributed
-                    and not self._config.async_unroll else ())
+                    and not self._config.actors.async_unroll else ())
                 if chief and self._lock_fd is None:
                     self._lock_fd = lock_run_directory(self._root_dir)
             except BaseException:
@@ -298,14 +299,10 @@ class Trainer:
             reward_spec=self._env.reward_spec(), env=self._env, config=config)
         self._algorithm.to(config.run.device)
         load_initial_checkpoint(self._algorithm)
-        # The optimizers and their schedules now, not at the first update: a setting they
-        # refuse (a negative learning rate) then stops the run before anything is written.
-        self._algorithm.learner.build()
         algorithm = self._algorithm
-        # The loop and its data path, built now: a setting the path refuses stops the run
-        # before anything is written (make_data_path).
-        loop = self._loop = TrainingLoop(algorithm, config=config)
-        loop.load_offline_data()
+        # The optimizers, the loop and its data path and the offline data now (the composition
+        # root): a setting they refuse stops the run before anything is written.
+        loop = self._loop = build_training(algorithm, config=config)
         if config.evaluation.evaluate and world.is_chief:
             # Now, not at the first evaluation: an evaluation environment that cannot be made
             # stops the run before anything is written, not after eval_interval iterations.
@@ -328,7 +325,7 @@ class Trainer:
         if world.distributed:
             # The batch draws continue from here as one learner's would; each learner's own
             # draws (and numpy's, Python's) get a stream of their own.
-            distributed.fork_shared_generators([algorithm._rlf_device])
+            distributed.fork_shared_generators([algorithm.run_args.device])
             own = (self._seed_value + 7919 * (world.rank + 1)) % RANDOM_SEED_LIMIT
             random.seed(own)
             np.random.seed(own)
@@ -342,7 +339,7 @@ class Trainer:
         Raises:
             UserError: if ``load.num_envs`` is not a multiple of ``N``.
         """
-        if not world.distributed or self._config.async_unroll:
+        if not world.distributed or self._config.actors.async_unroll:
             return load(seed=self._seed_value)
         per = environments_per_learner(world.size)
         return load(seed=self._seed_value + world.rank * per, num_envs=per)
@@ -372,7 +369,7 @@ class Trainer:
         try:
             self._write_config()
             companions = {}
-            if self._config.save_replay_buffer:
+            if self._config.checkpoints.save_replay_buffer:
                 state = self._loop.replay_buffer_state_dict()
                 if state is not None:  # ALF's replay-checkpoint layout
                     companions[REPLAY_BUFFER_COMPANION] = {"algorithm": state}
@@ -419,7 +416,7 @@ class Trainer:
             assert found is not None  # rank 0 found what it broadcast
             restored = self._checkpointer.apply(*found)
             replay = restored.companions.get(REPLAY_BUFFER_COMPANION)
-            if self._config.save_replay_buffer and replay is not None:
+            if self._config.checkpoints.save_replay_buffer and replay is not None:
                 self._loop.load_replay_buffer_state_dict(replay["algorithm"])
         except ValueError as e:
             changed = changed_settings(self._root_dir)
@@ -484,7 +481,7 @@ class Trainer:
                              f"not written by {distributed.world().size} learners")
         checkpointer.load(step)
         replay = checkpointer.companion_path(REPLAY_BUFFER_COMPANION, step)
-        if self._config.save_replay_buffer and replay.is_file():
+        if self._config.checkpoints.save_replay_buffer and replay.is_file():
             self._loop.load_replay_buffer_state_dict(
                 load_checkpoint_file(replay)["algorithm"])
         return step
@@ -790,7 +787,8 @@ class Trainer:
             try:
                 session.tracker.close(failed)
             except Exception as e:  # the tracker's service; the run itself is complete
-                _warn(f"the {self._config.tracker} run could not be closed: {one_line(e)}")
+                _warn(f"the {self._config.summaries.tracker} run could not be closed: "
+                      f"{one_line(e)}")
         self.close()
         try:
             summary.close()
@@ -815,7 +813,7 @@ class Trainer:
     def _advance(self, bar: tqdm, algorithm) -> None:
         """Moves the bar to the current environment step (or iteration) and shows the latest
         ``AverageReturn`` (blank before the first episode has ended)."""
-        if self._config.num_env_steps > 0:
+        if self._config.run.num_env_steps > 0:
             bar.update(min(algorithm.get_env_steps(), bar.total) - bar.n)
         else:
             bar.update(1)
@@ -835,7 +833,7 @@ class Trainer:
                 f"with the same --root_dir to resume")
 
     def _make_eval_env(self):
-        return load(num_envs=self._config.num_eval_environments,
+        return load(num_envs=self._config.evaluation.num_eval_environments,
                     seed=self._seed_value + 1_000_003)
 
     def _stop_evaluation_on_signal(self, time_step) -> None:
