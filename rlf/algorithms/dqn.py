@@ -24,7 +24,6 @@ from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
 from rlf.nest.utils import batch_apply
 from rlf.networks import QNetwork
-from rlf.tensor_specs import TensorSpec
 from rlf.utils import distributed, summary
 
 __all__ = ["apex_epsilon", "DQNAlgorithm", "DQNInfo", "double_q_bootstrap", "dqn_loss"]
@@ -156,8 +155,8 @@ class DQNAlgorithm(RLAlgorithm):
     ``|delta|`` of each sampled sequence's first transition.
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``; the
-            action is one Discrete.
+        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm`` (the last
+            three as keywords); the action is one Discrete.
         q_network_ctor: ``q_network_ctor(observation_spec, action_spec)`` -> a module
             mapping ``[B, ...]`` observations to ``[B, N]`` action values.
         gamma: discount ``gamma``.
@@ -196,9 +195,6 @@ class DQNAlgorithm(RLAlgorithm):
     def __init__(self,
                  observation_spec,
                  action_spec,
-                 reward_spec: TensorSpec = TensorSpec(()),
-                 env=None,
-                 config=None,
                  q_network_ctor=QNetwork,
                  gamma: float = 0.99,
                  n_step: int = 1,
@@ -232,8 +228,8 @@ class DQNAlgorithm(RLAlgorithm):
             raise ValueError(f"{name}: epsilon_greedy's values must be in [0, 1], got "
                              f"{epsilon_greedy!r}")
         network = q_network_ctor(observation_spec, action_spec)
-        super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
-                         config=config, is_on_policy=False, name=name, metric_discount=gamma,
+        super().__init__(observation_spec, action_spec, is_on_policy=False, name=name,
+                         metric_discount=gamma,
                          data_needs=DataNeeds(min_sequence_length=n_step + 1,
                                               why=f"n_step = {n_step}"),
                          **self._state_specs(network), **kwargs)

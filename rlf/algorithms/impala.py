@@ -30,7 +30,7 @@ from rlf.data_structures import AlgStep, LossInfo, starts_transition
 from rlf.networks import ActorCriticNetwork, ClipToBounds
 from rlf.networks.actor_critic import greedy_action
 from rlf.replay import ReplayBuffer
-from rlf.tensor_specs import TensorSpec, spec_from_tensors
+from rlf.tensor_specs import spec_from_tensors
 from rlf.utils import summary
 from rlf.utils.deprecation import renamed
 
@@ -76,7 +76,8 @@ class ImpalaAlgorithm(RLAlgorithm):
     returns), which saves the second forward pass.
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``.
+        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm`` (the last
+            three as keywords).
         network_ctor: ``network_ctor(observation_spec, action_spec)`` ->
             ``ActorCriticNetwork``-like module returning ``(params, value, state)`` and with
             ``state_spec`` and ``policy_head``.
@@ -125,9 +126,6 @@ class ImpalaAlgorithm(RLAlgorithm):
     def __init__(self,
                  observation_spec,
                  action_spec,
-                 reward_spec: TensorSpec = TensorSpec(()),
-                 env=None,
-                 config=None,
                  network_ctor=ActorCriticNetwork,
                  gamma: float = 0.99,
                  entropy_regularization: Union[float, Sequence[Tuple[int, float]]] = 0.01,
@@ -164,8 +162,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         if experience_replay_fraction and is_on_policy:
             raise ValueError(f"{name}: experience replay needs is_on_policy=False")
         network = network_ctor(observation_spec, action_spec)
-        super().__init__(observation_spec, action_spec, reward_spec=reward_spec,
-                         train_state_spec=network.state_spec, env=env, config=config,
+        super().__init__(observation_spec, action_spec, train_state_spec=network.state_spec,
                          is_on_policy=is_on_policy, name=name, metric_discount=gamma,
                          data_needs=TRANSITIONS, **kwargs)
         self._network = network

@@ -30,7 +30,6 @@ from rlf.algorithms.transitions import (TransitionInfo, transition_observations,
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
 from rlf.networks import CriticNetwork, DeterministicActorNetwork, ValueNetwork
-from rlf.tensor_specs import TensorSpec
 from rlf.utils import distributed
 from rlf.utils.common import read_only
 
@@ -79,8 +78,8 @@ class IQLAlgorithm(RLAlgorithm):
     log standard deviation) trained by advantage-weighted regression.
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``; the
-            action is a Box with finite bounds.
+        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm`` (the last
+            three as keywords); the action is a Box with finite bounds.
         actor_network_ctor: ``ctor(observation_spec, action_spec)`` -> the policy's mean
             ``mu(x)`` inside the bounds.
         critic_network_ctor: ``ctor(observation_spec, action_spec)`` -> ``Q(x, a)``, built
@@ -104,9 +103,6 @@ class IQLAlgorithm(RLAlgorithm):
     def __init__(self,
                  observation_spec,
                  action_spec,
-                 reward_spec: TensorSpec = TensorSpec(()),
-                 env=None,
-                 config=None,
                  actor_network_ctor=DeterministicActorNetwork,
                  critic_network_ctor=CriticNetwork,
                  value_network_ctor=ValueNetwork,
@@ -131,9 +127,8 @@ class IQLAlgorithm(RLAlgorithm):
             raise ValueError(f"{name}: temperature and max_weight must be >= 0, got "
                              f"{temperature} and {max_weight}")
         check_continuous(name, action_spec)
-        super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
-                         config=config, is_on_policy=False, name=name, metric_discount=gamma,
-                         data_needs=TRANSITIONS, **kwargs)
+        super().__init__(observation_spec, action_spec, is_on_policy=False, name=name,
+                         metric_discount=gamma, data_needs=TRANSITIONS, **kwargs)
         self._actor = actor_network_ctor(observation_spec, action_spec)
         self._log_std = nn.Parameter(torch.zeros(int(action_spec.numel)))
         self._critics, self._target_critics = twin_critics(critic_network_ctor,

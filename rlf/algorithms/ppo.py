@@ -22,7 +22,6 @@ from rlf.algorithms.schedules import Schedule, StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, valid_step_mask
 from rlf.networks import ActorCriticNetwork, ClipToBounds
 from rlf.networks.actor_critic import greedy_action
-from rlf.tensor_specs import TensorSpec
 from rlf.utils import summary
 
 __all__ = ["PPOAlgorithm", "PPOInfo", "ppo_clipped_surrogate"]
@@ -82,7 +81,8 @@ class PPOAlgorithm(RLAlgorithm):
     without finite bounds gets an unclipped Normal.
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``.
+        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm`` (the last
+            three as keywords).
         network_ctor: ``network_ctor(observation_spec, action_spec)`` ->
             ``ActorCriticNetwork``-like (returns ``(params, value, state)``). A recurrent
             one (``ActorCriticNetwork.lstm_size``) trains on whole sequences of
@@ -115,9 +115,6 @@ class PPOAlgorithm(RLAlgorithm):
     def __init__(self,
                  observation_spec,
                  action_spec,
-                 reward_spec: TensorSpec = TensorSpec(()),
-                 env=None,
-                 config=None,
                  network_ctor=ActorCriticNetwork,
                  gamma: float = 0.99,
                  td_lambda: float = 0.95,
@@ -141,13 +138,11 @@ class PPOAlgorithm(RLAlgorithm):
                              f"{value_clipping}")
         network = network_ctor(observation_spec, action_spec)
         kwargs.setdefault("is_on_policy", True)
-        super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
-                         config=config, name=name, metric_discount=gamma,
+        super().__init__(observation_spec, action_spec, name=name, metric_discount=gamma,
                          train_state_spec=network.state_spec,
                          # the loss needs train_step's recomputed policy: always in epochs
                          rollout_graph_training=False,
-                         data_needs=DataNeeds(rollout_state=bool(network.state_spec)),
-                         **kwargs)
+                         data_needs=DataNeeds(rollout_state=bool(network.state_spec)), **kwargs)
         self._network = network
         self._gamma = gamma
         self._td_lambda = td_lambda

@@ -25,7 +25,6 @@ import torch
 from rlf.algorithms.dqn import DQNAlgorithm, DQNInfo
 from rlf.data_structures import AlgStep, starts_transition
 from rlf.networks import RecurrentQNetwork
-from rlf.tensor_specs import TensorSpec
 
 __all__ = ["R2D2Algorithm", "r2d2_priority"]
 
@@ -65,8 +64,8 @@ class R2D2Algorithm(DQNAlgorithm):
     exponent ``priority_replay_alpha = 0.9`` and ``priority_replay_beta = 0.6``.
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``; the
-            action is one Discrete.
+        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm`` (the last
+            three as keywords); the action is one Discrete.
         q_network_ctor: ``q_network_ctor(observation_spec, action_spec)`` -> a module with a
             ``state_spec`` mapping ``([B, ...]`` observations, state``)`` to ``([B, N]``
             values, next state``)`` (``RecurrentQNetwork``).
@@ -90,9 +89,6 @@ class R2D2Algorithm(DQNAlgorithm):
     def __init__(self,
                  observation_spec,
                  action_spec,
-                 reward_spec: TensorSpec = TensorSpec(()),
-                 env=None,
-                 config=None,
                  q_network_ctor=RecurrentQNetwork,
                  gamma: float = 0.997,
                  n_step: int = 5,
@@ -104,9 +100,9 @@ class R2D2Algorithm(DQNAlgorithm):
                  **kwargs):
         if not 0.0 <= priority_eta <= 1.0:
             raise ValueError(f"{name}: priority_eta must be in [0, 1], got {priority_eta}")
-        super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
-                         config=config, q_network_ctor=q_network_ctor, gamma=gamma,
-                         n_step=n_step, value_rescaling_epsilon=value_rescaling_epsilon,
+        super().__init__(observation_spec, action_spec, q_network_ctor=q_network_ctor,
+                         gamma=gamma, n_step=n_step,
+                         value_rescaling_epsilon=value_rescaling_epsilon,
                          huber_delta=huber_delta, target_update_period=target_update_period,
                          name=name, **kwargs)
         self._priority_eta = float(priority_eta)

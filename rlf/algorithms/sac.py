@@ -27,7 +27,7 @@ from rlf.algorithms.transitions import transition_observations, twin_critics
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
 from rlf.networks import ActorNetwork, CriticNetwork
-from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+from rlf.tensor_specs import BoundedTensorSpec
 from rlf.utils import summary
 from rlf.utils.common import read_only
 
@@ -144,8 +144,8 @@ class SACAlgorithm(RLAlgorithm):
     drawn uniformly within the bounds, as SB3's and CleanRL's ``learning_starts``.
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``; the
-            action is a Box with finite bounds.
+        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm`` (the last
+            three as keywords); the action is a Box with finite bounds.
         actor_network_ctor: ``ctor(observation_spec, action_spec)`` -> module returning the
             ``(loc, scale)`` of a ``TanhNormalHead`` (its ``policy_head``).
         critic_network_ctor: ``ctor(observation_spec, action_spec)`` -> ``Q(x, a)`` module,
@@ -171,9 +171,6 @@ class SACAlgorithm(RLAlgorithm):
     def __init__(self,
                  observation_spec,
                  action_spec,
-                 reward_spec: TensorSpec = TensorSpec(()),
-                 env=None,
-                 config=None,
                  actor_network_ctor=ActorNetwork,
                  critic_network_ctor=CriticNetwork,
                  gamma: float = 0.99,
@@ -202,9 +199,8 @@ class SACAlgorithm(RLAlgorithm):
             raise ValueError(f"{name} squashes actions into the Box's bounds and needs finite "
                              f"ones; the action space has none ({action_spec}): give the "
                              f"environment's Box finite bounds")
-        super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
-                         config=config, is_on_policy=False, name=name, metric_discount=gamma,
-                         data_needs=TRANSITIONS, **kwargs)
+        super().__init__(observation_spec, action_spec, is_on_policy=False, name=name,
+                         metric_discount=gamma, data_needs=TRANSITIONS, **kwargs)
         self._actor = actor_network_ctor(observation_spec, action_spec)
         self._critics, self._target_critics = twin_critics(critic_network_ctor,
                                                            observation_spec, action_spec)

@@ -27,7 +27,6 @@ from rlf.algorithms.transitions import (TransitionInfo, transition_observations,
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
 from rlf.networks import CriticNetwork, DeterministicActorNetwork
-from rlf.tensor_specs import TensorSpec
 from rlf.utils import distributed
 from rlf.utils.common import read_only
 
@@ -89,8 +88,8 @@ class TD3Algorithm(RLAlgorithm):
     within the bounds (the paper's start steps).
 
     Args:
-        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm``; the
-            action is a Box with finite bounds.
+        observation_spec, action_spec, reward_spec, env, config: see ``RLAlgorithm`` (the last
+            three as keywords); the action is a Box with finite bounds.
         actor_network_ctor: ``ctor(observation_spec, action_spec)`` -> ``mu(x)`` module
             returning actions inside the bounds.
         critic_network_ctor: ``ctor(observation_spec, action_spec)`` -> ``Q(x, a)`` module,
@@ -119,9 +118,6 @@ class TD3Algorithm(RLAlgorithm):
     def __init__(self,
                  observation_spec,
                  action_spec,
-                 reward_spec: TensorSpec = TensorSpec(()),
-                 env=None,
-                 config=None,
                  actor_network_ctor=DeterministicActorNetwork,
                  critic_network_ctor=CriticNetwork,
                  gamma: float = 0.99,
@@ -146,9 +142,8 @@ class TD3Algorithm(RLAlgorithm):
         if not (isinstance(policy_delay, int) and policy_delay >= 1):
             raise ValueError(f"{name}: policy_delay must be an int >= 1, got {policy_delay!r}")
         check_continuous(name, action_spec)
-        super().__init__(observation_spec, action_spec, reward_spec=reward_spec, env=env,
-                         config=config, is_on_policy=False, name=name, metric_discount=gamma,
-                         data_needs=TRANSITIONS, **kwargs)
+        super().__init__(observation_spec, action_spec, is_on_policy=False, name=name,
+                         metric_discount=gamma, data_needs=TRANSITIONS, **kwargs)
         self._actor = actor_network_ctor(observation_spec, action_spec)
         self._critics, target_critics = twin_critics(critic_network_ctor, observation_spec,
                                                      action_spec)
