@@ -13,6 +13,7 @@ from rlf.algorithms.data_needs import TRANSITIONS
 from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.nest.utils import batch_apply
+from rlf.utils import distributed
 
 
 @gin.configurable
@@ -36,8 +37,9 @@ class MinimalDQN(RLAlgorithm):
 
     def rollout_step(self, time_step, state):  # [B] time step -> [B] actions
         greedy = self.q(time_step.observation).argmax(-1)
-        explore = torch.rand(greedy.shape, device=greedy.device) < self.epsilon
-        action = torch.where(explore, torch.randint_like(greedy, self.num_actions), greedy)
+        # Batch draws (rlf.utils.distributed): N learners then act as one learner would.
+        explore = distributed.rand_like(greedy.float()) < self.epsilon
+        action = torch.where(explore, distributed.randint_like(greedy, self.num_actions), greedy)
         return AlgStep(output=action, state=state, info={"action": action})
 
     def train_step(self, time_step, state, rollout_info):  # a replayed step, for calc_loss

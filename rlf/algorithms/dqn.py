@@ -282,7 +282,7 @@ class DQNAlgorithm(RLAlgorithm):
         action = q.argmax(-1)
         if not isinstance(epsilon, float) or epsilon > 0:
             explore = distributed.rand_like(action.float()) < epsilon
-            random = torch.randint_like(action, q.shape[-1])
+            random = distributed.randint_like(action, q.shape[-1])
             action = torch.where(explore, random, action)
         return action + self._min_action
 

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from typing import Dict, Iterator, List, Optional, Sequence
 
 import torch
 
 __all__ = ["World", "world", "set_world", "fork_shared_generators", "shared_generator",
-           "batch_rows", "rank_rows", "randn_like", "rand_like", "categorical_sample",
+           "batch_rows", "rank_rows", "randn_like", "rand_like", "randint_like",
+           "categorical_sample",
            "all_reduce_sum", "all_reduce_max", "all_gather_cat", "all_gather_cat_nest",
            "broadcast_object", "barrier"]
 
@@ -181,6 +183,13 @@ def randn_like(x: torch.Tensor) -> torch.Tensor:
 def rand_like(x: torch.Tensor) -> torch.Tensor:
     """``torch.rand_like(x)``; within ``batch_rows``, the rows of the whole batch's draw."""
     return _batch_draw(torch.rand, torch.rand_like, x)
+
+
+def randint_like(x: torch.Tensor, high: int) -> torch.Tensor:
+    """``torch.randint_like(x, high)``; within ``batch_rows``, the rows of the whole batch's
+    draw."""
+    return _batch_draw(functools.partial(torch.randint, high),
+                       lambda y: torch.randint_like(y, high), x)
 
 
 def categorical_sample(probs: torch.Tensor) -> torch.Tensor:

@@ -29,7 +29,9 @@ SAC = ["--conf", "confs/sac_pendulum.gin", "--noprogress",
        "--conf_param", "load.num_envs=4",
        "--conf_param", "TrainerConfig.initial_collect_steps=200",
        "--conf_param", "TrainerConfig.mini_batch_size=64"]
-RUNS = {"impala": (IMPALA, 4), "sac": (SAC, 60)}
+# TD3: the same, with its target-policy noise (a batch draw of the whole mini-batch).
+TD3 = [a.replace("sac_pendulum", "td3_pendulum") for a in SAC]
+RUNS = {"impala": (IMPALA, 4), "sac": (SAC, 60), "td3": (TD3, 60)}
 
 
 def _train(root: Path, args, iterations: int, learners: int = 1, *extra):
