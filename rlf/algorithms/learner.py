@@ -234,7 +234,8 @@ class Learner:
             raise ValueError(f"{self.algorithm.name}: a Batch for Learner.update needs the "
                              f"data path's sequences (Batch.sequences: data_path.sequences)")
         with summary.record_if(lambda: batch.record), distributed.batch_rows(
-                batch.rows, batch.rows_size):
+                batch.rows, batch.rows_size), distributed.own_draws_check(
+                f"{self.algorithm.name}.train_step or calc_loss"):
             return self._update(batch)
 
     def _update(self, batch: Batch) -> int:

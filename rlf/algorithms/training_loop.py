@@ -423,7 +423,8 @@ class TrainingLoop:
         # A rollout's batch draws are those of the one learner's N*B environments, at this
         # learner's rows (rlf.utils.distributed).
         with distributed.batch_rows(distributed.rank_rows(unroller.batch_size),
-                                    unroller.batch_size * distributed.world().size):
+                                    unroller.batch_size * distributed.world().size), \
+                distributed.own_draws_check(f"{self.algorithm.name}.rollout_step"):
             experience = unroller.unroll(unroll_length)
         for name, seconds in unroller.times.items():
             summary.add_time(f"time/{name}", seconds)

@@ -25,13 +25,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import warnings
 from typing import Dict, Iterator, List, Optional, Sequence
 
 import torch
 
 __all__ = ["World", "world", "set_world", "fork_shared_generators", "shared_generator",
            "batch_rows", "rank_rows", "randn_like", "rand_like", "randint_like",
-           "categorical_sample",
+           "categorical_sample", "own_draws_check",
            "all_reduce_sum", "all_reduce_max", "all_gather_cat", "all_gather_cat_nest",
            "broadcast_object", "barrier"]
 
@@ -205,6 +206,41 @@ def categorical_sample(probs: torch.Tensor) -> torch.Tensor:
                     device=probs.device).exponential_(
         1, generator=shared_generator(probs.device))
     return (probs / _keep(q, rows, steps, probs)).argmax(-1)
+
+
+_warned_own_draws: set = set()
+
+
+@contextlib.contextmanager
+def own_draws_check(where: str) -> Iterator[None]:
+    """With several learners, warns once per ``where`` when the block drew from this
+    process's own generators (torch's default CPU generator, and the current CUDA device's
+    where CUDA is in use): a plain ``torch.rand``, ``randn_like``, ``Distribution.sample()``
+    or dropout in an algorithm's step, which each learner draws differently, so that the
+    ``N`` learners no longer train as the one learner would. Batch draws (``rand_like``,
+    ``randn_like``, ``randint_like``, ``categorical_sample`` here) use the shared generators
+    and pass. Nothing for one learner.
+
+    Args:
+        where: what the block runs, for the warning (``"ImpalaAlgorithm.rollout_step"``).
+    """
+    if not _world.distributed or where in _warned_own_draws:
+        yield
+        return
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+
+    def states() -> List[torch.Tensor]:
+        return [torch.get_rng_state()] + ([torch.cuda.get_rng_state()] if cuda else [])
+
+    before = states()
+    yield
+    if not all(torch.equal(a, b) for a, b in zip(before, states())):
+        _warned_own_draws.add(where)
+        warnings.warn(f"{where} drew from torch's own generator (a plain torch.rand, randn_like, "
+                      f"Distribution.sample() or dropout): with {_world.size} learners each "
+                      f"draws its own, so they no longer train as one learner would; draw with "
+                      f"rlf.utils.distributed's rand_like, randn_like, randint_like or "
+                      f"categorical_sample", RuntimeWarning, stacklevel=3)
 
 
 # ---------------------------------------------------------------------- collectives

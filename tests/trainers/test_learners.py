@@ -61,7 +61,8 @@ def runs(tmp_path_factory):
     for name, (args, iterations) in RUNS.items():
         root = tmp_path_factory.mktemp(name)
         _train(root / "one", args, iterations)
-        _train(root / "two", args, iterations, 2)
+        two = _train(root / "two", args, iterations, 2)
+        (root / "two.stderr").write_text(two.stderr)
         out[name] = root
     return out
 
@@ -85,10 +86,22 @@ def test_two_learners_with_half_the_environments_each_train_as_one_with_all(runs
         assert single[tag][0] == double[tag][0], tag
         assert torch.allclose(torch.tensor(double[tag][1]), torch.tensor(single[tag][1]),
                               rtol=1e-5, atol=1e-7), tag
+    # no step of theirs drew from a learner's own generator (distributed.own_draws_check)
+    assert "drew from torch's own generator" not in (root / "two.stderr").read_text()
     # and every episode of both learners counts
     episodes = "Metrics/NumberOfEpisodes"
     assert (read_scalar_tags(root / "one" / "train", [episodes])[episodes][1]
             == read_scalar_tags(root / "two" / "train", [episodes])[episodes][1])
+
+
+def test_a_step_drawing_from_torchs_own_generator_is_named_with_two_learners(tmp_path):
+    # The A2C example samples with Distribution.sample(): each learner would draw its own.
+    result = _train(tmp_path / "a2c", ["--conf", "examples/a2c_cartpole.gin", "--noprogress",
+                                       "--conf_param", "TrainerConfig.evaluate=False"], 2, 2)
+    assert ("A2C.rollout_step drew from torch's own generator (a plain torch.rand, randn_like, "
+            "Distribution.sample() or dropout): with 2 learners each draws its own"
+            in result.stderr), result.stderr[-2000:]
+    assert result.stderr.count("drew from torch's own generator") == 1  # once
 
 
 def test_without_averaging_the_gradients_the_learners_part(runs, tmp_path):
