@@ -25,6 +25,7 @@ from rlf.algorithms.reserved import (check_reserved_name, check_subclass_members
 from rlf.algorithms.learner import Learner, LearnerSettings, OptimizerPlan
 from rlf.algorithms.optimization import LOSS_AVERAGES, NonFiniteLossError, check_optimizer_args
 from rlf.data_structures import AlgStep, Experience, LossInfo
+from rlf.utils import distributed
 from rlf.utils.errors import UserError
 from rlf.utils.common import zeros_from_spec
 
@@ -165,7 +166,7 @@ class Algorithm(nn.Module):
         # The optimizers (built at first use), the updates and the counters.
         set_framework_state(self, _rlf_learner=Learner(
             self, self._rlf_optimizer_plans,
-            LearnerSettings(config, self._rlf_device, loss_average)))
+            LearnerSettings(config, self._rlf_device, loss_average, distributed.world())))
         # ALF's protected names, for a subclass to read (or replace: rlf never reads them).
         self._name, self._config, self._device = name, config, self._rlf_device
         self._debug_summaries = debug_summaries

@@ -291,10 +291,13 @@ class MiniBatches:
         mini_batch_size: sequences per update (None: all).
         mini_batch_length: steps per sequence (None: the whole rows).
         counter_per_mini_batch: advance the global counter per mini-batch.
+        world: the learners of the run (``rlf.utils.distributed.World``; one by default).
     """
 
     def __init__(self, mini_batch_size: Optional[int], mini_batch_length: Optional[int],
-                 counter_per_mini_batch: bool = False):
+                 counter_per_mini_batch: bool = False,
+                 world: Optional[distributed.World] = None):
+        self.world = distributed.World() if world is None else world
         self.mini_batch_size = mini_batch_size
         self.mini_batch_length = mini_batch_length
         self.counter_per_mini_batch = counter_per_mini_batch
@@ -322,15 +325,15 @@ class MiniBatches:
             keep = valid.any(1)
             # (with several learners every one keeps its sequences: they must all make the
             # same number of updates; a sequence without a valid step adds no gradient)
-            if not bool(keep.all()) and not distributed.world().distributed:
+            if not bool(keep.all()) and not self.world.distributed:
                 experience, valid = nest.map_structure(lambda x: x[keep], (experience, valid))
         # One host-to-device copy of the whole batch: each mini-batch is then gathered on the
         # device, not gathered on the CPU and copied from pageable memory update by update.
         experience, valid = nest.utils.convert_device((experience, valid), algorithm.run_args.device)
         batch_size = valid.shape[0]
-        if distributed.world().distributed:
+        if self.world.distributed:
             # Every learner makes as many updates as the one with the fewest sequences.
-            fewest = -int(distributed.all_reduce_max(-batch_size))
+            fewest = -int(self.world.all_reduce_max(-batch_size))
             if fewest < batch_size:
                 experience, valid = nest.map_structure(lambda x: x[:fewest],
                                                        (experience, valid))
@@ -372,7 +375,7 @@ class MiniBatches:
         every update)."""
         size = self.mini_batch_size
         assert size is not None  # sampled mini-batches have a size
-        learners = distributed.world().size
+        learners = self.world.size
         experience, valid = _preprocessed(algorithm, experience, batch_info)
         experience, valid = nest.utils.convert_device((experience, valid), algorithm.run_args.device)
         record = summary.should_record_summaries()
@@ -570,14 +573,18 @@ class Replay(DataPath):
         priority: ``prioritized_sampling``, ``alpha``, ``beta`` of the online buffer.
         make_buffer: builds the online buffer from the spec of one step (the training
             loop's), or None where no unroll comes (offline data only).
+        world: the learners of the run (``mini_batches.world`` if None): each samples its
+            share of every mini-batch, and training starts when all can.
     """
 
     def __init__(self, algorithm, sequences: Sequences, mini_batches: MiniBatches,
                  num_epochs: int, whole: bool, clear: bool, initial_collect_steps: int,
                  offline_fraction: float, unroll_with_grad: bool, offline_only: bool,
                  length: int, priority: Dict[str, Any],
-                 make_buffer: Optional[Callable[[Any], Any]] = None):
+                 make_buffer: Optional[Callable[[Any], Any]] = None,
+                 world: Optional[distributed.World] = None):
         super().__init__(algorithm, sequences)
+        self.world = mini_batches.world if world is None else world
         self.mini_batches, self.num_epochs = mini_batches, num_epochs
         self.whole, self.clear = whole, clear
         self.initial_collect_steps = initial_collect_steps
@@ -608,7 +615,7 @@ class Replay(DataPath):
         if self.whole and self.clear:  # (every learner's buffers: initial_collect_steps is)
             self.initial_collect_steps = max(
                 self.initial_collect_steps,
-                buffer.max_length * buffer.num_environments * distributed.world().size)
+                buffer.max_length * buffer.num_environments * self.world.size)
         self.check_sequence_fits(buffer.max_length - buffer.num_earliest_frames_ignored)
         if self.pending_state is not None:
             buffer.load_state_dict(self.pending_state)
@@ -688,10 +695,10 @@ class Replay(DataPath):
         # A small initial_collect_steps: nothing to sample until a whole sequence is held.
         sequence = self.whole or length is None or buffer.can_sample(length)
         counts = torch.tensor([buffer.total_size, float(sequence)], dtype=torch.float64)
-        distributed.all_reduce_sum([counts])
+        self.world.all_reduce_sum([counts])
         total, can_sample = counts.tolist()
         return (total >= max(self.initial_collect_steps, 1)
-                and can_sample == distributed.world().size)
+                and can_sample == self.world.size)
 
     def batches(self, update_global_counter: bool = True) -> Iterator[Batch]:
         """As ``DataPath.batches``; ``update_global_counter``: advance the global counter per
@@ -723,7 +730,7 @@ class Replay(DataPath):
             experience = buffer.gather_all(ignore_earliest_frames=True)  # [E, L]
             yield from mb.epochs(algorithm, experience, None, self.num_epochs, shuffle=True,
                                  mixer=mixer, counter_per_mini_batch=update_global_counter)
-        elif distributed.world().distributed:
+        elif self.world.distributed:
             assert buffer is not None  # online_ready
             experience, batch_info, rows = buffer.get_batch_shard(
                 size * self.num_epochs, length, self.num_epochs)
@@ -754,8 +761,8 @@ def data_path_name(algorithm, config) -> str:
     return "replay_samples"
 
 
-def make_data_path(algorithm, config,
-                   make_buffer: Optional[Callable[[Any], Any]] = None) -> DataPath:
+def make_data_path(algorithm, config, make_buffer: Optional[Callable[[Any], Any]] = None,
+                   world: Optional[distributed.World] = None) -> DataPath:
     """The data path that ``config``'s settings select for ``algorithm`` (the module
     docstring's table), its parts built and checked; the only reader of
     ``DATA_PATH_SETTINGS``.
@@ -766,6 +773,7 @@ def make_data_path(algorithm, config,
         config: its data-path settings (``DataPathConfig``: ``TrainerConfig.data_path``).
         make_buffer: builds the replay buffer from the spec of one step (off-policy paths
             that unroll; the ``TrainingLoop`` gives its own).
+        world: the learners of the run; the algorithm learner's if None.
 
     Raises:
         UserError: one line naming a setting that the path would ignore, or settings that
@@ -803,7 +811,8 @@ def make_data_path(algorithm, config,
                         f"sequences of mini_batch_length = {config.mini_batch_length}; set "
                         f"mini_batch_length > burn_in_steps")
     mini_batch_size = config.mini_batch_size
-    learners = distributed.world().size
+    world = algorithm.learner.settings.world if world is None else world
+    learners = world.size
     if learners > 1 and mini_batch_size is not None and (
             on_policy or config.whole_replay_buffer_training or config.priority_replay):
         # Each learner trains on its share of every mini-batch of these paths.
@@ -815,7 +824,7 @@ def make_data_path(algorithm, config,
         if on_policy or config.whole_replay_buffer_training:
             mini_batch_size //= learners
     mini_batches = MiniBatches(mini_batch_size, config.mini_batch_length,
-                               config.update_counter_every_mini_batch)
+                               config.update_counter_every_mini_batch, world)
     if on_policy:
         replay_settings = changed_fields(config, DataPathConfig.REPLAY_SETTINGS)
         if replay_settings:

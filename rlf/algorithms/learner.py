@@ -79,11 +79,14 @@ class LearnerSettings(NamedTuple):
         config: the ``TrainerConfig`` (``enable_amp``, ``summarize_grads_and_vars``), or None.
         device: where the algorithm's parameters live.
         loss_average: ``masked_loss_mean``'s rule, ``"all"`` or ``"valid"``.
+        world: the learners of the run (``rlf.utils.distributed.World``): the gradients and
+            the loss summaries are averaged over them.
     """
 
     config: Any
     device: torch.device
     loss_average: str
+    world: distributed.World
 
 
 class _Optimizer:
@@ -233,8 +236,9 @@ class Learner:
         if batch.sequences is None:
             raise ValueError(f"{self.algorithm.name}: a Batch for Learner.update needs the "
                              f"data path's sequences (Batch.sequences: data_path.sequences)")
-        with summary.record_if(lambda: batch.record), distributed.batch_rows(
-                batch.rows, batch.rows_size), distributed.own_draws_check(
+        world = self.settings.world
+        with summary.record_if(lambda: batch.record), world.batch_rows(
+                batch.rows, batch.rows_size), world.own_draws_check(
                 f"{self.algorithm.name}.train_step or calc_loss"):
             return self._update(batch)
 
@@ -394,9 +398,9 @@ class Learner:
             (scaler.scale(term) if scaler is not None else term).backward(
                 inputs=inputs, retain_graph=n < len(backward) - 1)
         stepping = sorted({i for _, indices in backward for i in indices})
-        if distributed.world().distributed:
+        if self.settings.world.distributed:
             average_gradients([p for i in stepping for g in entries[i].optimizer.param_groups
-                               for p in g["params"]])
+                               for p in g["params"]], self.settings.world)
         return stepping
 
     def _step(self, stepping: List[int], entries: List[_Optimizer],
@@ -443,7 +447,7 @@ class Learner:
         """Writes the kept loss terms, rates and norms (losses averaged over the learners)."""
         pending = self._pending
         values = {tag: value() if callable(value) else value for tag, value in pending.items()}
-        _average_losses(values)
+        _average_losses(values, self.settings.world)
         for tag, value in values.items():
             summary.scalar(tag, value)
         pending.clear()
@@ -505,7 +509,7 @@ class Learner:
         for path, value in nest.flatten_with_path(loss_info.extra):
             if isinstance(value, torch.Tensor):  # reduced only if it is the one written
                 pending[f"loss/{name}/{path}"] = functools.partial(
-                    extra_sum if distributed.world().distributed else extra_mean,
+                    extra_sum if self.settings.world.distributed else extra_mean,
                     value.detach(), mask)
 
     @contextlib.contextmanager
@@ -606,7 +610,7 @@ def _build_optimizers(root, plans: List[OptimizerPlan]) -> List[_Optimizer]:
 
 
 # ---------------------------------------------------------------------- several learners
-def average_gradients(params: List[nn.Parameter]) -> None:
+def average_gradients(params: List[nn.Parameter], world: distributed.World) -> None:
     """Replaces each parameter's gradient by its average over the learners
     (``torch.distributed``, one message per dtype and device), between the backward pass
     and clipping: every rank then clips and steps on the gradient of the whole batch, as one
@@ -623,8 +627,8 @@ def average_gradients(params: List[nn.Parameter]) -> None:
             p.grad = torch.zeros_like(p)
     grads = [cast(torch.Tensor, p.grad) for p in params]
     flags = torch.tensor([not m for m in missing], dtype=grads[0].dtype, device=grads[0].device)
-    distributed.all_reduce_sum(grads + [flags])
-    size = distributed.world().size
+    world.all_reduce_sum(grads + [flags])
+    size = world.size
     for p, grad, received in zip(params, grads, flags.tolist()):
         if received:
             grad.div_(size)
@@ -632,13 +636,13 @@ def average_gradients(params: List[nn.Parameter]) -> None:
             p.grad = None
 
 
-def _average_losses(values: Dict[str, Any]) -> None:
+def _average_losses(values: Dict[str, Any], world: distributed.World) -> None:
     """With several learners, averages the ``loss/...`` summaries over them, in place (the
     same tags in the same order on every rank, which record at the same updates): a loss
     (already a mean over its batch, weighted by the batch's share) by its mean over the
     learners; an ``extra`` term, given as ``extra_sum``'s ``(sum, count)``, by the sums over
     the learners' summed counts."""
-    if not distributed.world().distributed:
+    if not world.distributed:
         return
     tags = [t for t in values if t.startswith("loss/")]
     if not tags:
@@ -651,8 +655,8 @@ def _average_losses(values: Dict[str, Any]) -> None:
     sums = torch.stack([_scalar(s) for s, _ in pairs])
     counts = torch.stack([_scalar(c) if c is not None else torch.tensor(0.0, dtype=torch.float64)
                           for _, c in pairs])
-    distributed.all_reduce_sum([sums, counts])
-    size = distributed.world().size
+    world.all_reduce_sum([sums, counts])
+    size = world.size
     for t, (_, c), s, n in zip(tags, pairs, sums.tolist(), counts.tolist()):
         values[t] = s / size if c is None else s / max(n, 1.0)
 

@@ -81,6 +81,8 @@ class TrainingLoop:
         unroller: the ``Unroller`` it acts through (``set_unroller``), or None to set it
             later.
         config: the ``TrainerConfig``; the algorithm's if None.
+        world: the learners of the run (``rlf.utils.distributed.World``); the learner's
+            (``algorithm.learner.settings.world``) if None.
 
     Raises:
         ValueError: without a config.
@@ -88,12 +90,15 @@ class TrainingLoop:
             (``make_data_path``), or those of ``set_unroller``.
     """
 
-    def __init__(self, algorithm, unroller: Optional[Unroller] = None, config=None):
+    def __init__(self, algorithm, unroller: Optional[Unroller] = None, config=None,
+                 world: Optional[distributed.World] = None):
         config = algorithm.run_args.config if config is None else config
         if config is None:
             raise ValueError(f"{algorithm.name}: training needs config=TrainerConfig")
         self.algorithm, self.config = algorithm, config
-        path = make_data_path(algorithm, config.data_path, make_buffer=self._make_online_buffer)
+        self.world = algorithm.learner.settings.world if world is None else world
+        path = make_data_path(algorithm, config.data_path, make_buffer=self._make_online_buffer,
+                              world=self.world)
         if algorithm.on_policy and config.checkpoints.save_replay_buffer:
             raise UserError(without_effect(
                 ["save_replay_buffer = True"], f"with an off-policy algorithm's replay buffer; "
@@ -172,7 +177,7 @@ class TrainingLoop:
                 start), or whose replay buffer refuses its settings.
         """
         alg, config = self.algorithm, self.config
-        learners = distributed.world().size
+        learners = self.world.size
         if self._replay is not None:
             path = self._replay
             path.check_fits(unroller.batch_size * learners,
@@ -357,7 +362,7 @@ class TrainingLoop:
         """
         if experience is None or not summary.should_record_summaries():
             return
-        reward = all_environments(experience.time_step.reward)
+        reward = all_environments(experience.time_step.reward, self.world)
         if reward.ndim == 2:
             summary.scalar("rollout_reward/mean", reward.mean())
         else:
@@ -397,7 +402,7 @@ class TrainingLoop:
                              f"{type(observation).__name__}")
         # With several learners, each merges every learner's observations, in rank order (as
         # one learner would merge the N*B environments' unroll).
-        observation = all_environments(observation)
+        observation = all_environments(observation, self.world)
         for normalizer in normalizers:
             normalizer.update(observation)
 
@@ -422,9 +427,10 @@ class TrainingLoop:
                                f"SyncUnroller(env, algorithm)))")
         # A rollout's batch draws are those of the one learner's N*B environments, at this
         # learner's rows (rlf.utils.distributed).
-        with distributed.batch_rows(distributed.rank_rows(unroller.batch_size),
-                                    unroller.batch_size * distributed.world().size), \
-                distributed.own_draws_check(f"{self.algorithm.name}.rollout_step"):
+        world = self.world
+        with world.batch_rows(world.rank_rows(unroller.batch_size),
+                              unroller.batch_size * world.size), \
+                world.own_draws_check(f"{self.algorithm.name}.rollout_step"):
             experience = unroller.unroll(unroll_length)
         for name, seconds in unroller.times.items():
             summary.add_time(f"time/{name}", seconds)
@@ -437,7 +443,7 @@ class TrainingLoop:
             self._rollout_info_spec = spec_from_tensors(experience.rollout_info, outer_rank=2)
         stored = detach(nest.utils.convert_device(experience, "cpu"))
         t0 = time.perf_counter()
-        self.observe_for_metrics(all_environments(stored.time_step))
+        self.observe_for_metrics(all_environments(stored.time_step, self.world))
         t1 = time.perf_counter()
         if not self.algorithm.on_policy:
             self._path.observe(stored)
@@ -604,19 +610,19 @@ class TrainingLoop:
             self._path.set_extra_state(extra)
 
 
-def all_environments(unroll: Any) -> Any:
+def all_environments(unroll: Any, world: distributed.World) -> Any:
     """With several learners, every learner's ``[T, B, ...]`` tensors of ``unroll`` (a nest,
     on CPU), concatenated in rank order along the environment dim (``[T, N*B, ...]``, as one
     learner with all ``N*B`` environments would hold them; a ``TimeStep``'s observation is
     left out: ``()``); ``unroll`` itself for one learner."""
-    if not distributed.world().distributed:
+    if not world.distributed:
         return unroll
     if hasattr(unroll, "observation") and hasattr(unroll, "step_type"):
         unroll = unroll._replace(observation=())
     leaves = nest.flatten(unroll)
     if len(leaves) == 1:  # (one tensor, an observation: as it is)
-        return nest.pack_sequence_as(unroll, [distributed.all_gather_cat(leaves[0], 1)])
-    return nest.pack_sequence_as(unroll, distributed.all_gather_cat_nest(leaves, 1))
+        return nest.pack_sequence_as(unroll, [world.all_gather_cat(leaves[0], 1)])
+    return nest.pack_sequence_as(unroll, world.all_gather_cat_nest(leaves, 1))
 
 
 class RunCheckpoint:

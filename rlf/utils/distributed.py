@@ -67,11 +67,147 @@ class World:
         """Whether this is rank 0, which writes summaries, checkpoints and the config."""
         return self.rank == 0
 
+    # ------------------------------------------------------------------ batch draws
+    @contextlib.contextmanager
+    def batch_rows(self, index: Optional[torch.Tensor], size: int) -> Iterator[None]:
+        """Within the block, the batch in hand has rows ``index`` (``[n]`` int64, ascending)
+        of a batch of ``size`` rows that one learner would hold, and batch draws
+        (``randn_like``, ``rand_like``, ``randint_like``, ``categorical_sample``) draw that
+        batch and keep those rows. A no-op for one learner or ``index`` None.
+
+        A tensor of ``n * k`` leading rows is taken as ``n`` rows of ``k`` steps each (the
+        batch-major ``[n*T]`` of a temporally independent ``train_step``).
+        """
+        global _rows
+        if index is None or not self.distributed:
+            yield
+            return
+        old, _rows = _rows, _Rows(index, size)
+        try:
+            yield
+        finally:
+            _rows = old
+
+    def rank_rows(self, batch_size: int) -> Optional[torch.Tensor]:
+        """The rows ``rank*B ... (rank+1)*B - 1`` that this rank's ``B`` environments are
+        among the one learner's ``N*B``; None for one learner. With
+        ``batch_rows(rank_rows(B), N*B)``."""
+        if not self.distributed:
+            return None
+        start = self.rank * batch_size
+        return torch.arange(start, start + batch_size)
+
+    @contextlib.contextmanager
+    def own_draws_check(self, where: str) -> Iterator[None]:
+        """With several learners, warns once per ``where`` when the block drew from this
+        process's own generators (torch's default CPU generator, and the current CUDA device's
+        where CUDA is in use): a plain ``torch.rand``, ``randn_like``, ``Distribution.sample()``
+        or dropout in an algorithm's step, which each learner draws differently, so that the
+        ``N`` learners no longer train as the one learner would. Batch draws (``rand_like``,
+        ``randn_like``, ``randint_like``, ``categorical_sample`` here) use the shared generators
+        and pass. Nothing for one learner.
+
+        Args:
+            where: what the block runs, for the warning (``"ImpalaAlgorithm.rollout_step"``).
+        """
+        if not self.distributed or where in _warned_own_draws:
+            yield
+            return
+        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+
+        def states() -> List[torch.Tensor]:
+            return [torch.get_rng_state()] + ([torch.cuda.get_rng_state()] if cuda else [])
+
+        before = states()
+        yield
+        if not all(torch.equal(a, b) for a, b in zip(before, states())):
+            _warned_own_draws.add(where)
+            warnings.warn(f"{where} drew from torch's own generator (a plain torch.rand, "
+                          f"randn_like, Distribution.sample() or dropout): with {self.size} "
+                          f"learners each draws its own, so they no longer train as one "
+                          f"learner would; draw with rlf.utils.distributed's rand_like, "
+                          f"randn_like, randint_like or categorical_sample", RuntimeWarning,
+                          stacklevel=4)
+
+    # ------------------------------------------------------------------ collectives
+    def all_reduce_sum(self, tensors: List[torch.Tensor]) -> None:
+        """Sums each tensor over the ranks, in place (one message per dtype and device); nothing
+        for one learner."""
+        if not self.distributed or not tensors:
+            return
+        dist = _dist()
+        groups: Dict[tuple, List[torch.Tensor]] = {}
+        for t in tensors:
+            groups.setdefault((t.dtype, t.device), []).append(t)
+        for group in groups.values():
+            flat = torch.cat([t.reshape(-1) for t in group]).to(self.comm_device)
+            if flat.numel() <= SMALL_MESSAGE:
+                # A small sum as a gather, added up in rank order on every rank (the same
+                # result on all of them): one exchange where gloo's all-reduce takes two.
+                parts = [torch.empty_like(flat) for _ in range(self.size)]
+                dist.all_gather(parts, flat)
+                flat = torch.stack(parts).sum(0)
+            else:
+                dist.all_reduce(flat)
+            offset = 0
+            for t in group:
+                t.copy_(flat[offset:offset + t.numel()].view_as(t))
+                offset += t.numel()
+
+    def all_reduce_max(self, value: float) -> float:
+        """The largest ``value`` over the ranks (``value`` itself for one learner)."""
+        if not self.distributed:
+            return value
+        t = torch.tensor([float(value)], dtype=torch.float64, device=self.comm_device)
+        return float(self.all_gather_cat(t, 0).max())
+
+    def all_gather_cat(self, tensor: torch.Tensor, dim: int) -> torch.Tensor:
+        """The ranks' ``tensor``s (the same shape on every rank) concatenated along ``dim`` in rank
+        order; ``tensor`` itself for one learner."""
+        if not self.distributed:
+            return tensor
+        dist = _dist()
+        local = tensor.detach().contiguous().to(self.comm_device)
+        if local.dtype == torch.bool:  # (gloo gathers no bool)
+            local = local.to(torch.uint8)
+        parts = [torch.empty_like(local) for _ in range(self.size)]
+        dist.all_gather(parts, local)
+        return torch.cat(parts, dim).to(device=tensor.device, dtype=tensor.dtype)
+
+    def all_gather_cat_nest(self, tensors: List[torch.Tensor], dim: int) -> List[torch.Tensor]:
+        """``all_gather_cat`` of several CPU tensors in one message: each is carried as float64
+        (exact for float32, and for integers and booleans below 2**53) and given back in its own
+        dtype."""
+        if not self.distributed or not tensors:
+            return tensors
+        flat = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in tensors])
+        gathered = self.all_gather_cat(flat, 0).view(self.size, -1)
+        out, offset = [], 0
+        for t in tensors:
+            parts = gathered[:, offset:offset + t.numel()].reshape(self.size, *t.shape)
+            out.append(torch.cat(list(parts), dim).to(t.dtype))
+            offset += t.numel()
+        return out
+
+    def broadcast_object(self, obj):
+        """Rank 0's ``obj`` on every rank (``obj`` itself for one learner)."""
+        if not self.distributed:
+            return obj
+        box = [obj]
+        _dist().broadcast_object_list(box, src=0)
+        return box[0]
+
+    def barrier(self) -> None:
+        """Waits for every rank (nothing for one learner)."""
+        if self.distributed:
+            _dist().barrier()
+
 
 #: Sums of at most this many elements go as one gather (``all_reduce_sum``).
 SMALL_MESSAGE = 1 << 16
 
 _world = World()
+_warned_own_draws: set = set()
 _rows: Optional["_Rows"] = None
 
 
@@ -118,36 +254,6 @@ def shared_generator(device: torch.device) -> torch.Generator:
 class _Rows:
     def __init__(self, index: torch.Tensor, size: int):
         self.index, self.size = index, int(size)
-
-
-@contextlib.contextmanager
-def batch_rows(index: Optional[torch.Tensor], size: int) -> Iterator[None]:
-    """Within the block, the batch in hand has rows ``index`` (``[n]`` int64, ascending) of a
-    batch of ``size`` rows that one learner would hold, and batch draws (``randn_like``,
-    ``rand_like``, ``categorical_sample``) draw that batch and keep those rows. A no-op for
-    one learner or ``index`` None.
-
-    A tensor of ``n * k`` leading rows is taken as ``n`` rows of ``k`` steps each (the
-    batch-major ``[n*T]`` of a temporally independent ``train_step``).
-    """
-    global _rows
-    if index is None or not _world.distributed:
-        yield
-        return
-    old, _rows = _rows, _Rows(index, size)
-    try:
-        yield
-    finally:
-        _rows = old
-
-
-def rank_rows(batch_size: int) -> Optional[torch.Tensor]:
-    """The rows ``rank*B ... (rank+1)*B - 1`` that this rank's ``B`` environments are among the
-    one learner's ``N*B``; None for one learner. With ``batch_rows(rank_rows(B), N*B)``."""
-    if not _world.distributed:
-        return None
-    start = _world.rank * batch_size
-    return torch.arange(start, start + batch_size)
 
 
 def _rows_of(x: torch.Tensor) -> Optional[tuple]:
@@ -208,41 +314,6 @@ def categorical_sample(probs: torch.Tensor) -> torch.Tensor:
     return (probs / _keep(q, rows, steps, probs)).argmax(-1)
 
 
-_warned_own_draws: set = set()
-
-
-@contextlib.contextmanager
-def own_draws_check(where: str) -> Iterator[None]:
-    """With several learners, warns once per ``where`` when the block drew from this
-    process's own generators (torch's default CPU generator, and the current CUDA device's
-    where CUDA is in use): a plain ``torch.rand``, ``randn_like``, ``Distribution.sample()``
-    or dropout in an algorithm's step, which each learner draws differently, so that the
-    ``N`` learners no longer train as the one learner would. Batch draws (``rand_like``,
-    ``randn_like``, ``randint_like``, ``categorical_sample`` here) use the shared generators
-    and pass. Nothing for one learner.
-
-    Args:
-        where: what the block runs, for the warning (``"ImpalaAlgorithm.rollout_step"``).
-    """
-    if not _world.distributed or where in _warned_own_draws:
-        yield
-        return
-    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-
-    def states() -> List[torch.Tensor]:
-        return [torch.get_rng_state()] + ([torch.cuda.get_rng_state()] if cuda else [])
-
-    before = states()
-    yield
-    if not all(torch.equal(a, b) for a, b in zip(before, states())):
-        _warned_own_draws.add(where)
-        warnings.warn(f"{where} drew from torch's own generator (a plain torch.rand, randn_like, "
-                      f"Distribution.sample() or dropout): with {_world.size} learners each "
-                      f"draws its own, so they no longer train as one learner would; draw with "
-                      f"rlf.utils.distributed's rand_like, randn_like, randint_like or "
-                      f"categorical_sample", RuntimeWarning, stacklevel=3)
-
-
 # ---------------------------------------------------------------------- collectives
 def _dist():
     import torch.distributed as dist
@@ -250,78 +321,49 @@ def _dist():
 
 
 def all_reduce_sum(tensors: List[torch.Tensor]) -> None:
-    """Sums each tensor over the ranks, in place (one message per dtype and device); nothing
-    for one learner."""
-    if not _world.distributed or not tensors:
-        return
-    dist = _dist()
-    groups: Dict[tuple, List[torch.Tensor]] = {}
-    for t in tensors:
-        groups.setdefault((t.dtype, t.device), []).append(t)
-    for group in groups.values():
-        flat = torch.cat([t.reshape(-1) for t in group]).to(_world.comm_device)
-        if flat.numel() <= SMALL_MESSAGE:
-            # A small sum as a gather, added up in rank order on every rank (the same
-            # result on all of them): one exchange where gloo's all-reduce takes two.
-            parts = [torch.empty_like(flat) for _ in range(_world.size)]
-            dist.all_gather(parts, flat)
-            flat = torch.stack(parts).sum(0)
-        else:
-            dist.all_reduce(flat)
-        offset = 0
-        for t in group:
-            t.copy_(flat[offset:offset + t.numel()].view_as(t))
-            offset += t.numel()
+    """``World.all_reduce_sum`` of this process's world."""
+    return _world.all_reduce_sum(tensors)
 
 
 def all_reduce_max(value: float) -> float:
-    """The largest ``value`` over the ranks (``value`` itself for one learner)."""
-    if not _world.distributed:
-        return value
-    t = torch.tensor([float(value)], dtype=torch.float64, device=_world.comm_device)
-    return float(all_gather_cat(t, 0).max())
+    """``World.all_reduce_max`` of this process's world."""
+    return _world.all_reduce_max(value)
 
 
 def all_gather_cat(tensor: torch.Tensor, dim: int) -> torch.Tensor:
-    """The ranks' ``tensor``s (the same shape on every rank) concatenated along ``dim`` in rank
-    order; ``tensor`` itself for one learner."""
-    if not _world.distributed:
-        return tensor
-    dist = _dist()
-    local = tensor.detach().contiguous().to(_world.comm_device)
-    if local.dtype == torch.bool:  # (gloo gathers no bool)
-        local = local.to(torch.uint8)
-    parts = [torch.empty_like(local) for _ in range(_world.size)]
-    dist.all_gather(parts, local)
-    return torch.cat(parts, dim).to(device=tensor.device, dtype=tensor.dtype)
+    """``World.all_gather_cat`` of this process's world."""
+    return _world.all_gather_cat(tensor, dim)
 
 
 def all_gather_cat_nest(tensors: List[torch.Tensor], dim: int) -> List[torch.Tensor]:
-    """``all_gather_cat`` of several CPU tensors in one message: each is carried as float64
-    (exact for float32, and for integers and booleans below 2**53) and given back in its own
-    dtype."""
-    if not _world.distributed or not tensors:
-        return tensors
-    flat = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in tensors])
-    gathered = all_gather_cat(flat, 0).view(_world.size, -1)
-    out, offset = [], 0
-    for t in tensors:
-        parts = gathered[:, offset:offset + t.numel()].reshape(_world.size, *t.shape)
-        out.append(torch.cat(list(parts), dim).to(t.dtype))
-        offset += t.numel()
-    return out
+    """``World.all_gather_cat_nest`` of this process's world."""
+    return _world.all_gather_cat_nest(tensors, dim)
 
 
 def broadcast_object(obj):
-    """Rank 0's ``obj`` on every rank (``obj`` itself for one learner)."""
-    if not _world.distributed:
-        return obj
-    box = [obj]
-    _dist().broadcast_object_list(box, src=0)
-    return box[0]
+    """``World.broadcast_object`` of this process's world."""
+    return _world.broadcast_object(obj)
 
 
 def barrier() -> None:
-    """Waits for every rank (nothing for one learner)."""
-    if _world.distributed:
-        _dist().barrier()
+    """``World.barrier`` of this process's world."""
+    return _world.barrier()
+
+
+@contextlib.contextmanager
+def batch_rows(index: Optional[torch.Tensor], size: int) -> Iterator[None]:
+    """``World.batch_rows`` of this process's world."""
+    with _world.batch_rows(index, size):
+        yield
+
+
+def rank_rows(batch_size: int) -> Optional[torch.Tensor]:
+    """``World.rank_rows`` of this process's world."""
+    return _world.rank_rows(batch_size)
+
+
+@contextlib.contextmanager
+def own_draws_check(where: str) -> Iterator[None]:
+    """``World.own_draws_check`` of this process's world."""
+    with _world.own_draws_check(where):
+        yield
