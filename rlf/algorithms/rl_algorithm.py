@@ -303,8 +303,8 @@ class RLAlgorithm(Algorithm):
 
         The first call builds ``build_training(self, SyncUnroller(env, self))`` (the
         composition root, ``rlf.algorithms.builder``: the optimizers, the loop and its data
-        path, the offline data the config names) (without ``env``, a purely offline config trains on
-        that alone); an algorithm already in a loop (a ``Trainer``'s, with its actors, or
+        path, the offline data the config names; without ``env``, a purely offline config
+        trains on that alone); an algorithm already in a loop (a ``Trainer``'s, with its actors, or
         one a script built) trains through that loop. The ``Trainer`` adds summaries,
         evaluation and checkpoints.
 

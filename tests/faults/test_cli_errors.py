@@ -19,8 +19,8 @@ MISTAKES = {
                                 "clip_by_global_norm)"),
     "unknown_kwarg_far": ("ImpalaAlgorithm.xyzzy=1",
                           "ImpalaAlgorithm has no parameter 'xyzzy' (none is close; valid: "
-                          "observation_spec, action_spec, reward_spec, env, config, "
-                          "network_ctor, gamma, entropy_regularization, td_loss_weight, "),
+                          "observation_spec, action_spec, network_ctor, gamma, "
+                          "entropy_regularization, td_loss_weight, "),
     "unknown_reference": ("ImpalaAlgorithm.optimizer=@torch.optim.Adamm",
                           "No configurable matching reference '@torch.optim.Adamm'. (closest: "
                           "torch.optim.Adam, "),

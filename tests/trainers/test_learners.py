@@ -94,16 +94,6 @@ def test_two_learners_with_half_the_environments_each_train_as_one_with_all(runs
             == read_scalar_tags(root / "two" / "train", [episodes])[episodes][1])
 
 
-def test_a_step_drawing_from_torchs_own_generator_is_named_with_two_learners(tmp_path):
-    # The A2C example samples with Distribution.sample(): each learner would draw its own.
-    result = _train(tmp_path / "a2c", ["--conf", "examples/a2c_cartpole.gin", "--noprogress",
-                                       "--conf_param", "TrainerConfig.evaluate=False"], 2, 2)
-    assert ("A2C.rollout_step drew from torch's own generator (a plain torch.rand, randn_like, "
-            "Distribution.sample() or dropout): with 2 learners each draws its own"
-            in result.stderr), result.stderr[-2000:]
-    assert result.stderr.count("drew from torch's own generator") == 1  # once
-
-
 def test_without_averaging_the_gradients_the_learners_part(runs, tmp_path):
     """The equivalence above is no accident of the setup: the same two learners, each
     stepping on its own gradient, end apart from each other and from the one learner."""
