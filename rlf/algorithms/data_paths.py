@@ -602,6 +602,25 @@ class Replay(DataPath):
         # A checkpoint's buffer state, loaded once the buffer is built.
         self.pending_state: Optional[Dict[str, Any]] = None
 
+    def check_sampling_seam(self, buffer) -> None:
+        """Refuses a replay buffer whose class samples or relabels in a ``get_batch`` of its
+        own (``rlf.replay.HindsightReplayBuffer``; the sampling seam) where this path does
+        not call it: whole-buffer training (``gather_all``) and several learners
+        (``get_batch_shard``).
+
+        Raises:
+            UserError: naming the class and the setting.
+        """
+        if type(buffer).get_batch is ReplayBuffer.get_batch or not (
+                self.whole or self.world.distributed):
+            return
+        setting = ("TrainerConfig.whole_replay_buffer_training = True" if self.whole
+                   else f"TrainerConfig.num_learners = {self.world.size}")
+        raise UserError(f"{type(buffer).__name__} samples or relabels in its get_batch, which "
+                        f"{setting} does not call (it reads the buffer with "
+                        f"{'gather_all' if self.whole else 'get_batch_shard'}); train from "
+                        f"sampled mini-batches with one learner, or use ReplayBuffer")
+
     def set_buffer(self, buffer) -> None:
         """Takes the online buffer, built from the first step's experience: checks that
         sampled sequences fit its rings and restores a checkpoint's state read before it
@@ -611,6 +630,7 @@ class Replay(DataPath):
         Raises:
             UserError: for sequences longer than a ring's usable steps.
         """
+        self.check_sampling_seam(buffer)
         self.buffer = buffer
         if self.whole and self.clear:  # (every learner's buffers: initial_collect_steps is)
             self.initial_collect_steps = max(

@@ -254,6 +254,7 @@ class TrainingLoop:
             if "'rollout_info." in str(e):  # a path the probe's spec cannot hold
                 return 0
             raise
+        self._replay_path().check_sampling_seam(probe)  # before anything runs
         return probe.num_earliest_frames_ignored
 
     def replay_buffer_state_dict(self) -> Optional[dict]:

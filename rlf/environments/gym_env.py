@@ -43,10 +43,15 @@ _NESTED_OR_DISCRETE = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces
 
 
 def _flat_observations(env: gym.Env) -> gym.Env:
-    """``env`` with its observations flattened by gymnasium's ``FlattenObservation`` into one
-    float32 vector (``Discrete`` and ``MultiDiscrete`` parts one-hot, ``Dict`` and ``Tuple``
-    parts concatenated)."""
-    return _box_as_float32(gym.wrappers.FlattenObservation(env))
+    """``env`` with its observations flattened by gymnasium's ``flatten`` (what its
+    ``FlattenObservation`` does) into one float32 vector (``Discrete`` and ``MultiDiscrete``
+    parts one-hot, ``Dict`` and ``Tuple`` parts concatenated, a ``Dict``'s in key order)."""
+    space = env.observation_space
+    # a partial of a module-level function, not FlattenObservation's lambda: the environment
+    # stays picklable (get_state), so a resumed run continues the same episodes
+    flat = gym.wrappers.TransformObservation(env, functools.partial(gym.spaces.flatten, space),
+                                             gym.spaces.flatten_space(space))
+    return _box_as_float32(flat)
 
 
 def _masked_observations(env: gym.Env, indices: Sequence[int]) -> gym.Env:

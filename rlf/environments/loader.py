@@ -8,6 +8,7 @@ from typing import Optional
 import gin
 import gymnasium as gym
 
+from rlf.environments import bit_flipping
 from rlf.environments.atari import ATARI_ENTRY_POINT, load_atari, register_ale
 from rlf.environments.gym_env import load_gym
 from rlf.environments.vector_environment import VectorEnvironment
@@ -27,6 +28,7 @@ def find_spec(env_name: str) -> gym.envs.registration.EnvSpec:
             the closest registered ids).
     """
     register_ale()
+    bit_flipping.register()
     try:
         return gym.spec(env_name)
     except gym.error.Error as e:
