@@ -3,4 +3,4 @@ learners replaced by nothing), to show that the equivalence test would catch it.
 
 from rlf.algorithms import learner
 
-learner.average_gradients = lambda params: None
+learner.average_gradients = lambda params, world: None
