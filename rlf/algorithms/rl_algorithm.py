@@ -41,7 +41,7 @@ from rlf.algorithms.data_needs import DataNeeds
 from rlf.algorithms.data_paths import replay_buffer_length
 from rlf.algorithms.removed import check_observe_for_replay
 from rlf.algorithms.reserved import set_framework_state
-from rlf.algorithms.training_loop import TrainingLoop, loop_of
+from rlf.algorithms.training_loop import TrainingLoop
 from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import OfflineLayout
@@ -169,6 +169,7 @@ class RLAlgorithm(Algorithm):
     _rlf_data_needs: DataNeeds
     _rlf_actor_module_names: Optional[List[str]]
     _rlf_actor_identity: Optional[ActorIdentity]
+    _rlf_loop: Optional[TrainingLoop]
 
     def __init__(self,
                  observation_spec: Any,
@@ -222,7 +223,8 @@ class RLAlgorithm(Algorithm):
             _rlf_data_needs=data_needs._replace(rollout_graph_training=bool(
                 rollout_graph_training and data_needs.rollout_graph_training)),
             _rlf_actor_module_names=None,  # found by a probe step
-            _rlf_actor_identity=None)  # set on an actor's copy
+            _rlf_actor_identity=None,  # set on an actor's copy
+            _rlf_loop=None)  # the TrainingLoop training it (train_iter, training_loop)
         # ALF's protected names, for a subclass to read (or replace: rlf never reads them).
         self._observation_spec, self._action_spec = observation_spec, action_spec
         self._reward_spec, self._env = reward_spec, env
@@ -287,7 +289,7 @@ class RLAlgorithm(Algorithm):
         it (by ``train_iter``, a ``Trainer`` or a script), or None. A hook reaches what the
         loop owns through it: ``replay_buffer``, ``offline_replay_buffer``, ``data_path``,
         ``unroller``, ``metrics``."""
-        return loop_of(self)
+        return self._rlf_loop
 
     def train_iter(self) -> int:
         """One training iteration (ALF's ``RLAlgorithm.train_iter``): unroll, store or train on
@@ -318,7 +320,7 @@ class RLAlgorithm(Algorithm):
             RuntimeError: for a config that unrolls, without ``env`` or an unroller.
             ActorError: if an actor of the loop's unroller failed.
         """
-        loop, env = loop_of(self), self._rlf_env
+        loop, env = self._rlf_loop, self._rlf_env
         if loop is None:
             if self._rlf_config is None:
                 raise UserError(f"{self._rlf_name}: train_iter needs the algorithm built with "

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from typing import Any, Dict, List, Optional, cast
 
 import torch
@@ -37,6 +36,7 @@ from rlf import nest
 from rlf.algorithms.config_parts import without_effect
 from rlf.algorithms.data_paths import (DataPath, Replay, RolloutGraph, make_data_path,
                                        offline_data_settings)
+from rlf.algorithms.reserved import set_framework_state
 from rlf.data_structures import Experience, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.networks.normalizers import ObservationNormalizer
@@ -48,23 +48,13 @@ from rlf.utils import distributed, summary
 from rlf.utils.common import detach
 from rlf.utils.errors import UserError, one_line
 
-__all__ = ["TrainingLoop", "RunCheckpoint", "loop_of", "observation_normalizers"]
+__all__ = ["TrainingLoop", "RunCheckpoint", "observation_normalizers"]
 
 logger = logging.getLogger(__name__)
 
 #: The loop's entries in the algorithm checkpoint's ``_extra_state``.
 _EXTRA_KEYS = ("last_unroll_step", "remaining_unroll_length_fraction")
 _METRICS_PREFIX = "_metrics."
-
-
-#: algorithm -> the TrainingLoop last built over it.
-_LOOPS: "weakref.WeakKeyDictionary[nn.Module, TrainingLoop]" = weakref.WeakKeyDictionary()
-
-
-def loop_of(algorithm: nn.Module) -> Optional["TrainingLoop"]:
-    """The ``TrainingLoop`` last built over ``algorithm`` (``RLAlgorithm.training_loop``), or
-    None."""
-    return _LOOPS.get(algorithm)
 
 
 def observation_normalizers(algorithm: nn.Module) -> List[ObservationNormalizer]:
@@ -111,8 +101,9 @@ class TrainingLoop:
         self._num_envs = 0
         self._rollout_info_spec = None
         self._remaining_unroll_length_fraction = 0.0
-        # The algorithm's train_iter and training_loop reach it (loop_of).
-        _LOOPS[algorithm] = self
+        # The algorithm's train_iter and training_loop reach it (the algorithm holds its loop,
+        # as an ALF algorithm does: alg.train_iter() trains through the loop built over it).
+        set_framework_state(algorithm, _rlf_loop=self)
         if unroller is not None:
             self.set_unroller(unroller)
 
