@@ -33,7 +33,7 @@ setup(
         "matplotlib>=3.7",
     ],
     extras_require={
-        "test": ["pytest>=7.4", "pytest-xdist>=3.5"],
+        "test": ["pytest>=7.4"],
         # The linter and the type checker of .ci/run (rule sets in pyproject.toml).
         "lint": ["ruff>=0.6", "mypy>=1.10"],
         # The documentation site: mkdocs build --strict (mkdocs.yml).

@@ -4,11 +4,6 @@
 start processes, learners, Ray or whole runs) and those marked ``@pytest.mark.slow`` one by
 one.
 
-The suite runs in two pytest-xdist workers (``pytest.ini``: ``-n 2 --dist loadgroup``; ``-n 0``
-runs it in one process). Each file's tests stay on one worker (its module fixtures are built
-once), and the files that start Ray (``RAY_FILES``) share one worker, one after another: two
-local Ray instances at once would find each other (``ray.init("auto")``).
-
 The session ends with the tests' exit status: once pytest is done, the process exits
 without Python's finalization, where the destructors of native objects left to the garbage
 collector (ALE's vector environments, Ray's core worker, torch's thread pools) run in an order
@@ -33,28 +28,17 @@ SLOW_FILES = {
     "unrollers/test_ray_unroller.py", "unrollers/test_async_unroller.py",
     "unrollers/test_actor_counters.py", "runtime/test_process.py", "runtime/test_malloc.py",
 }
-#: Test files that start a Ray instance or cluster (relative to tests/): one worker runs them.
-RAY_FILES = {
-    "experiments/test_tune.py", "experiments/test_cluster.py", "test_suite.py",
-    "test_aggregates.py", "matrix/test_matrix.py", "unrollers/test_fixed_lag.py",
-    "unrollers/test_ray_cluster.py", "unrollers/test_ray_unroller.py",
-    "unrollers/test_actor_counters.py", "faults/test_actor_faults.py",
-}
 _TESTS = Path(__file__).resolve().parent
 
 _status = {}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Marks the tests of ``SLOW_FILES`` ``slow``, and gives each test its xdist group: its
-    file's, or ``"ray"`` for ``RAY_FILES``."""
+    """Marks the tests of ``SLOW_FILES`` ``slow``."""
     for item in items:
         path = Path(str(item.fspath)).resolve()
-        name = (path.relative_to(_TESTS).as_posix() if path.is_relative_to(_TESTS)
-                else path.as_posix())
-        if name in SLOW_FILES:
+        if path.is_relative_to(_TESTS) and path.relative_to(_TESTS).as_posix() in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
-        item.add_marker(pytest.mark.xdist_group("ray" if name in RAY_FILES else name))
 
 
 def pytest_sessionfinish(session, exitstatus):
