@@ -58,8 +58,10 @@ def _signature(init: Callable) -> Callable:
     annotations: Dict[str, Any] = {}
     for _, cls in _PARTS:
         for f in dataclasses.fields(cls):
+            # (a field with a default_factory shows None: the part builds its default)
+            default = None if f.default is dataclasses.MISSING else f.default
             params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
-                                            default=f.default, annotation=f.type))
+                                            default=default, annotation=f.type))
             annotations[f.name] = f.type
     for name, old_default in _REMOVED.items():
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
