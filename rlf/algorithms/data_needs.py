@@ -63,13 +63,12 @@ def check_data_needs(needs: DataNeeds, config, owner: str, path: str) -> None:
         raise UserError(f"{owner}: {needs.why} needs sequences of burn_in_steps + "
                         f"{needs.min_sequence_length} steps; set "
                         f"TrainerConfig.mini_batch_length = {need} (it is {length})")
-    if path == "rollout_graph" and config.unroll_length < max(2, needs.min_sequence_length):
+    steps = max(2, needs.min_sequence_length)  # a rollout graph's last step has no successor
+    if path == "rollout_graph" and config.unroll_length < steps:
         raise UserError(f"{owner} trains on each unroll's own graph, where {needs.why} needs "
-                        f"{max(2, needs.min_sequence_length)} steps of the same unroll: "
-                        f"TrainerConfig.unroll_length must be >= "
-                        f"{max(2, needs.min_sequence_length)}, got {config.unroll_length} (or "
-                        f"train in epochs, carrying the last step over: set "
-                        f"TrainerConfig.mini_batch_size)")
+                        f"{steps} steps of the same unroll: TrainerConfig.unroll_length must "
+                        f"be >= {steps}, got {config.unroll_length} (or train in epochs, "
+                        f"carrying the last step over: set TrainerConfig.mini_batch_size)")
     if needs.rollout_state and not config.use_rollout_state:
         raise UserError(f"{owner}: a recurrent network trains each sequence from the state "
                         f"the actor had at its first step: set "
