@@ -46,10 +46,19 @@ def test_groups_of_runs_are_compared_by_their_final_metric(tmp_path):
     assert "final Metrics/AverageReturn" in r.stdout
     assert (tmp_path / "out" / "compare.md").read_text() in r.stdout
     assert (tmp_path / "out" / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
-    # two run directories: a group of one each
+    # two run directories: a group of one each, whose interval would have zero width
     r = _compare(str(tmp_path / "base_seed0"), str(tmp_path / "var_seed1"))
-    assert r.returncode == 0 and "| 1.00 [1.00, 1.00] |" in r.stdout
+    assert r.returncode == 0 and "| 10.00 (one run: no interval) |" in r.stdout
+    assert "| 1.00 (no interval) |" in r.stdout and "[" not in r.stdout.split("|---|")[-1]
+    assert "An interval over runs needs at least two runs per group" in r.stdout
     assert (tmp_path / "base_seed0" / "compare.md").is_file()
+    # --out that is a file: one line, the file kept
+    (tmp_path / "a_file").write_text("mine")
+    r = _compare(str(tmp_path / "base_seed0"), str(tmp_path / "var_seed1"), "--out",
+                 str(tmp_path / "a_file"))
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"error: --out {tmp_path / 'a_file'} is a file, not a directory; pass a directory"]
+    assert (tmp_path / "a_file").read_text() == "mine"
 
 
 @pytest.mark.parametrize("args, message", [

@@ -11,7 +11,8 @@ import torch
 
 from rlf.utils.errors import UserError
 
-__all__ = ["state_problems", "load_optimizer_states", "load_initial_checkpoint"]
+__all__ = ["state_problems", "load_optimizer_states", "load_initial_checkpoint",
+           "optimizer_settings", "replaced_hyperparameters", "apply_optimizer_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,39 +85,92 @@ def _optimizer_problems(optimizers: List[torch.optim.Optimizer], opt_states) -> 
 def load_optimizer_states(name: str, optimizers: List[torch.optim.Optimizer],
                           schedules: List[Any], opt_states, sched_states) -> None:
     """Loads checked optimizer and schedule states (``state_problems`` found none); a
-    checkpoint without schedules leaves the schedules at their start."""
-    for i, (opt, st) in enumerate(zip(optimizers, opt_states)):
-        configured = [dict(g) for g in opt.param_groups]
+    checkpoint without schedules leaves the schedules at their start. As torch does, the
+    optimizers' hyperparameters (``lr``, ``betas``, ...) become the checkpoint's: a
+    ``Trainer`` compares them with the configured ones (``replaced_hyperparameters``)."""
+    del name
+    for opt, st in zip(optimizers, opt_states):
         opt.load_state_dict(st)
-        _warn_replaced_hyperparameters(name, i, opt, configured)
     for schedule, st in zip(schedules, sched_states or []):
         if schedule is not None:
             schedule.load_state_dict(st)
 
 
-def _warn_replaced_hyperparameters(name: str, index: int, optimizer, configured) -> None:
-    """Warns where torch's ``Optimizer.load_state_dict`` replaced a configured
-    hyperparameter (a learning rate changed in the conf before a resume) with the
-    checkpoint's: the resumed run goes on with the checkpoint's. With a schedule the
-    configured rate is compared as its ``initial_lr``."""
+def optimizer_settings(optimizers: List[torch.optim.Optimizer]) -> List[List[Dict[str, Any]]]:
+    """Every optimizer's parameter groups' settings (``lr``, ``betas``, ``eps``, ...; no
+    parameters): read before a restore, they are the configured ones."""
+    return [[{k: v for k, v in group.items() if k != "params"} for group in opt.param_groups]
+            for opt in optimizers]
+
+
+def replaced_hyperparameters(configured: List[List[Dict[str, Any]]],
+                             optimizers: List[torch.optim.Optimizer]) -> List[str]:
+    """The configured hyperparameters (``optimizer_settings`` before a restore) that the
+    restored optimizers no longer have: torch's ``Optimizer.load_state_dict`` replaced them
+    with the checkpoint's. With a schedule the configured rate is compared as its
+    ``initial_lr``.
+
+    Returns:
+        ``["optimizer i (Adam): lr = <checkpoint's> (configured: <configured>)", ...]``.
+    """
     changed = []
-    for mine, group in zip(configured, optimizer.param_groups):
-        for key, value in mine.items():
-            if key == "params" or (key == "lr" and "initial_lr" in mine):
-                continue
-            restored = group.get(key, value)
-            if isinstance(value, torch.Tensor) or isinstance(restored, torch.Tensor):
-                same = torch.equal(torch.as_tensor(value), torch.as_tensor(restored))
-            else:
-                same = value == restored
-            if not same:
-                key_name = "lr" if key == "initial_lr" else key
-                changed.append(f"{key_name} = {restored!r} (configured: {value!r})")
-    if changed:
-        logger.warning("%s: optimizer %d (%s) goes on with the checkpoint's %s: torch "
-                       "restores an optimizer's hyperparameters with its state; to change "
-                       "them, start a new run (another --root_dir)", name, index,
-                       type(optimizer).__name__, ", ".join(sorted(set(changed))))
+    for i, (groups, opt) in enumerate(zip(configured, optimizers)):
+        for mine, group in zip(groups, opt.param_groups):
+            for key, value in mine.items():
+                if key == "lr" and "initial_lr" in mine:
+                    continue
+                restored = group.get(key, value)
+                if isinstance(value, torch.Tensor) or isinstance(restored, torch.Tensor):
+                    same = torch.equal(torch.as_tensor(value), torch.as_tensor(restored))
+                else:
+                    same = value == restored
+                if not same:
+                    changed.append(f"optimizer {i} ({type(opt).__name__}): "
+                                   f"{'lr' if key == 'initial_lr' else key} = {restored!r} "
+                                   f"(configured: {value!r})")
+    return sorted(set(changed))
+
+
+def apply_optimizer_settings(optimizers: List[torch.optim.Optimizer], schedules: List[Any],
+                             configured: List[List[Dict[str, Any]]]) -> List[str]:
+    """Puts the configured optimizer settings (``optimizer_settings``) back after a restore,
+    which loaded the checkpoint's (population-based training's explore step, whose mutated
+    values must not be overwritten by the cloned trial's).
+
+    A learning rate under a schedule keeps its place in the schedule: the current rate and the
+    schedule's base rate are scaled by the configured base rate over the checkpoint's. With
+    the checkpoint's own settings nothing changes, so a plain resume stays exact.
+
+    Returns:
+        ``["optimizer i group j: name old -> new", ...]`` for what changed.
+    """
+    changed = []
+    for i, (opt, schedule, groups) in enumerate(zip(optimizers, schedules, configured)):
+        for j, (group, want) in enumerate(zip(opt.param_groups, groups)):
+            for key, value in want.items():
+                if key in ("lr", "initial_lr") or key not in group:
+                    continue
+                if _differs(group[key], value):
+                    changed.append(f"optimizer {i} group {j}: {key} {group[key]} -> {value}")
+                    group[key] = value
+            base = want.get("initial_lr", want["lr"])
+            had = group.get("initial_lr", group["lr"])
+            if _differs(had, base):
+                old = group["lr"]
+                group["lr"] = float(old) * float(base) / float(had) if had else float(base)
+                if "initial_lr" in group:
+                    group["initial_lr"] = base
+                if schedule is not None and hasattr(schedule, "base_lrs"):
+                    schedule.base_lrs[j] = base
+                changed.append(f"optimizer {i} group {j}: lr {old} -> {group['lr']}")
+    return changed
+
+
+def _differs(a, b) -> bool:
+    try:
+        return bool(a != b)
+    except RuntimeError:  # tensors of several elements
+        return True
 
 
 def load_initial_checkpoint(algorithm, checkpoint: Optional[str] = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import warnings
 from typing import Callable, Iterable, List
@@ -134,6 +135,8 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = (),
     """
     list_flags = tuple(list_flags)
     warnings.formatwarning = _one_line_config_warnings
+    # Ctrl-C raises KeyboardInterrupt again, which the tools take (rlf.bin's docstring).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def _parse(argv: List[str]) -> List[str]:
         try:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from absl import flags
 
+from rlf.trainers.run_dir import make_directory
 from rlf.bin.cli import debug_mode, run_main
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.extras import require
@@ -92,7 +93,7 @@ def compare(dirs, out: Path, reps: int = 2000) -> str:
                      + f" | {improvement} |")
     text = "\n".join(lines) + "\n"
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    make_directory(out, "--out")
     with atomic_write(out / "compare.md") as tmp:
         tmp.write_text(text)
     plot_performance_profiles(matrices, out / "performance_profile.png", reps=reps)

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rlf.trainers.run_dir import make_directory
 from rlf.utils.errors import UserError
 from rlf.utils.tensorboard_reader import read_scalar_tags
 
@@ -118,16 +119,25 @@ def compare_runs(groups: Dict[str, List[Path]], out: Path, metric: Optional[str]
              f"95 % bootstrap interval over runs (rliable, {reps} replications), and the "
              f"probability that a run of the group ends above one of {names[0]}'s.", "",
              f"| group | runs | final {metric} | P(group > {names[0]}) |", "|---|---|---|---|"]
+    alone = [name for name in names if len(groups[name]) < 2]
     for i, name in enumerate(names):
         mean, lower, upper = estimates[name]
-        improvement = "" if i == 0 else "{:.2f} [{:.2f}, {:.2f}]".format(
-            *probability_of_improvement(finals[name][:, None], finals[names[0]][:, None],
-                                        reps=reps))
-        lines.append(f"| {name} | {len(groups[name])} | {mean:.2f} [{lower:.2f}, {upper:.2f}] "
-                     f"| {improvement} |")
+        final = (f"{mean:.2f} (one run: no interval)" if name in alone
+                 else f"{mean:.2f} [{lower:.2f}, {upper:.2f}]")
+        improvement = ""
+        if i:
+            p, p_lower, p_upper = probability_of_improvement(
+                finals[name][:, None], finals[names[0]][:, None], reps=reps)
+            improvement = (f"{p:.2f} (no interval)" if {name, names[0]} & set(alone)
+                           else f"{p:.2f} [{p_lower:.2f}, {p_upper:.2f}]")
+        lines.append(f"| {name} | {len(groups[name])} | {final} | {improvement} |")
+    if alone:
+        lines += ["", f"An interval over runs needs at least two runs per group; "
+                      f"{', '.join(alone)} {'has' if len(alone) == 1 else 'have'} one: "
+                      f"add runs of other seeds for intervals."]
     text = "\n".join(lines) + "\n"
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    make_directory(out, "--out")
     _plot_curves(groups, series, metric, out / "learning_curves.png", reps, curve_estimates)
     from rlf.utils.atomic_file import atomic_write
     with atomic_write(out / "compare.md") as tmp:

@@ -108,7 +108,7 @@ def _play() -> int:
     parse_config(str(root / "config.gin"), FLAGS.conf_param)
 
     from rlf.algorithms import TrainerConfig
-    from rlf.environments import load
+    from rlf.environments import load_configured
     from rlf.trainers import evaluate_episodes
     from rlf.trainers.run_dir import model_state
 
@@ -127,7 +127,7 @@ def _play() -> int:
     if record and env_name and not env_name.startswith("ALE/") and "NoFrameskip" not in env_name:
         kwargs["render_mode"] = "rgb_array"
     with configured_values_refused_as_config_errors():
-        env = load(num_envs=1, seed=FLAGS.seed, **kwargs)
+        env = load_configured(num_envs=1, seed=FLAGS.seed, **kwargs)
         algorithm = config.run.algorithm_ctor(observation_spec=env.observation_spec(),
                                           action_spec=env.action_spec(),
                                           reward_spec=env.reward_spec(), env=None,

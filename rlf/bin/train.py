@@ -12,7 +12,9 @@ the lengths the conf gives them.
 Ctrl-C or SIGTERM finishes the iteration (dropping an evaluation under way), writes a
 checkpoint and exits with status 0; a second one aborts at once, with one line and status 130
 (nothing saved after the last checkpoint). The same signal again within half a second (as
-``timeout`` sends it to the run and to its process group) counts as the first.
+``timeout`` sends it to the run and to its process group) counts as the first. Ctrl-C before
+training begins is one line and status 130 too, for one learner or several, and a new run
+directory is not left behind.
 
 With ``TrainerConfig.num_learners = N > 1`` it starts ``N`` learner processes running this
 command (``rlf.trainers.learners.launch``; learner 0 writes to this console, the others to
@@ -33,6 +35,7 @@ full traceback instead; any other exception is a bug in rlf and always shows it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -94,11 +97,27 @@ def _launch(config, root_dir: str) -> int:
     if not config.actors.async_unroll:
         learners.environments_per_learner(config.run.num_learners)
     new = not Path(root_dir).exists()
+    before = _checkpoints(root_dir)
     argv = ([f"--conf={FLAGS.conf}"] + [f"--conf_param={b}" for b in FLAGS.conf_param]
             + [f"--root_dir={root_dir}", "--progress" if FLAGS.progress else "--noprogress"]
             + (["--debug"] if FLAGS.debug else []))
     try:
-        return learners.launch(argv, config.run.num_learners, root_dir)
+        try:
+            status = learners.launch(argv, config.run.num_learners, root_dir)
+        except KeyboardInterrupt:  # before the launcher started the learners
+            print("aborted: stopped while starting; nothing was written", file=sys.stderr)
+            status = learners.STOPPED_BY_SIGNAL
+        if status != learners.STOPPED_BY_SIGNAL:
+            return status
+        if _checkpoints(root_dir) != before:
+            return 0  # stopped with its checkpoint, as one learner stops
+        # stopped before a checkpoint (learner 0 said so): 130, and a new run leaves nothing
+        if new:
+            import shutil
+            shutil.rmtree(Path(root_dir) / learners.LEARNER_LOG_DIR, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                Path(root_dir).rmdir()
+        return learners.STOPPED_BY_SIGNAL
     except learners.LearnerFailure as e:
         if debug_mode():
             raise
@@ -113,6 +132,11 @@ def _launch(config, root_dir: str) -> int:
         if str(e):
             print(f"error: {one_line(e)}", file=sys.stderr)
         return 2 if e.caused_by_input else 1
+
+
+def _checkpoints(root_dir: str) -> set:
+    """The names of the run's checkpoint files (a stop that wrote one changes them)."""
+    return {p.name for p in (Path(root_dir) / "ckpt").glob("ckpt-*")}
 
 
 def _run(config, root_dir: str, note) -> int:

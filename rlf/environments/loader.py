@@ -14,7 +14,7 @@ from rlf.environments.gym_env import load_gym
 from rlf.environments.vector_environment import VectorEnvironment
 from rlf.utils.errors import UserError
 
-__all__ = ["load", "find_spec", "UnknownEnvironmentError"]
+__all__ = ["load", "load_configured", "find_spec", "UnknownEnvironmentError"]
 
 
 class UnknownEnvironmentError(UserError):
@@ -70,3 +70,25 @@ def load(env_name: str, num_envs: int, seed: Optional[int] = None,
     if spec.entry_point == ATARI_ENTRY_POINT and obs_type == "rgb":
         return load_atari(env_name, num_envs, seed=seed, **kwargs)
     return load_gym(env_name, num_envs, seed=seed, **kwargs)
+
+
+def load_configured(**kwargs) -> VectorEnvironment:
+    """``load(**kwargs)`` with its other arguments from gin (``load.env_name``, ...): the
+    environment a conf configures.
+
+    Raises:
+        UserError: one line, where ``load`` or the environment's constructor is called without
+            an argument it needs or with one it does not take (a ``TypeError``: gin's
+            ``load`` without ``env_name``, a misspelt ``load.num_env``, which ``load`` passes
+            on to the constructor); and as ``load``.
+    """
+    from rlf.utils.errors import one_line
+    try:
+        return load(**kwargs)
+    except TypeError as e:
+        if "required" in str(e):  # load() without its env_name or num_envs
+            hint = "set `load.env_name` and `load.num_envs` in the gin file"
+        else:  # e.g. an unknown keyword, which load passes on to gymnasium.make
+            hint = ("keyword arguments of `load` and `load_gym` that they do not take "
+                    "themselves go to the environment's constructor")
+        raise UserError(f"cannot create the environment ({one_line(e)}); {hint}") from None

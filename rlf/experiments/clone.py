@@ -28,7 +28,7 @@ from rlf.utils.errors import UserError
 
 __all__ = ["CHECKPOINT_INFO", "LINEAGE_FILE", "export_checkpoint", "read_checkpoint_info",
            "continues_from", "install_checkpoint", "read_lineage", "record_checkpoint",
-           "optimizer_settings", "apply_optimizer_settings", "restored_state", "state_digest",
+           "restored_state", "state_digest",
            "amend_last_event"]
 
 CHECKPOINT_INFO = "rlf_checkpoint.json"
@@ -190,53 +190,3 @@ def amend_last_event(run_dir: Path, event: Dict[str, Any]) -> None:
     lineage = read_lineage(run_dir)
     lineage["events"][-1] = event
     _write_lineage(run_dir, lineage)
-
-
-def optimizer_settings(algorithm) -> List[List[Dict[str, Any]]]:
-    """Every optimizer's parameter groups' settings (``lr``, ``betas``, ``eps``, ...; no
-    parameters), as configured: read after ``Trainer.build`` and before its restore."""
-    return [[{k: v for k, v in group.items() if k != "params"} for group in opt.param_groups]
-            for opt in algorithm.learner.optimizers]
-
-
-def apply_optimizer_settings(algorithm, configured: List[List[Dict[str, Any]]]) -> List[str]:
-    """Puts the configured optimizer settings (``optimizer_settings``) back after a restore,
-    which loaded the checkpoint's: PBT's explore step, whose mutated values must not be
-    overwritten by the cloned trial's.
-
-    A learning rate under a schedule keeps its place in the schedule: the current rate and the
-    schedule's base rate are scaled by the configured base rate over the checkpoint's. With
-    the checkpoint's own settings nothing changes, so a plain resume stays exact.
-
-    Returns:
-        ``["optimizer i group j: name old -> new", ...]`` for what changed.
-    """
-    changed = []
-    learner = algorithm.learner
-    for i, (opt, schedule, groups) in enumerate(zip(learner.optimizers, learner.schedules,
-                                                    configured)):
-        for j, (group, want) in enumerate(zip(opt.param_groups, groups)):
-            for key, value in want.items():
-                if key in ("lr", "initial_lr") or key not in group:
-                    continue
-                if _differs(group[key], value):
-                    changed.append(f"optimizer {i} group {j}: {key} {group[key]} -> {value}")
-                    group[key] = value
-            base = want.get("initial_lr", want["lr"])
-            had = group.get("initial_lr", group["lr"])
-            if _differs(had, base):
-                old = group["lr"]
-                group["lr"] = float(old) * float(base) / float(had) if had else float(base)
-                if "initial_lr" in group:
-                    group["initial_lr"] = base
-                if schedule is not None and hasattr(schedule, "base_lrs"):
-                    schedule.base_lrs[j] = base
-                changed.append(f"optimizer {i} group {j}: lr {old} -> {group['lr']}")
-    return changed
-
-
-def _differs(a, b) -> bool:
-    try:
-        return bool(a != b)
-    except RuntimeError:  # tensors of several elements
-        return True

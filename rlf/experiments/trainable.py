@@ -10,9 +10,9 @@ environment states where they can be captured, the replay buffer with
 
 Restoring a checkpoint always builds the run again from the trial's own values, restores the
 checkpoint and then puts the configured optimizer settings back
-(``apply_optimizer_settings``): a PBT trial that clones another keeps its mutated learning
-rate and every other mutated gin binding (an algorithm's constructor arguments are the new
-values, its state the cloned one).
+(``Trainer(configured_optimizer_settings=True)``): a PBT trial that clones another keeps its
+mutated learning rate and every other mutated gin binding (an algorithm's constructor
+arguments are the new values, its state the cloned one).
 """
 
 from __future__ import annotations
@@ -26,21 +26,23 @@ from typing import Any, Dict, List, Optional, Tuple
 from ray import tune
 
 from rlf.trainers.gin_config import configured_values_refused_as_config_errors, parse_config
-from rlf.experiments.clone import (amend_last_event, apply_optimizer_settings,
-                                   continues_from, export_checkpoint, install_checkpoint,
-                                   optimizer_settings, read_checkpoint_info,
-                                   record_checkpoint, restored_state)
+from rlf.experiments.clone import (amend_last_event, continues_from, export_checkpoint,
+                                   install_checkpoint, read_checkpoint_info, record_checkpoint,
+                                   restored_state)
 from rlf.experiments.space import (ENV_KEY, SEED_KEY, python_value, short_name,
                                    trial_bindings)
 from rlf.trainers.run_dir import RunDirectoryError
 from rlf.utils import summary
 
-__all__ = ["ExperimentSpec", "RlfTrainable", "RESULT_METRICS"]
+__all__ = ["ExperimentSpec", "RlfTrainable", "RESULT_METRICS", "BUDGET_REACHED"]
 
-#: The metrics a trial reports each step (besides ``iterations`` and ``env_steps``), read
-#: from the run's own episode metrics and its last evaluation: what ASHA and PBT may rank by.
 #: Seconds a trial waits for its run directory, which its previous actor may still hold.
 LOCK_WAIT_SECONDS = 60.0
+#: The key of a trial's report that says its run reached its budget (a trial a scheduler stops
+#: early reports ``done`` without it).
+BUDGET_REACHED = "budget_reached"
+#: The metrics a trial reports each step (besides ``iterations`` and ``env_steps``), read
+#: from the run's own episode metrics and its last evaluation: what ASHA and PBT may rank by.
 RESULT_METRICS = ("AverageReturn", "AverageEpisodeScore", "AverageEpisodeLength",
                   "NumberOfEpisodes", "Eval/AverageReturn", "Eval/AverageEpisodeScore")
 
@@ -128,7 +130,7 @@ class RlfTrainable(tune.Trainable):
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
             trainer = Trainer(config, root_dir=str(self.run_dir), progress=False,
-                              handle_signals=False)
+                              handle_signals=False, configured_optimizer_settings=True)
             try:
                 with configured_values_refused_as_config_errors():
                     trainer.build()
@@ -139,9 +141,8 @@ class RlfTrainable(tune.Trainable):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
-        configured = optimizer_settings(trainer.algorithm)
         trainer.start()
-        changed = apply_optimizer_settings(trainer.algorithm, configured)
+        changed = trainer.optimizer_changes
         self._trainer = trainer
         if announce is not None:
             announce["restored"] = restored_state(trainer)
@@ -189,7 +190,7 @@ class RlfTrainable(tune.Trainable):
         a run that reaches its budget is finished (its last checkpoint written) and reports
         ``done``."""
         if self._finished is not None:
-            return {**self._result(self._finished), "done": True}
+            return {**self._result(self._finished), "done": True, BUDGET_REACHED: True}
         started = self._trainer is not None
         if not started:
             self._start()
@@ -208,7 +209,7 @@ class RlfTrainable(tune.Trainable):
             self._finished = trainer.finish()
             self._finished_checkpoint = (trainer.checkpointer, trainer.iterations)
             self._trainer = None
-            return {**self._result(self._finished), "done": True}
+            return {**self._result(self._finished), "done": True, BUDGET_REACHED: True}
         return self._result(results)
 
     def save_checkpoint(self, checkpoint_dir: str) -> str:  # type: ignore[override]

@@ -27,7 +27,7 @@ from rlf.utils.errors import UserError
 
 __all__ = ["environments_per_learner", "launched_as_learner", "join_learners",
            "leave_learners", "launch", "LearnerFailure", "LEARNER_LOG_DIR",
-           "COLLECTIVE_TIMEOUT_SECONDS", "STOP_GRACE_SECONDS"]
+           "COLLECTIVE_TIMEOUT_SECONDS", "STOP_GRACE_SECONDS", "STOPPED_BY_SIGNAL"]
 
 #: Where each learner's stdout and stderr go, under the run directory.
 LEARNER_LOG_DIR = "learners"
@@ -38,6 +38,8 @@ COLLECTIVE_TIMEOUT_SECONDS = 1800
 #: How long the launcher waits, after passing a stop signal on, for the learners to finish their
 #: iteration and write their checkpoint before it kills them.
 STOP_GRACE_SECONDS = 300
+#: ``launch``'s status when a stop signal ended the learners (a shell's, for SIGINT).
+STOPPED_BY_SIGNAL = 130
 
 
 class LearnerFailure(RuntimeError):
@@ -156,7 +158,8 @@ def launch(argv: Sequence[str], num_learners: int, root_dir: str) -> int:
     collective fails when a peer's connection closes).
 
     Returns:
-        0 when every learner finished.
+        0 when every learner finished; ``STOPPED_BY_SIGNAL`` (130) when a SIGINT or SIGTERM
+        stopped them (each wrote the run's last checkpoint, or had not yet begun).
 
     Raises:
         LearnerFailure: naming the first learner that failed, its exit status or signal, the
@@ -165,8 +168,10 @@ def launch(argv: Sequence[str], num_learners: int, root_dir: str) -> int:
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-    for name in ("torch.distributed.elastic", "torch.distributed.launcher"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    # (the launcher's modules set their loggers' own levels: each is raised)
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     log_dir = Path(root_dir) / LEARNER_LOG_DIR
     log_dir.mkdir(parents=True, exist_ok=True)
     config = LaunchConfig(
@@ -186,7 +191,7 @@ def launch(argv: Sequence[str], num_learners: int, root_dir: str) -> int:
     except SignalException:
         # SIGINT/SIGTERM: the launcher passed it on and waited; learner 0 said whether the
         # checkpoint was written
-        return 0
+        return STOPPED_BY_SIGNAL
     except ChildFailedError as e:
         if any(f.local_rank == 0 and f.exitcode == 2 for f in e.failures.values()):
             # learner 0 said what was wrong with the input, in one line, on this console

@@ -23,7 +23,8 @@ from rlf.utils.errors import UserError
 
 __all__ = ["REPLAY_BUFFER_COMPANION", "RunDirectoryError", "changed_settings",
            "check_run_directory", "config_bindings", "checkpointed_env_steps",
-           "lock_run_directory", "model_state", "run_checkpointer", "write_operative_config"]
+           "lock_run_directory", "make_directory", "model_state", "run_checkpointer",
+           "write_operative_config"]
 
 #: The companion a checkpoint may have: ``ckpt/replay_buffer-<N>.pt``
 #: (``TrainerConfig.save_replay_buffer``).
@@ -56,6 +57,25 @@ def check_run_directory(root_dir: Path) -> None:
                                 f"writable by this user; pass another --root_dir")
 
 
+def make_directory(path: Path, flag: str = "--root_dir") -> None:
+    """Creates ``path`` and its parents where missing (``mkdir -p``).
+
+    Raises:
+        RunDirectoryError: naming ``path``, the reason (a file in its place or above it, no
+            permission, a read-only file system) and ``flag``, where it cannot be made.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise RunDirectoryError(f"{flag} {path} is a file, not a directory; pass a "
+                                f"directory") from None
+    except OSError as e:
+        reason = "a file is in the way" if isinstance(e, NotADirectoryError) else \
+            (e.strerror or str(e)).lower()
+        raise RunDirectoryError(f"{flag} {path} cannot be created ({reason}); pass another "
+                                f"{flag}") from None
+
+
 def lock_run_directory(root_dir: Path) -> int:
     """Creates ``root_dir`` if needed and takes an exclusive ``flock`` on it, so that a
     second training process on the same run (the same command started twice, a suite
@@ -68,9 +88,10 @@ def lock_run_directory(root_dir: Path) -> int:
         The directory's file descriptor; ``os.close`` it to release the lock.
 
     Raises:
-        RunDirectoryError: if another process holds the lock.
+        RunDirectoryError: if another process holds the lock, or ``root_dir`` cannot be
+            created (``make_directory``).
     """
-    root_dir.mkdir(parents=True, exist_ok=True)
+    make_directory(root_dir)
     fd = os.open(root_dir, os.O_RDONLY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -11,7 +12,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import gin
 import numpy as np
@@ -19,11 +20,12 @@ import torch
 from tqdm import tqdm
 
 from rlf.algorithms.algorithm import NonFiniteLossError
-from rlf.algorithms.algorithm_state import load_initial_checkpoint
+from rlf.algorithms.algorithm_state import (apply_optimizer_settings, load_initial_checkpoint,
+                                            optimizer_settings, replaced_hyperparameters)
 from rlf.algorithms.config import RANDOM_SEED_LIMIT
 from rlf.algorithms.builder import build_training
 from rlf.algorithms.training_loop import RunCheckpoint, TrainingLoop
-from rlf.environments import load
+from rlf.environments import load_configured
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
 from rlf.trainers.learners import environments_per_learner
@@ -160,6 +162,14 @@ class Trainer:
         handle_signals: take SIGINT and SIGTERM from ``start`` to ``finish`` (a stop signal
             ends ``run`` after the iteration in progress); False leaves them to the process
             (a Ray Tune trial, whose driver stops it).
+        configured_optimizer_settings: what a resume does with configured optimizer
+            hyperparameters (``lr``, ``betas``, ...) that differ from the checkpoint's, which
+            torch restores with the optimizer's state. False: refuses the resume
+            (``CheckpointMismatchError``, nothing written), so that ``config.gin`` never
+            names a value the run does not use. True: the configured ones take effect
+            (``apply_optimizer_settings``; a schedule keeps its place), each change stated
+            in one line and listed in ``optimizer_changes`` (population-based training's
+            explore step).
 
     Raises:
         UserError: without a root_dir or ``algorithm_ctor``.
@@ -168,7 +178,7 @@ class Trainer:
     """
 
     def __init__(self, config, root_dir: Optional[str] = None, progress: bool = True,
-                 handle_signals: bool = True):
+                 handle_signals: bool = True, configured_optimizer_settings: bool = False):
         root_dir = root_dir or config.run.root_dir
         if not root_dir:
             raise UserError("Trainer: no root_dir (pass --root_dir or set TrainerConfig.root_dir)")
@@ -180,6 +190,8 @@ class Trainer:
         check_run_directory(self._root_dir)
         self._progress = progress
         self._handle_signals = handle_signals
+        self._configured_optimizer_settings = configured_optimizer_settings
+        self._optimizer_changes: List[str] = []
         self._stop_signal: Optional[int] = None
         self._stop_time = 0.0
         self._state = _TrainerState()
@@ -191,6 +203,7 @@ class Trainer:
         self._session: Optional[_Session] = None  # from start() to finish()
         self._eval_env = None
         self._lock_fd: Optional[int] = None
+        self._made_root_dir = False  # this build made root_dir (removed if it fails empty)
         self._closed = False
 
     @property
@@ -245,16 +258,28 @@ class Trainer:
                 if chief and self._root_dir.is_dir():
                     self._lock_fd = lock_run_directory(self._root_dir)
                 self._build()
+                # Before the actors start: a refused binding leaves no actor log behind.
                 # (synchronous learners take load.num_envs themselves: they split it)
                 _refuse_unapplied_bindings(
                     ("load.num_envs",) if distributed.world().distributed
                     and not self._config.actors.async_unroll else ())
                 if chief and self._lock_fd is None:
+                    made = not self._root_dir.exists()
                     self._lock_fd = lock_run_directory(self._root_dir)
+                    self._made_root_dir = made
+                self._start_unroller()
             except BaseException:
                 self.close()
+                self._remove_empty_root_dir()
                 raise
         return self._algorithm
+
+    def _remove_empty_root_dir(self) -> None:
+        """Removes the run directory this build made, where a failed start left it empty."""
+        if not self._made_root_dir:
+            return
+        with contextlib.suppress(OSError):  # not empty (an actor's log): kept
+            self._root_dir.rmdir()
 
     def close(self) -> None:
         """Stops the actors, closes the environments and releases ``root_dir`` (``train``
@@ -285,15 +310,7 @@ class Trainer:
                             f"python -m rlf.bin.train or torchrun (a Trainer built in a script "
                             f"trains as one learner)")
         self._seed_value = self._seed()
-        try:
-            self._env = self._load_env(world)
-        except TypeError as e:
-            if "required" in str(e):  # load() without its env_name or num_envs
-                hint = "set `load.env_name` and `load.num_envs` in the gin file"
-            else:  # e.g. an unknown keyword, which load passes on to gymnasium.make
-                hint = ("keyword arguments of `load` and `load_gym` that they do not take "
-                        "themselves go to the environment's constructor")
-            raise UserError(f"cannot create the environment ({one_line(e)}); {hint}") from None
+        self._env = self._load_env(world)
         self._algorithm = config.run.algorithm_ctor(
             observation_spec=self._env.observation_spec(), action_spec=self._env.action_spec(),
             reward_spec=self._env.reward_spec(), env=self._env, config=config)
@@ -302,12 +319,18 @@ class Trainer:
         algorithm = self._algorithm
         # The optimizers, the loop and its data path and the offline data now (the composition
         # root): a setting they refuse stops the run before anything is written.
-        loop = self._loop = build_training(algorithm, config=config)
+        self._loop = build_training(algorithm, config=config)
         if config.evaluation.evaluate and world.is_chief:
             # Now, not at the first evaluation: an evaluation environment that cannot be made
             # stops the run before anything is written, not after eval_interval iterations.
             # (With several learners, learner 0 evaluates.)
             self._eval_env = self._make_eval_env()
+
+    def _start_unroller(self) -> None:
+        """Starts the unroller (the actors, with ``async_unroll``) and makes the run's
+        checkpointer; with several learners, forks the shared random generators."""
+        config, algorithm, loop = self._config, self._algorithm, self._loop
+        world = distributed.world()
         actors = config.actors.num_actors // world.size
         loop.set_unroller(make_unroller(
             config, self._env, algorithm,
@@ -340,9 +363,9 @@ class Trainer:
             UserError: if ``load.num_envs`` is not a multiple of ``N``.
         """
         if not world.distributed or self._config.actors.async_unroll:
-            return load(seed=self._seed_value)
+            return load_configured(seed=self._seed_value)
         per = environments_per_learner(world.size)
-        return load(seed=self._seed_value + world.rank * per, num_envs=per)
+        return load_configured(seed=self._seed_value + world.rank * per, num_envs=per)
 
     def _write_config(self) -> None:
         """Writes ``root_dir/config.gin``.
@@ -414,7 +437,9 @@ class Trainer:
             if not world.is_chief:
                 return self._restore_learner(newest[0])
             assert found is not None  # rank 0 found what it broadcast
+            configured = optimizer_settings(self._algorithm.learner.optimizers)
             restored = self._checkpointer.apply(*found)
+            self._settle_optimizer_settings(configured)
             replay = restored.companions.get(REPLAY_BUFFER_COMPANION)
             if self._config.checkpoints.save_replay_buffer and replay is not None:
                 self._loop.load_replay_buffer_state_dict(replay["algorithm"])
@@ -449,10 +474,12 @@ class Trainer:
         extra = dict(algorithm.get("_extra_state") or {})
         extra["last_unroll_step"] = None  # (one learner's environments)
         algorithm["_extra_state"] = extra
+        configured = optimizer_settings(self._algorithm.learner.optimizers)
         try:
             RunCheckpoint(self._algorithm, self._loop).load_state_dict(algorithm)
         except ValueError as e:
             raise ValueError(f"{path} does not fit the configured algorithm: {e}") from None
+        self._settle_optimizer_settings(configured)
         # (several learners' shared generators are restored with the trainer's state; the one
         # learner's generator is theirs, and theirs, from one learner, is its generator)
         self._state.load_state_dict(state["trainer"], regroup=True)
@@ -467,6 +494,35 @@ class Trainer:
                   f"the environments start new episodes"
                   + ("" if self._algorithm.on_policy else " and the replay buffers refill"))
         return step
+
+    def _settle_optimizer_settings(self, configured) -> None:
+        """After a restore, with the configured optimizer settings read before it: puts them
+        back or refuses the checkpoint's (``configured_optimizer_settings``).
+
+        Raises:
+            ValueError: naming the hyperparameters that differ (``_restore`` makes it a
+                ``CheckpointMismatchError``).
+        """
+        learner = self._algorithm.learner
+        if self._configured_optimizer_settings:
+            self._optimizer_changes = apply_optimizer_settings(
+                learner.optimizers, learner.schedules, configured)
+            if self._optimizer_changes:
+                tqdm.write(f"{self._algorithm.name}: the configured optimizer settings replace "
+                           f"the checkpoint's: {'; '.join(self._optimizer_changes)}")
+            return
+        replaced = replaced_hyperparameters(configured, learner.optimizers)
+        if replaced:
+            raise ValueError(
+                f"{self._algorithm.name}'s checkpoint has {'; '.join(replaced)}, which a resumed "
+                f"optimizer keeps (torch restores its hyperparameters with its state): the "
+                f"configured value would change nothing")
+
+    @property
+    def optimizer_changes(self) -> List[str]:
+        """What the restore changed of the checkpoint's optimizer settings
+        (``configured_optimizer_settings``): ``["optimizer i group j: lr old -> new", ...]``."""
+        return list(self._optimizer_changes)
 
     def _restore_learner(self, step: int) -> int:
         """Learner ``rank > 0`` of a data-parallel run: loads its own state of the checkpoint
@@ -833,8 +889,8 @@ class Trainer:
                 f"with the same --root_dir to resume")
 
     def _make_eval_env(self):
-        return load(num_envs=self._config.evaluation.num_eval_environments,
-                    seed=self._seed_value + 1_000_003)
+        return load_configured(num_envs=self._config.evaluation.num_eval_environments,
+                               seed=self._seed_value + 1_000_003)
 
     def _stop_evaluation_on_signal(self, time_step) -> None:
         if self._stop_signal is not None:

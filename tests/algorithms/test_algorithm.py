@@ -145,26 +145,44 @@ def test_a_schedule_that_makes_the_rate_negative_is_refused():
         a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
 
 
-def test_a_resume_that_drops_a_configured_hyperparameter_warns(caplog):
+def test_the_hyperparameters_a_restore_replaced_are_named_and_can_be_put_back():
     # torch's Optimizer.load_state_dict restores the checkpoint's learning rate: a rate
-    # changed in the conf before a resume had no effect, silently.
+    # changed in the conf before a resume would have no effect, silently.
+    from rlf.algorithms.algorithm_state import (apply_optimizer_settings, optimizer_settings,
+                                                replaced_hyperparameters)
+
     class Net(Algorithm):
         def __init__(self, lr, lr_scheduler=None):
             super().__init__(optimizer=functools.partial(torch.optim.Adam, lr=lr),
                              lr_scheduler=lr_scheduler)
             self.net = nn.Linear(3, 1)
 
-    for sched in (None, functools.partial(torch.optim.lr_scheduler.LinearLR, total_iters=5)):
+    for sched in (None, functools.partial(torch.optim.lr_scheduler.LinearLR, start_factor=0.5,
+                                          total_iters=5)):
         a = Net(0.1, sched)
         a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
-        caplog.clear()
-        Net(0.1, sched).load_state_dict(a.state_dict())
-        assert "goes on with the checkpoint's" not in caplog.text
+        same = Net(0.1, sched)
+        configured = optimizer_settings(same.learner.optimizers)
+        same.load_state_dict(a.state_dict())
+        assert replaced_hyperparameters(configured, same.learner.optimizers) == []
+        assert apply_optimizer_settings(same.learner.optimizers, same.learner.schedules,
+                                        configured) == []  # a plain resume stays exact
         resumed = Net(0.5, sched)
+        configured = optimizer_settings(resumed.learner.optimizers)
         resumed.load_state_dict(a.state_dict())
-        assert ("Algorithm: optimizer 0 (Adam) goes on with the checkpoint's lr = 0.1 "
-                "(configured: 0.5)") in caplog.text
-        assert resumed.learner.optimizers[0].param_groups[0].get("initial_lr", 0.1) == 0.1
+        assert replaced_hyperparameters(configured, resumed.learner.optimizers) == [
+            "optimizer 0 (Adam): lr = 0.1 (configured: 0.5)"]
+        group = resumed.learner.optimizers[0].param_groups[0]
+        checkpoint_lr = group["lr"]  # 0.1, or 0.1 * 0.6 one update into the schedule
+        assert checkpoint_lr == pytest.approx(0.1 if sched is None else 0.06)
+        (change,) = apply_optimizer_settings(resumed.learner.optimizers,
+                                             resumed.learner.schedules, configured)
+        # the configured base rate at the schedule's place: five times the checkpoint's
+        assert group["lr"] == pytest.approx(5 * checkpoint_lr)
+        assert change == f"optimizer 0 group 0: lr {checkpoint_lr} -> {group['lr']}"
+        if sched is not None:
+            assert group["initial_lr"] == 0.5
+            assert resumed.learner.schedules[0].base_lrs == [0.5]
 
 
 def test_initial_checkpoint_loads_parameters_by_prefix_and_refuses_in_one_line(tmp_path):

@@ -1,0 +1,133 @@
+"""The mistakes of a newcomer's first hour, each one line with exit status 2 (130 for
+Ctrl-C) before anything is written, with nothing left behind and nothing good changed."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.faults._cli import CARTPOLE, REPO, lines, run_cli, sha256
+
+#: (case, tool, arguments ({tmp}: the test's directory, {file}: a file of the user's),
+#:  the line on stderr (a regular expression), what must not exist afterwards)
+CASES = [
+    ("train_root_dir_cannot_be_made", "train", [*CARTPOLE, "--root_dir", "/proc/rlf-run"],
+     r"error: (--)?root_dir /proc/rlf-run cannot be (created|written)", "/proc/rlf-run"),
+    ("tune_root_dir_is_a_file", "tune",
+     ["--conf", "confs/ppo_cartpole.gin", "--root_dir", "{file}", "--seeds", "0,1"],
+     r"error: root_dir {file} is a file, not a directory", None),
+    ("play_misspelt_binding", "play",
+     ["--root_dir", "{run}", "--num_episodes", "1", "--conf_param", "load.num_env=2"],
+     r"error: cannot create the environment \(.*unexpected keyword argument 'num_env'", None),
+    ("tune_games_on_a_cartpole_conf", "tune",
+     ["--conf", "confs/ppo_cartpole.gin", "--root_dir", "{tmp}/exp", "--games",
+      "Pong,Breakout", "--seeds", "0"],
+     r"error: --conf confs/ppo_cartpole.gin trains 'CartPole-v1', not an Atari game, and the "
+     r"trials would run its network and settings on ALE/Pong-v5", "{tmp}/exp"),
+    ("tune_misspelt_metric", "tune",
+     ["--conf", "confs/ppo_cartpole.gin", "--root_dir", "{tmp}/exp", "--scheduler", "asha",
+      "--metric", "AverageRetrun", "--grid", "torch.optim.Adam.lr=[1e-3, 3e-4]"],
+     r"error: --metric 'AverageRetrun': a trial reports AverageReturn, .*did you mean "
+     r"AverageReturn\?", "{tmp}/exp"),
+    ("tune_score_without_atari", "tune",
+     ["--conf", "confs/ppo_cartpole.gin", "--root_dir", "{tmp}/exp", "--scheduler", "asha",
+      "--metric", "AverageEpisodeScore", "--grid", "torch.optim.Adam.lr=[1e-3, 3e-4]"],
+     r"error: --metric AverageEpisodeScore: only Atari games report a score", "{tmp}/exp"),
+    ("tune_mode_without_metric", "tune",
+     ["--conf", "confs/ppo_cartpole.gin", "--root_dir", "{tmp}/exp", "--mode", "min"],
+     r"error: --mode min takes effect only with --metric", "{tmp}/exp"),
+    # refused before the actors start: no actor log in a run directory that is then removed
+    ("unused_binding_with_actors", "train",
+     [*CARTPOLE, "--root_dir", "{tmp}/run", "--conf_param", "TrainerConfig.async_unroll=True",
+      "--conf_param", "load_atari.frame_stack=2"],
+     r"error: load_atari.frame_stack = 2: no part of this run takes this binding", "{tmp}/run"),
+]
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """A 3-iteration CartPole run to play and resume."""
+    root = tmp_path_factory.mktemp("first_hour") / "run"
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(root))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return root
+
+
+@pytest.mark.parametrize("case, tool, args, line, absent", CASES, ids=[c[0] for c in CASES])
+def test_a_first_hour_mistake_is_one_line_and_leaves_nothing(trained_run, tmp_path, case, tool,
+                                                             args, line, absent):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    fill = dict(tmp=tmp_path, file=a_file, run=trained_run)
+    run_files = {p: sha256(p) for p in trained_run.rglob("*") if p.is_file()}
+    r = run_cli(tool, *[a.format(**fill) for a in args])
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert len(lines(r.stderr)) == 1, r.stderr[-3000:]
+    assert re.match(line.format(**{k: re.escape(str(v)) for k, v in fill.items()}),
+                    lines(r.stderr)[0]), r.stderr
+    if absent:
+        assert not os.path.exists(absent.format(**fill))
+    assert a_file.read_text() == "mine"
+    assert {p: sha256(p) for p in trained_run.rglob("*") if p.is_file()} == run_files
+
+
+def test_a_resume_with_a_learning_rate_the_checkpoint_overrides_is_refused(trained_run,
+                                                                          tmp_path):
+    # torch restores the checkpoint's learning rate with the optimizer: the new one would do
+    # nothing, and config.gin would have named it.
+    run = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(trained_run), str(run)], check=True)
+    before = {p: sha256(p) for p in run.rglob("*") if p.is_file()}
+    r = run_cli("train", *CARTPOLE, "--root_dir", str(run),
+                "--conf_param", "TrainerConfig.num_iterations=5",
+                "--conf_param", "torch.optim.Adam.lr=0.5")
+    assert r.returncode == 2 and len(lines(r.stderr)) == 1, r.stderr[-3000:]
+    assert lines(r.stderr)[0].startswith(
+        "error: ImpalaAlgorithm's checkpoint has optimizer 0 (Adam): lr = "), r.stderr
+    assert "(configured: 0.5)" in r.stderr and "Adam.lr = 0.5 (the run's: " in r.stderr
+    assert {p: sha256(p) for p in run.rglob("*") if p.is_file()} == before
+
+
+def _interrupt(args, when, group=False):
+    """Starts ``rlf.bin.train args`` and sends it SIGINT once ``when()`` holds (to its whole
+    process group, as a terminal's Ctrl-C, with ``group``); returns its exit status and
+    stderr."""
+    p = subprocess.Popen([sys.executable, "-m", "rlf.bin.train", *args], cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True,
+                         env={k: v for k, v in os.environ.items() if k != "RLF_DEBUG"})
+    deadline = time.time() + 120
+    while not when() and time.time() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    if group:
+        os.killpg(p.pid, signal.SIGINT)
+    else:
+        p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    return p.returncode, err
+
+
+def test_ctrl_c_while_starting_is_one_line_and_status_130(tmp_path):
+    # Python printed a KeyboardInterrupt traceback from inside `import torch`.
+    root = tmp_path / "run"
+    started = time.time()
+    status, err = _interrupt([*CARTPOLE, "--root_dir", str(root)],
+                             lambda: time.time() > started + 0.3)
+    assert status == 130, err
+    assert lines(err) == ["aborted: stopped while starting; nothing was written"], err
+    assert not root.exists()
+
+
+def test_ctrl_c_while_several_learners_start_is_one_line_and_status_130(tmp_path):
+    # The launcher returned 0, with torch's launcher's warning, and left learners/ behind.
+    root = tmp_path / "run"
+    status, err = _interrupt([*CARTPOLE, "--root_dir", str(root), "--conf_param",
+                              "TrainerConfig.num_learners=2", "--conf_param", "load.num_envs=4"],
+                             lambda: (root / "learners").is_dir(), group=True)
+    assert status == 130, err
+    assert len(lines(err)) == 1 and lines(err)[0].startswith("aborted: "), err
+    assert not root.exists()
