@@ -90,8 +90,8 @@ def options_from_flags():
     """The ``ExperimentOptions`` of the command line.
 
     Raises:
-        UserError: for a missing ``--conf``/``--root_dir``, bad seeds or a malformed grid
-            or sample.
+        UserError: for a missing ``--conf``/``--root_dir``, ``--mode`` without ``--metric``,
+            bad seeds or a malformed grid or sample.
     """
     from rlf.experiments.runner import ExperimentOptions
     from rlf.experiments.space import SearchSpace
@@ -99,6 +99,9 @@ def options_from_flags():
         raise UserError("--conf is required (e.g. --conf confs/ppo_cartpole.gin)")
     if not FLAGS.root_dir or not FLAGS.root_dir.strip():
         raise UserError("--root_dir is required: the experiment's directory")
+    if FLAGS["mode"].present and not FLAGS.metric:
+        raise UserError(f"--mode {FLAGS.mode} takes effect only with --metric, which it "
+                        f"maximises or minimises: add --metric (e.g. --metric AverageReturn)")
     seeds = parse_seeds(FLAGS.seeds)
     refuse_repeated("--games", FLAGS.games)
     refuse_repeated("--seeds", seeds)
@@ -152,15 +155,20 @@ def main(argv) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
         root = Path(options.root_dir)
-        stopped = [r for r in rows if r["status"] != "FINISHED"]
+        stopped = [r for r in rows if r["status"] in ("STOPPED", "PENDING")]
         if stopped:
-            print(f"[tune] stopped: {len(stopped)} of {len(rows)} trials unfinished, each with "
-                  f"a checkpoint; start the same command again to resume ({root / 'trials.csv'})",
-                  flush=True)
+            waiting = sum(r["status"] == "PENDING" for r in stopped)
+            how = (f"{len(stopped) - waiting} with a checkpoint, {waiting} not started"
+                   if waiting else "each with a checkpoint")
+            print(f"[tune] stopped: {len(stopped)} of {len(rows)} trials unfinished ({how}); "
+                  f"start the same command again to resume ({root / 'trials.csv'})", flush=True)
             return 0
         if options.layout == "suite":
             _write_suite_outputs(options, root)
-        print(f"[tune] {len(rows)} trials finished; wrote {root / 'trials.csv'}", flush=True)
+        early = sum(r["status"] == "EARLY_STOPPED" for r in rows)
+        print(f"[tune] {len(rows)} trials finished"
+              + (f" ({early} stopped early by --scheduler {options.scheduler})" if early else "")
+              + f"; wrote {root / 'trials.csv'}", flush=True)
     except UserError as e:
         if debug_mode():
             raise

@@ -18,8 +18,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from rlf.experiments.space import SearchSpace, trial_bindings
-from rlf.experiments.trainable import ExperimentSpec, RlfTrainable
+from rlf.experiments.schedulers import make_scheduler
+from rlf.experiments.space import ENV_KEY, SearchSpace, trial_bindings
+from rlf.experiments.trainable import (BUDGET_REACHED, RESULT_METRICS, ExperimentSpec,
+                                       RlfTrainable)
+from rlf.trainers.run_dir import check_run_directory, make_directory
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.errors import UserError
 from rlf.utils.extras import require
@@ -112,11 +115,13 @@ def check_options(options: ExperimentOptions):
     Raises:
         UserError: one line for each mistake: a scheduler other than ``SCHEDULERS``, ASHA or
             PBT without ``metric``, PBT without sampled values to explore or with a checkpoint
-            that is not due at every perturbation, step sizes below 1, and any conf or binding
-            error (``ConfigError``).
+            that is not due at every perturbation, step sizes below 1, a metric no trial
+            reports (not in ``RESULT_METRICS``, an evaluation's without evaluation, a score
+            without Atari), games with a conf made for another environment, and any conf or
+            binding error (``ConfigError``).
     """
     from rlf.algorithms import TrainerConfig
-    from rlf.trainers.gin_config import ConfigError, parse_config
+    from rlf.trainers.gin_config import ConfigError, parse_config, query
     from rlf.utils.errors import one_line
     if options.scheduler not in SCHEDULERS:
         raise UserError(f"--scheduler {options.scheduler!r}: expected fifo, asha or pbt")
@@ -149,6 +154,9 @@ def check_options(options: ExperimentOptions):
             raise UserError(f"--checkpoint_every {options.checkpoint_frequency} does not divide "
                             f"--perturbation_interval {options.perturbation_interval}: PBT "
                             f"needs a checkpoint at every perturbation")
+    _check_metric(options)
+    parse_config(options.conf, list(options.conf_params))
+    _check_games(options, query(ENV_KEY, None))
     bindings = list(options.conf_params)
     bindings += trial_bindings({k: v[0] for k, v in options.space.grid.items()},
                                list(options.space.grid))
@@ -169,7 +177,51 @@ def check_options(options: ExperimentOptions):
         raise ConfigError(one_line(e)) from e
     if config.run.algorithm_ctor is None:
         raise UserError(f"--conf {options.conf} sets no TrainerConfig.algorithm_ctor")
+    if options.metric and options.metric.startswith("Eval/") and not config.evaluation.evaluate:
+        raise UserError(f"--metric {options.metric}: the trials do not evaluate "
+                        f"(TrainerConfig.evaluate = False); rank by a training metric "
+                        f"(e.g. --metric AverageReturn) or add --conf_param "
+                        f"TrainerConfig.evaluate=True")
     return config
+
+
+def _check_metric(options: ExperimentOptions) -> None:
+    """Refuses a ``--metric`` no trial reports (``RESULT_METRICS``), naming the closest."""
+    import difflib
+    metric = options.metric
+    if metric is None or metric in RESULT_METRICS:
+        return
+    close = difflib.get_close_matches(metric, RESULT_METRICS, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise UserError(f"--metric {metric!r}: a trial reports {', '.join(RESULT_METRICS)}; "
+                    f"{hint}(give it without the 'Metrics/' prefix of its TensorBoard tag)")
+
+
+def _check_games(options: ExperimentOptions, conf_env: Optional[str]) -> None:
+    """Refuses Atari games (``--games``, or an ``ALE/`` id in a grid of ``load.env_name``)
+    with a conf made for another environment, and the reverse: the trials would run the
+    conf's network and settings on observations they were not made for; and a score metric
+    where a trial's environment reports none."""
+    from rlf.environments import find_spec
+    from rlf.environments.atari import ATARI_ENTRY_POINT
+
+    def atari(name) -> bool:
+        return isinstance(name, str) and find_spec(name).entry_point == ATARI_ENTRY_POINT
+
+    varied = [v for v in options.space.grid.get(ENV_KEY, []) if isinstance(v, str)]
+    envs = varied or ([conf_env] if conf_env else [])
+    if (options.metric or "").endswith("AverageEpisodeScore") and envs and \
+            not all(atari(v) for v in envs):
+        raise UserError(f"--metric {options.metric}: only Atari games report a score (the "
+                        f"unclipped reward); {envs[0]} does not: rank by AverageReturn")
+    if not varied or conf_env is None:
+        return
+    odd = [v for v in varied if atari(v) != atari(conf_env)]
+    if odd:
+        kind = "not an Atari game" if not atari(conf_env) else "an Atari game"
+        raise UserError(f"--conf {options.conf} trains {conf_env!r}, {kind}, and the trials "
+                        f"would run its network and settings on {odd[0]}: give a conf made "
+                        f"for those environments (e.g. confs/impala_atari.gin for --games)")
 
 
 def trial_resources(config):
@@ -182,26 +234,6 @@ def trial_resources(config):
         return tune.PlacementGroupFactory([{"CPU": 1 + config.actors.num_actors}])
     actor = {"CPU": config.actors.ray_num_cpus_per_actor, **config.actors.ray_actor_resources}
     return tune.PlacementGroupFactory([{"CPU": 1}] + [actor] * config.actors.num_actors)
-
-
-def _scheduler(options: ExperimentOptions):
-    if options.scheduler == "asha":
-        from ray.tune.schedulers import ASHAScheduler
-        return ASHAScheduler(time_attr="training_iteration", max_t=10 ** 9,
-                             grace_period=options.grace_period,
-                             reduction_factor=options.reduction_factor)
-    if options.scheduler == "pbt":
-        from ray.tune.schedulers import PopulationBasedTraining
-        return PopulationBasedTraining(
-            time_attr="training_iteration",
-            perturbation_interval=options.perturbation_interval,
-            hyperparam_mutations={k: options.space.domain(k) for k in options.space.sample},
-            quantile_fraction=options.quantile_fraction,
-            resample_probability=options.resample_probability,
-            # Every trial at the same step: the top ones are checkpointed before the bottom
-            # ones clone them, so that no exploit is skipped for want of a checkpoint.
-            synch=True)
-    return None
 
 
 def _check_population(options: ExperimentOptions, resources) -> None:
@@ -225,8 +257,15 @@ def _check_population(options: ExperimentOptions, resources) -> None:
 
 
 def _check_restart(root_dir: Path, settings: Dict[str, Any]) -> None:
+    """Refuses to resume an experiment with other settings. One that never began (stopped
+    before Tune wrote its state) holds nothing to resume: the new settings replace its own.
+
+    Raises:
+        UserError: naming the first settings that differ, and the fix.
+    """
+    from ray import tune
     path = root_dir / SETTINGS_FILE
-    if not path.is_file():
+    if not path.is_file() or not tune.Tuner.can_restore(str(root_dir / TUNE_DIR)):
         return
     before = json.loads(path.read_text())
     changed = [k for k in sorted(set(before) | set(settings)) if before.get(k) != settings.get(k)]
@@ -239,8 +278,9 @@ def _check_restart(root_dir: Path, settings: Dict[str, Any]) -> None:
 
 def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[str, Any]]:
     """Runs (or resumes) the experiment; returns one row per trial
-    (``{"trial", "run_dir", "status", <values>, <last results>}``; status ``FINISHED``,
-    ``STOPPED`` by Ctrl-C or SIGTERM, or ``ERROR``), also written to
+    (``{"trial", "run_dir", "status", <values>, "iterations", "env_steps", "AverageReturn",
+    <metric>}``, the last reported; status as ``_status``: ``FINISHED``, ``EARLY_STOPPED``,
+    ``STOPPED`` or ``PENDING`` after Ctrl-C or SIGTERM, or ``ERROR``), also written to
     ``root_dir/trials.csv``.
 
     Ctrl-C (SIGINT) or SIGTERM stops the experiment as they stop a training run: each
@@ -265,6 +305,7 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
     finally:
         gin.clear_config()  # the trials parse their own; the caller's is left empty
     root_dir = Path(options.root_dir).resolve()
+    check_run_directory(root_dir)
     settings = options.settings()
     _check_restart(root_dir, settings)
     spec = ExperimentSpec(conf=str(Path(options.conf).resolve()),
@@ -284,7 +325,7 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
     _check_population(options, resources)
     trainable = tune.with_resources(tune.with_parameters(RlfTrainable, experiment=spec),
                                     resources)
-    root_dir.mkdir(parents=True, exist_ok=True)
+    make_directory(root_dir)
     with atomic_write(root_dir / SETTINGS_FILE) as tmp:
         tmp.write_text(json.dumps(settings, indent=1))
     experiment_dir = root_dir / TUNE_DIR
@@ -297,7 +338,7 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
             trainable, param_space=options.space.param_space(),
             tune_config=tune.TuneConfig(
                 metric=options.metric, mode=options.mode if options.metric else None,
-                scheduler=_scheduler(options), num_samples=options.num_samples,
+                scheduler=make_scheduler(options), num_samples=options.num_samples,
                 max_concurrent_trials=options.max_concurrent or None,
                 # A paused trial's actor ends (its run checkpointed and closed) rather than
                 # wait in Tune's cache holding the run that the trial resumes elsewhere.
@@ -321,17 +362,19 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
     rows = []
     failed = []
     results: List[Any] = list(grid)  # type: ignore[call-overload]
+    # Tune's status of each trial (TERMINATED, PAUSED, ...) as its saved state has it (which
+    # a resume reads): its results lack it, and at a stop signal Tune ends every trial
+    tune_status = _saved_statuses(experiment_dir)
     for result in results:
         values = dict(result.config or {})
         name = Path(result.path).name
-        finished = bool((result.metrics or {}).get("done"))
-        row: Dict[str, Any] = {"trial": name, "run_dir": str(spec.run_dir(values, name)),
-               "status": "ERROR" if result.error else "FINISHED" if finished else "STOPPED"}
-        row.update({k: values.get(k) for k in spec.keys})
         metrics = result.metrics or {}
+        row: Dict[str, Any] = {"trial": name, "run_dir": str(spec.run_dir(values, name)),
+                               "status": _status(result, tune_status.get(name))}
+        row.update({k: values.get(k) for k in spec.keys})
         row.update({k: metrics.get(k) for k in ("iterations", "env_steps")})
-        if options.metric:
-            row[options.metric] = metrics.get(options.metric)
+        for metric in dict.fromkeys(["AverageReturn", options.metric or "AverageReturn"]):
+            row[metric] = metrics.get(metric)
         rows.append(row)
         if result.error:
             failed.append(f"{name}: {_first_line(result.error)} (its log: {result.path})")
@@ -342,6 +385,33 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
                                f"{'; '.join(failed[:3])}; start the same command again to "
                                f"resume them from their last checkpoints")
     return rows
+
+
+def _saved_statuses(experiment_dir: Path) -> Dict[str, str]:
+    """``{trial directory name: Tune's status}`` from the experiment's saved state (empty if
+    it cannot be read)."""
+    from ray.tune import ExperimentAnalysis
+    try:
+        trials = ExperimentAnalysis(str(experiment_dir)).trials
+    except Exception:  # noqa: BLE001 (a state Tune cannot read: the results decide alone)
+        return {}
+    return {Path(t.path).name: t.status for t in trials if t.path}
+
+
+def _status(result, tune_status: Optional[str] = None) -> str:
+    """A trial's status in ``trials.csv``: ``FINISHED`` (its run reached its budget),
+    ``EARLY_STOPPED`` (the scheduler ended it: Tune's ``TERMINATED``, or ``done``, without
+    ``BUDGET_REACHED``), ``ERROR``, ``STOPPED`` (by the stop signal, with its run's checkpoint
+    to resume from) or ``PENDING`` (it reported nothing: it starts when the experiment
+    resumes)."""
+    metrics = result.metrics or {}
+    if result.error or tune_status == "ERROR":
+        return "ERROR"
+    if metrics.get(BUDGET_REACHED):
+        return "FINISHED"
+    if metrics.get("done") or tune_status == "TERMINATED":
+        return "EARLY_STOPPED"
+    return "STOPPED" if metrics or result.checkpoint is not None else "PENDING"
 
 
 def _first_line(error: BaseException) -> str:

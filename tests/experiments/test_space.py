@@ -106,10 +106,18 @@ def test_a_trials_actors_count_in_its_resources():
 
 def test_an_experiment_restarted_with_other_settings_is_refused_and_left_alone(tmp_path):
     pytest.importorskip("ray.tune")
-    from rlf.experiments.runner import SETTINGS_FILE, ExperimentOptions, run_experiment
+    from rlf.experiments.runner import (SETTINGS_FILE, TUNE_DIR, ExperimentOptions,
+                                        _check_restart, run_experiment)
     first = ExperimentOptions(conf="confs/ppo_cartpole.gin", root_dir=str(tmp_path),
                               space=SearchSpace.from_flags(seeds=[0, 1]))
     (tmp_path / SETTINGS_FILE).write_text(__import__("json").dumps(first.settings()))
+    # an experiment that never began (no Tune state) holds nothing to resume: not refused
+    _check_restart(tmp_path, other_settings := ExperimentOptions(
+        conf="confs/ppo_cartpole.gin", root_dir=str(tmp_path),
+        space=SearchSpace.from_flags(seeds=[0, 1, 2])).settings())
+    assert other_settings != first.settings()
+    (tmp_path / TUNE_DIR).mkdir()
+    (tmp_path / TUNE_DIR / "tuner.pkl").write_bytes(b"")  # Tune's state: it began
     before = (tmp_path / SETTINGS_FILE).read_text()
     other = ExperimentOptions(conf="confs/ppo_cartpole.gin", root_dir=str(tmp_path),
                               space=SearchSpace.from_flags(seeds=[0, 1, 2]))

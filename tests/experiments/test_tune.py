@@ -213,3 +213,74 @@ def test_an_experiment_stopped_or_killed_resumes_without_restarting_a_trial(tmp_
     rows = {r["trial"]: r for r in csv.DictReader(open(root / "trials.csv"))}
     assert rows[short.name]["iterations"] == "4" and rows[long_.name]["iterations"] == "150"
     assert {r["status"] for r in rows.values()} == {"FINISHED"}
+
+
+def _resumes_after(signum, scheduler_flags, root, stop_when):
+    """Starts ``rlf.bin.tune`` with ``scheduler_flags``, sends ``signum`` to the driver (to its
+    process group for SIGKILL, as a shell's kill of the job) once ``stop_when()`` holds, then
+    starts the same command again: it must finish every trial without starting a run anew.
+
+    Returns:
+        The rows of ``trials.csv``.
+    """
+    env = dict(os.environ, RAY_DEDUP_LOGS="0")
+    cmd = [sys.executable, "-m", "rlf.bin.tune", "--conf", "confs/ppo_cartpole.gin",
+           "--root_dir", str(root), "--step_iterations", "2", "--num_cpus", "2",
+           "--conf_param", "TrainerConfig.num_env_steps=0",
+           "--conf_param", "TrainerConfig.evaluate=False",
+           "--conf_param", "TrainerConfig.num_iterations=12", *scheduler_flags]
+    first = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, start_new_session=True, env=env)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(first.stdout), daemon=True)
+    reader.start()
+    _wait_for(stop_when, first, output=lambda: "".join(lines))
+    if signum == signal.SIGKILL:
+        os.killpg(first.pid, signal.SIGKILL)
+    else:
+        first.send_signal(signum)
+    first.wait(timeout=180)
+    reader.join(timeout=10)
+    if signum != signal.SIGKILL:
+        assert first.returncode == 0, "".join(lines)[-3000:]
+        assert "[tune] stopped:" in "".join(lines)
+    # The same command again: it ends (a hung scheduler would wait for ever) with every trial
+    # continued from its checkpoint.
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=400, env=env)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert "resuming the experiment" in out and "Resuming from iteration" in out
+    assert "Starting a new run" not in out, out[-3000:]
+    rows = list(csv.DictReader(open(root / "trials.csv")))
+    assert rows
+    return rows
+
+
+def _tune_checkpoints(root, at_least):
+    """Whether every trial of the experiment has ``at_least`` Tune checkpoints."""
+    trials = [d for d in (root / TUNE_DIR).glob("0*") if d.is_dir()]
+    return len(trials) >= 2 and all(
+        len(list(d.glob("checkpoint_*"))) >= at_least for d in trials)
+
+
+def test_pbt_resumes_after_ctrl_c_past_its_first_perturbation(tmp_path):
+    # Ray's synchronous PBT, resumed, waited for ever at its first synchronisation point.
+    root = tmp_path / "pbt"
+    rows = _resumes_after(signal.SIGINT, [
+        "--sample", "torch.optim.Adam.lr=loguniform(1e-4, 1e-2)", "--num_samples", "2",
+        "--scheduler", "pbt", "--metric", "AverageReturn", "--perturbation_interval", "1",
+        "--conf_param", "PPOAlgorithm.lr_scheduler=None"], root,
+        lambda: _tune_checkpoints(root, 2))
+    assert {r["status"] for r in rows} == {"FINISHED"}
+    assert {r["iterations"] for r in rows} == {"12"}
+
+
+def test_asha_resumes_after_the_driver_is_killed(tmp_path):
+    root = tmp_path / "asha"
+    rows = _resumes_after(signal.SIGKILL, [
+        "--grid", "torch.optim.Adam.lr=[1e-5, 3e-3]", "--scheduler", "asha",
+        "--metric", "AverageReturn", "--grace_period", "2", "--checkpoint_every", "1"], root,
+        lambda: _tune_checkpoints(root, 2))
+    # the trial ASHA stops early is a finished trial too, not one left to resume
+    assert {r["status"] for r in rows} <= {"FINISHED", "EARLY_STOPPED"}
+    assert "12" in {r["iterations"] for r in rows}
