@@ -33,11 +33,14 @@ setup(
         "matplotlib>=3.7",
     ],
     extras_require={
-        "test": ["pytest>=7.4"],
+        # playwright drives Debian's chromium (.ci/run installs it) in the docs-site test.
+        "test": ["pytest>=7.4", "playwright>=1.40"],
         # The linter and the type checker of .ci/run (rule sets in pyproject.toml).
         "lint": ["ruff>=0.6", "mypy>=1.10"],
         # The documentation site: mkdocs build --strict (mkdocs.yml).
-        "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
+        # (ruff formats the API signatures to the column)
+        "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26",
+                 "ruff>=0.6"],
         "ray": ["ray[default]>=2.9"],
         # rlf.bin.tune and rlf.bin.suite --backend tune: experiments as Ray Tune trials
         # (ray.tune.RunConfig, CheckpointConfig and FailureConfig since 2.43).

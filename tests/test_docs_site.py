@@ -1,6 +1,8 @@
-"""The documentation site works offline: built with ``mkdocs build --strict``, no page or
-stylesheet loads anything from another host (fonts are the system's, formulas are typeset by
-the KaTeX served with the site)."""
+"""The documentation site works offline and from disk: built with ``mkdocs build --strict``,
+no page or stylesheet loads anything from another host (fonts are the system's, formulas are
+typeset by the KaTeX served with the site), and in headless Chromium, with every network
+request refused, each navigation link of a ``file://`` page opens its page (not a directory
+listing) and API signatures wrap inside their boxes."""
 
 import os
 import re
@@ -51,7 +53,7 @@ def _is_plain_link(page: Path, url: str) -> bool:
 
 
 def test_the_formulas_are_typeset_by_the_katex_served_with_the_site(site):
-    page = (site / "api" / "value_ops" / "index.html").read_text(encoding="utf-8")
+    page = (site / "api" / "value_ops.html").read_text(encoding="utf-8")
     assert 'class="arithmatex"' in page  # the V-trace docstrings' formulas
     for asset in ("vendor/katex/katex.min.js", "vendor/katex/contrib/auto-render.min.js",
                   "vendor/katex/katex.min.css", "javascripts/katex.js"):
@@ -60,3 +62,67 @@ def test_the_formulas_are_typeset_by_the_katex_served_with_the_site(site):
     fonts = re.findall(r"url\((fonts/[^)]+\.woff2)\)",
                        (site / "vendor/katex/katex.min.css").read_text())
     assert fonts and all((site / "vendor/katex" / f).is_file() for f in fonts)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (Debian's ``chromium``) driven by Playwright."""
+    import shutil
+    sync_api = pytest.importorskip("playwright.sync_api")
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        pytest.skip("no chromium on this machine (apt-get install chromium; .ci/run does)")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=executable, headless=True,
+                                     args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+def _offline_page(browser, refused):
+    page = browser.new_page()
+    page.route(re.compile(r"^(https?|wss?)://"),
+               lambda route: (refused.append(route.request.url), route.abort()))
+    return page
+
+
+def test_every_navigation_link_opens_its_page_from_disk(site, browser):
+    refused: list = []
+    page = _offline_page(browser, refused)
+    page.goto((site / "index.html").as_uri())
+    links = page.eval_on_selector_all(
+        "nav.md-nav--primary a.md-nav__link[href]", "els => els.map(e => e.href)")
+    targets = sorted({u.split("#")[0] for u in links if u.startswith("file://")})
+    assert len(targets) > 25, targets
+    for url in targets:
+        page.goto(url)
+        assert page.url.endswith(".html"), url
+        # a page of the site, not Chromium's "Index of" listing of a directory
+        assert page.locator("article.md-content__inner").count() == 1, url
+        assert not page.title().startswith("Index of"), url
+    # and by clicking, as a reader does: the home page's link to the results
+    page.goto((site / "index.html").as_uri())
+    page.click("nav.md-nav--primary a.md-nav__link[href$='results.html']")
+    assert page.url.endswith("/results.html")
+    assert page.locator("h1").first.inner_text().startswith("Results")
+    assert not refused, refused[:5]
+
+
+def test_api_signatures_wrap_inside_their_boxes(site, browser):
+    refused: list = []
+    page = _offline_page(browser, refused)
+    # a phone's width: even a signature formatted to 60 columns is wider than its box
+    page.set_viewport_size({"width": 420, "height": 800})
+    page.goto((site / "api" / "replay.html").as_uri())
+    boxes = page.eval_on_selector_all(
+        ".doc-signature code",
+        "els => els.map(e => [e.scrollWidth, e.clientWidth, e.innerText.length,"
+        " e.getClientRects().length, e.offsetHeight])")
+    assert len(boxes) > 10
+    longest = max(boxes, key=lambda b: b[2])
+    assert longest[2] > 300  # make_offline_replay_buffer's signature
+    # it runs over several lines, and no line runs past its box
+    assert all(scroll <= client + 1 for scroll, client, *_ in boxes), boxes
+    line_height = min(b[4] for b in boxes)
+    assert longest[4] > 4 * line_height
+    assert not refused, refused[:5]
