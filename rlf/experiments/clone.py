@@ -190,3 +190,29 @@ def amend_last_event(run_dir: Path, event: Dict[str, Any]) -> None:
     lineage = read_lineage(run_dir)
     lineage["events"][-1] = event
     _write_lineage(run_dir, lineage)
+
+
+def optimizer_settings(algorithm) -> List[List[Dict[str, Any]]]:
+    """Deprecated (removed in rlf 0.4): ``rlf.algorithms.algorithm_state.optimizer_settings(
+    algorithm.learner.optimizers)``."""
+    from rlf.algorithms import algorithm_state
+    _deprecated("optimizer_settings", "optimizer_settings(alg.learner.optimizers)")
+    return algorithm_state.optimizer_settings(algorithm.learner.optimizers)
+
+
+def apply_optimizer_settings(algorithm, configured: List[List[Dict[str, Any]]]) -> List[str]:
+    """Deprecated (removed in rlf 0.4): ``rlf.algorithms.algorithm_state.
+    apply_optimizer_settings(alg.learner.optimizers, alg.learner.schedules, configured)``."""
+    from rlf.algorithms import algorithm_state
+    _deprecated("apply_optimizer_settings", "apply_optimizer_settings(alg.learner.optimizers, "
+                "alg.learner.schedules, configured)")
+    learner = algorithm.learner
+    return algorithm_state.apply_optimizer_settings(learner.optimizers, learner.schedules,
+                                                    configured)
+
+
+def _deprecated(name: str, replacement: str) -> None:
+    import warnings
+    warnings.warn(f"rlf.experiments.clone.{name} is deprecated and will be removed in rlf 0.4: "
+                  f"use rlf.algorithms.algorithm_state.{replacement}", DeprecationWarning,
+                  stacklevel=3)
