@@ -13,9 +13,10 @@ before any episode is played; a video that cannot be written in full (a full dis
 one line and exits with status 1, leaving nothing at the path. The policy acts with
 ``predict_step``; with ``--zero_state`` it gets its initial (zero) recurrent state at every
 step instead of the state it carried, which shows how much a recurrent policy relies on its
-memory. ``--record`` saves the first episode, written atomically: rendered frames
-for gymnasium environments that render ``rgb_array``, the newest observation frame for
-Atari.
+memory. ``--record`` saves the first episode, written atomically, at the environment's own size: the
+frames gymnasium renders (``render_mode="rgb_array"``), or for Atari the full RGB screen
+(210x160) of a copy of the game stepped alike (``rlf.environments.native_frames``), not the
+downscaled observation. Other environments record their observation frames.
 
 Each episode's line is printed (and flushed) as the episode ends. An Atari episode lasts
 until the id's frame limit (108,000 frames for ``-v5``) if neither side scores, so a greedy
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List
+from typing import Any, List
 
 import numpy as np
 from absl import flags
@@ -108,7 +109,9 @@ def _play() -> int:
     parse_config(str(root / "config.gin"), FLAGS.conf_param)
 
     from rlf.algorithms import TrainerConfig
-    from rlf.environments import load_configured
+    from rlf.environments import find_spec, load_configured
+    from rlf.environments.atari import ATARI_ENTRY_POINT
+    from rlf.environments.native_frames import NATIVE_SCREEN, NativeFrames
     from rlf.trainers import evaluate_episodes
     from rlf.trainers.run_dir import model_state
 
@@ -124,10 +127,16 @@ def _play() -> int:
         env_name = gin_config.query_parameter("load.env_name")
     except ValueError:
         pass
-    if record and env_name and not env_name.startswith("ALE/") and "NoFrameskip" not in env_name:
+    atari = isinstance(env_name, str) and find_spec(env_name).entry_point == ATARI_ENTRY_POINT
+    if record and env_name and not atari:
         kwargs["render_mode"] = "rgb_array"
     with configured_values_refused_as_config_errors():
-        env = load_configured(num_envs=1, seed=FLAGS.seed, **kwargs)
+        env: Any = load_configured(num_envs=1, seed=FLAGS.seed, **kwargs)
+        if record and atari:
+            # the same game at the screen's own size, stepped alike (NativeFrames)
+            env = NativeFrames(env, load_configured(
+                num_envs=1, seed=FLAGS.seed, img_height=NATIVE_SCREEN[0],
+                img_width=NATIVE_SCREEN[1], grayscale=False, frame_stack=1, maxpool=False))
         algorithm = config.run.algorithm_ctor(observation_spec=env.observation_spec(),
                                           action_spec=env.action_spec(),
                                           reward_spec=env.reward_spec(), env=None,
@@ -159,7 +168,9 @@ def _play() -> int:
         if frames and bool(time_step.is_first()[0]):
             done[0] = True  # the first episode has ended
             return
-        if "render_mode" in kwargs:
+        if isinstance(env, NativeFrames):
+            frame = env.frame()
+        elif "render_mode" in kwargs:
             frame = env.gym_env.render()
             frame = frame[0] if isinstance(frame, (list, tuple)) else frame
         else:
@@ -196,6 +207,10 @@ def _play() -> int:
             return 1
         except (ValueError, RuntimeError) as e:
             raise UserError(f"--record: {e}") from None
+        if isinstance(env, NativeFrames) and env.diverged:
+            print(f"warning: the recording's copy of the game ended an episode where the "
+                  f"agent's did not: {FLAGS.record} may not show the agent's episode",
+                  file=sys.stderr)
         print(f"recorded {len(frames)} frames to {FLAGS.record}")
     return 0
 
