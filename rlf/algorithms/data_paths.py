@@ -781,6 +781,75 @@ def data_path_name(algorithm, config) -> str:
     return "replay_samples"
 
 
+def _check_path_settings(algorithm, config, path: str) -> None:
+    """``make_data_path``'s first checks: an on-policy algorithm's offline data and unroll
+    length, the algorithm's ``data_needs``, and settings the path ``path`` would ignore.
+
+    Raises:
+        UserError: one line naming the setting and the fix.
+    """
+    name, on_policy = algorithm.name, bool(algorithm.on_policy)
+    if on_policy:
+        refuse_offline_data_on_policy(config, name)
+        if config.unroll_length < 1 or config.unroll_length != int(config.unroll_length):
+            raise UserError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
+                            f"positive integer, got {config.unroll_length}")
+    check_data_needs(algorithm.data_needs, config, name, path)
+    ignored = []
+    if on_policy and config.unroll_with_grad:
+        ignored.append(("unroll_with_grad", "an on-policy algorithm keeps the rollout's "
+                        "graph exactly when it trains on it"))
+    if path == "rollout_graph":
+        ignored += [(key, "training on the rollout's own graph calls no train_step")
+                    for key in ("use_rollout_state", "temporally_independent_train_step")
+                    if getattr(config, key)]
+    if ignored:
+        key, why = ignored[0]
+        raise UserError(f"TrainerConfig.{key} changes nothing for {name}'s data path "
+                        f"'{path}' ({why}); remove it")
+
+
+def _learner_mini_batch_size(config, world: distributed.World, on_policy: bool, name: str,
+                             path: str) -> Optional[int]:
+    """The mini-batch size one learner of ``world`` trains on: its share of
+    ``config.mini_batch_size`` on the paths whose every mini-batch the learners split (the
+    on-policy ones and whole-buffer training); the whole size on the others.
+
+    Raises:
+        UserError: if a split mini-batch does not divide evenly among the learners.
+    """
+    size, learners = config.mini_batch_size, world.size
+    if learners > 1 and size is not None and (
+            on_policy or config.whole_replay_buffer_training or config.priority_replay):
+        # Each learner trains on its share of every mini-batch of these paths.
+        if size % learners:
+            raise UserError(f"TrainerConfig.mini_batch_size = {size} cannot be split evenly "
+                            f"among TrainerConfig.num_learners = {learners} learners on "
+                            f"{name}'s data path '{path}'; use a multiple of {learners}")
+        if on_policy or config.whole_replay_buffer_training:
+            size //= learners
+    return size
+
+
+def _check_replay_settings(config, name: str, path: str) -> None:
+    """An off-policy path's checks: sampled batches need their shape, and prioritised replay
+    cannot weigh offline rows.
+
+    Raises:
+        UserError: one line naming the settings and the fix.
+    """
+    if (config.mini_batch_size is None or config.mini_batch_length is None) and (
+            not config.whole_replay_buffer_training or config.offline_buffer_dir):
+        raise UserError(f"{name} trains from sampled replay batches, which need "
+                        f"TrainerConfig.mini_batch_size and mini_batch_length (or, without "
+                        f"offline data, TrainerConfig.whole_replay_buffer_training = True)")
+    if config.priority_replay and config.offline_buffer_dir and path != "offline":
+        raise UserError(f"TrainerConfig.priority_replay = True with offline data: the "
+                        f"offline_fraction = {config.offline_fraction} of each hybrid "
+                        f"mini-batch has no importance weight and no priority; remove "
+                        f"priority_replay (or offline_buffer_dir)")
+
+
 def make_data_path(algorithm, config, make_buffer: Optional[Callable[[Any], Any]] = None,
                    world: Optional[distributed.World] = None) -> DataPath:
     """The data path that ``config``'s settings select for ``algorithm`` (the module
@@ -801,24 +870,7 @@ def make_data_path(algorithm, config, make_buffer: Optional[Callable[[Any], Any]
     """
     name, path = algorithm.name, data_path_name(algorithm, config)
     on_policy = bool(algorithm.on_policy)
-    if on_policy:
-        refuse_offline_data_on_policy(config, name)
-        if config.unroll_length < 1 or config.unroll_length != int(config.unroll_length):
-            raise UserError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
-                            f"positive integer, got {config.unroll_length}")
-    check_data_needs(algorithm.data_needs, config, name, path)
-    ignored = []
-    if on_policy and config.unroll_with_grad:
-        ignored.append(("unroll_with_grad", "an on-policy algorithm keeps the rollout's "
-                        "graph exactly when it trains on it"))
-    if path == "rollout_graph":
-        ignored += [(key, "training on the rollout's own graph calls no train_step")
-                    for key in ("use_rollout_state", "temporally_independent_train_step")
-                    if getattr(config, key)]
-    if ignored:
-        key, why = ignored[0]
-        raise UserError(f"TrainerConfig.{key} changes nothing for {name}'s data path "
-                        f"'{path}' ({why}); remove it")
+    _check_path_settings(algorithm, config, path)
     k = config.burn_in_steps
     if path == "rollout_graph":
         if k:
@@ -830,20 +882,9 @@ def make_data_path(algorithm, config, make_buffer: Optional[Callable[[Any], Any]
         raise UserError(f"TrainerConfig.burn_in_steps = {k} leaves no step to train in "
                         f"sequences of mini_batch_length = {config.mini_batch_length}; set "
                         f"mini_batch_length > burn_in_steps")
-    mini_batch_size = config.mini_batch_size
     world = algorithm.learner.settings.world if world is None else world
-    learners = world.size
-    if learners > 1 and mini_batch_size is not None and (
-            on_policy or config.whole_replay_buffer_training or config.priority_replay):
-        # Each learner trains on its share of every mini-batch of these paths.
-        if mini_batch_size % learners:
-            raise UserError(f"TrainerConfig.mini_batch_size = {mini_batch_size} cannot be "
-                            f"split evenly among TrainerConfig.num_learners = {learners} "
-                            f"learners on {name}'s data path '{path}'; use a multiple of "
-                            f"{learners}")
-        if on_policy or config.whole_replay_buffer_training:
-            mini_batch_size //= learners
-    mini_batches = MiniBatches(mini_batch_size, config.mini_batch_length,
+    mini_batches = MiniBatches(_learner_mini_batch_size(config, world, on_policy, name, path),
+                               config.mini_batch_length,
                                config.update_counter_every_mini_batch, world)
     if on_policy:
         replay_settings = changed_fields(config, DataPathConfig.REPLAY_SETTINGS)
@@ -853,16 +894,7 @@ def make_data_path(algorithm, config, make_buffer: Optional[Callable[[Any], Any]
                 f"{name} is on-policy", "remove {it}"))
         return UnrollEpochs(algorithm, sequences, mini_batches,
                             config.num_updates_per_train_iter)
-    if (config.mini_batch_size is None or config.mini_batch_length is None) and (
-            not config.whole_replay_buffer_training or config.offline_buffer_dir):
-        raise UserError(f"{name} trains from sampled replay batches, which need "
-                        f"TrainerConfig.mini_batch_size and mini_batch_length (or, without "
-                        f"offline data, TrainerConfig.whole_replay_buffer_training = True)")
-    if config.priority_replay and config.offline_buffer_dir and path != "offline":
-        raise UserError(f"TrainerConfig.priority_replay = True with offline data: the "
-                        f"offline_fraction = {config.offline_fraction} of each hybrid "
-                        f"mini-batch has no importance weight and no priority; remove "
-                        f"priority_replay (or offline_buffer_dir)")
+    _check_replay_settings(config, name, path)
     return Replay(algorithm, sequences, mini_batches, config.num_updates_per_train_iter,
                   config.whole_replay_buffer_training, config.clear_replay_buffer,
                   config.initial_collect_steps, config.offline_fraction,

@@ -97,6 +97,7 @@ class TrainingLoop:
         self._replay: Optional[Replay] = path if isinstance(path, Replay) else None
         self._path: DataPath = path
         self._unroller: Optional[Unroller] = None
+        self._checked_batch_size: Optional[int] = None  # check_replay_fits's
         self._metrics: Optional[nn.ModuleList] = None
         self._num_envs = 0
         self._rollout_info_spec = None
@@ -169,10 +170,8 @@ class TrainingLoop:
         """
         alg, config = self.algorithm, self.config
         learners = self.world.size
-        if self._replay is not None:
-            path = self._replay
-            path.check_fits(unroller.batch_size * learners,
-                            path.length - self._probe_replay_buffer())
+        if self._checked_batch_size != unroller.batch_size:
+            self.check_replay_fits(unroller.batch_size)
         if self._metrics is not None and unroller.batch_size != self._num_envs:
             raise ValueError(f"{alg.name}: the metrics were sized for {self._num_envs} "
                              f"environments, the new unroller has {unroller.batch_size}")
@@ -188,6 +187,21 @@ class TrainingLoop:
                 env_info_spec=env.env_info_spec() if env is not None else {},
                 buffer_size=max(config.summaries.metric_min_buffer_size, num_envs),
                 discount=alg.run_args.metric_discount)
+
+    def check_replay_fits(self, batch_size: int) -> None:
+        """The replay checks of ``set_unroller`` for an unroller of ``batch_size``
+        environments, before it is made (before its actors start): the replay buffer's
+        settings (a one-step probe, ``_probe_replay_buffer``), ``initial_collect_steps`` and
+        the sampled sequences' length against a ring; nothing for an on-policy algorithm.
+
+        Raises:
+            UserError: (a ``ValueError``) as ``set_unroller``.
+        """
+        if self._replay is not None:
+            path = self._replay
+            path.check_fits(batch_size * self.world.size,
+                            path.length - self._probe_replay_buffer())
+        self._checked_batch_size = batch_size
 
     # ------------------------------------------------------------------ replay buffers
     def _replay_path(self) -> Replay:

@@ -155,6 +155,8 @@ def check_options(options: ExperimentOptions):
                             f"--perturbation_interval {options.perturbation_interval}: PBT "
                             f"needs a checkpoint at every perturbation")
     _check_metric(options)
+    import gin
+    gin.clear_config()  # (a caller's parse may have locked it)
     parse_config(options.conf, list(options.conf_params))
     _check_games(options, query(ENV_KEY, None))
     bindings = list(options.conf_params)
@@ -163,7 +165,6 @@ def check_options(options: ExperimentOptions):
     for key, (kind, args) in options.space.sample.items():
         value = args[0][0] if kind == "choice" else args[0]
         bindings.append(trial_bindings({key: value}, [key])[0])
-    import gin
     for key, values in options.space.grid.items():  # every grid value parses
         for v in values[1:]:
             gin.clear_config()

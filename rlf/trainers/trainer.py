@@ -258,7 +258,9 @@ class Trainer:
                 if chief and self._root_dir.is_dir():
                     self._lock_fd = lock_run_directory(self._root_dir)
                 self._build()
-                # Before the actors start: a refused binding leaves no actor log behind.
+                # The replay buffer's settings (its configurable called) before the actors
+                # start, and then the bindings nothing took: a refusal leaves no actor log.
+                self._loop.check_replay_fits(self._unroller_batch_size())
                 # (synchronous learners take load.num_envs themselves: they split it)
                 _refuse_unapplied_bindings(
                     ("load.num_envs",) if distributed.world().distributed
@@ -326,12 +328,21 @@ class Trainer:
             # (With several learners, learner 0 evaluates.)
             self._eval_env = self._make_eval_env()
 
+    def _actors_per_learner(self) -> int:
+        return self._config.actors.num_actors // distributed.world().size
+
+    def _unroller_batch_size(self) -> int:
+        """The environments the unroller ``_start_unroller`` makes will step: the
+        learner's own, or every actor's with ``async_unroll``."""
+        actors = self._actors_per_learner() if self._config.actors.async_unroll else 1
+        return self._env.batch_size * actors
+
     def _start_unroller(self) -> None:
         """Starts the unroller (the actors, with ``async_unroll``) and makes the run's
         checkpointer; with several learners, forks the shared random generators."""
         config, algorithm, loop = self._config, self._algorithm, self._loop
         world = distributed.world()
-        actors = config.actors.num_actors // world.size
+        actors = self._actors_per_learner()
         loop.set_unroller(make_unroller(
             config, self._env, algorithm,
             self._seed_value + world.rank * self._env.batch_size * (
