@@ -1,6 +1,6 @@
 """Experiments on a real local Ray (2 CPUs): a trial is the run outside Tune, PBT clones exact
-checkpoints and keeps the mutated values, ASHA ranks by the runs' own metrics, and a killed
-experiment resumes without restarting a trial."""
+checkpoints and keeps the mutated values, ASHA ranks by the runs' own metrics, and an
+experiment of each scheduler stopped or killed resumes without restarting a trial."""
 
 import csv
 import json
@@ -72,16 +72,10 @@ def test_a_grid_trial_writes_the_scalars_of_the_run_outside_tune(ray_cluster, tm
     assert inside == outside
 
 
-def test_pbt_clones_the_source_checkpoint_and_keeps_the_mutated_learning_rate(ray_cluster,
-                                                                             tmp_path):
-    root = tmp_path / "pbt"
-    run_experiment(ExperimentOptions(
-        conf="confs/ppo_cartpole.gin", root_dir=str(root),
-        conf_params=SHORT + ["TrainerConfig.num_iterations=8",
-                             "PPOAlgorithm.lr_scheduler=None"],
-        space=SearchSpace.from_flags(samples=["torch.optim.Adam.lr=loguniform(1e-4, 1e-2)"]),
-        num_samples=2, scheduler="pbt", metric="AverageReturn", perturbation_interval=1,
-        quantile_fraction=0.5, step_iterations=2), verbose=0)
+def _check_clones(root):
+    """Every PBT clone in the experiment at ``root`` restored its source's checkpoint exactly
+    and kept its own mutated learning rate; a clone is an ordinary run (played, its lineage in
+    TensorBoard)."""
     # Every checkpoint Tune kept, by (run directory, iteration).
     saved = {}
     for info_file in (root / TUNE_DIR).glob("*/checkpoint_*/rlf_checkpoint.json"):
@@ -253,7 +247,7 @@ def _resumes_after(signum, scheduler_flags, root, stop_when):
     assert "Starting a new run" not in out, out[-3000:]
     rows = list(csv.DictReader(open(root / "trials.csv")))
     assert rows
-    return rows
+    return rows, "".join(lines) + out
 
 
 def _tune_checkpoints(root, at_least):
@@ -266,18 +260,22 @@ def _tune_checkpoints(root, at_least):
 def test_pbt_resumes_after_ctrl_c_past_its_first_perturbation(tmp_path):
     # Ray's synchronous PBT, resumed, waited for ever at its first synchronisation point.
     root = tmp_path / "pbt"
-    rows = _resumes_after(signal.SIGINT, [
+    rows, out = _resumes_after(signal.SIGINT, [
         "--sample", "torch.optim.Adam.lr=loguniform(1e-4, 1e-2)", "--num_samples", "2",
         "--scheduler", "pbt", "--metric", "AverageReturn", "--perturbation_interval", "1",
-        "--conf_param", "PPOAlgorithm.lr_scheduler=None"], root,
+        "--quantile_fraction", "0.5", "--conf_param", "PPOAlgorithm.lr_scheduler=None"], root,
         lambda: _tune_checkpoints(root, 2))
     assert {r["status"] for r in rows} == {"FINISHED"}
     assert {r["iterations"] for r in rows} == {"12"}
+    _check_clones(root)
+    # a clone states the learning rate it goes on with (it said the checkpoint's stayed)
+    assert "the configured optimizer settings replace the checkpoint's: optimizer 0" in out
+    assert "goes on with the checkpoint's" not in out
 
 
 def test_asha_resumes_after_the_driver_is_killed(tmp_path):
     root = tmp_path / "asha"
-    rows = _resumes_after(signal.SIGKILL, [
+    rows, _ = _resumes_after(signal.SIGKILL, [
         "--grid", "torch.optim.Adam.lr=[1e-5, 3e-3]", "--scheduler", "asha",
         "--metric", "AverageReturn", "--grace_period", "2", "--checkpoint_every", "1"], root,
         lambda: _tune_checkpoints(root, 2))
