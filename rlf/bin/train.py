@@ -134,9 +134,9 @@ def _launch(config, root_dir: str) -> int:
         return 2 if e.caused_by_input else 1
 
 
-def _checkpoints(root_dir: str) -> set:
-    """The names of the run's checkpoint files (a stop that wrote one changes them)."""
-    return {p.name for p in (Path(root_dir) / "ckpt").glob("ckpt-*")}
+def _checkpoints(root_dir: str) -> dict:
+    """The run's checkpoint files and their times (a stop that wrote one changes them)."""
+    return {p.name: p.stat().st_mtime_ns for p in (Path(root_dir) / "ckpt").glob("ckpt-*")}
 
 
 def _run(config, root_dir: str, note) -> int:

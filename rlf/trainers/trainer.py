@@ -250,9 +250,9 @@ class Trainer:
             raise RuntimeError(f"Trainer({self._root_dir}) is closed; make a new Trainer")
         if self._algorithm is None:
             try:
-                # An existing run is locked before its actors start (they write its logs);
-                # a new one once everything is built, so that a refused setting leaves no
-                # directory behind.
+                # An existing run is locked before anything is built; a new one once every
+                # check has passed, before the actors start (they write its logs), so that a
+                # refused setting leaves no directory behind.
                 # With several learners rank 0 holds the lock for all of them.
                 chief = distributed.world().is_chief
                 if chief and self._root_dir.is_dir():

@@ -138,7 +138,7 @@ def test_asha_ranks_trials_by_the_metric_their_runs_summarise(ray_cluster, tmp_p
 
 def _tune_command(root):
     return [sys.executable, "-m", "rlf.bin.tune", "--conf", "confs/ppo_cartpole.gin",
-            "--root_dir", str(root), "--grid", "TrainerConfig.num_iterations=[4, 150]",
+            "--root_dir", str(root), "--grid", "TrainerConfig.num_iterations=[4, 80]",
             "--step_iterations", "2", "--checkpoint_every", "1", "--num_cpus", "2",
             "--conf_param", "TrainerConfig.num_env_steps=0",
             "--conf_param", "TrainerConfig.evaluate=False"]
@@ -156,7 +156,7 @@ def test_an_experiment_stopped_or_killed_resumes_without_restarting_a_trial(tmp_
     root = tmp_path / "exp"
     env = dict(os.environ, RAY_DEDUP_LOGS="0")
     short = root / "00000_num_iterations=4"
-    long_ = root / "00001_num_iterations=150"
+    long_ = root / "00001_num_iterations=80"
 
     def start():
         return subprocess.Popen(_tune_command(root), cwd=REPO, stdout=subprocess.PIPE,
@@ -205,11 +205,11 @@ def test_an_experiment_stopped_or_killed_resumes_without_restarting_a_trial(tmp_
     # the finished trial was not run again
     assert {p: p.stat().st_mtime_ns for p in short.rglob("*") if p.is_file()} == finished_files
     rows = {r["trial"]: r for r in csv.DictReader(open(root / "trials.csv"))}
-    assert rows[short.name]["iterations"] == "4" and rows[long_.name]["iterations"] == "150"
+    assert rows[short.name]["iterations"] == "4" and rows[long_.name]["iterations"] == "80"
     assert {r["status"] for r in rows.values()} == {"FINISHED"}
 
 
-def _resumes_after(signum, scheduler_flags, root, stop_when):
+def _resumes_after(signum, scheduler_flags, root, stop_when, iterations=12):
     """Starts ``rlf.bin.tune`` with ``scheduler_flags``, sends ``signum`` to the driver (to its
     process group for SIGKILL, as a shell's kill of the job) once ``stop_when()`` holds, then
     starts the same command again: it must finish every trial without starting a run anew.
@@ -222,7 +222,7 @@ def _resumes_after(signum, scheduler_flags, root, stop_when):
            "--root_dir", str(root), "--step_iterations", "2", "--num_cpus", "2",
            "--conf_param", "TrainerConfig.num_env_steps=0",
            "--conf_param", "TrainerConfig.evaluate=False",
-           "--conf_param", "TrainerConfig.num_iterations=12", *scheduler_flags]
+           "--conf_param", f"TrainerConfig.num_iterations={iterations}", *scheduler_flags]
     first = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, start_new_session=True, env=env)
     lines = []
@@ -264,9 +264,9 @@ def test_pbt_resumes_after_ctrl_c_past_its_first_perturbation(tmp_path):
         "--sample", "torch.optim.Adam.lr=loguniform(1e-4, 1e-2)", "--num_samples", "2",
         "--scheduler", "pbt", "--metric", "AverageReturn", "--perturbation_interval", "1",
         "--quantile_fraction", "0.5", "--conf_param", "PPOAlgorithm.lr_scheduler=None"], root,
-        lambda: _tune_checkpoints(root, 2))
+        lambda: _tune_checkpoints(root, 2), iterations=8)
     assert {r["status"] for r in rows} == {"FINISHED"}
-    assert {r["iterations"] for r in rows} == {"12"}
+    assert {r["iterations"] for r in rows} == {"8"}
     _check_clones(root)
     # a clone states the learning rate it goes on with (it said the checkpoint's stayed)
     assert "the configured optimizer settings replace the checkpoint's: optimizer 0" in out
@@ -278,7 +278,7 @@ def test_asha_resumes_after_the_driver_is_killed(tmp_path):
     rows, _ = _resumes_after(signal.SIGKILL, [
         "--grid", "torch.optim.Adam.lr=[1e-5, 3e-3]", "--scheduler", "asha",
         "--metric", "AverageReturn", "--grace_period", "2", "--checkpoint_every", "1"], root,
-        lambda: _tune_checkpoints(root, 2))
+        lambda: _tune_checkpoints(root, 2), iterations=40)
     # the trial ASHA stops early is a finished trial too, not one left to resume
     assert {r["status"] for r in rows} <= {"FINISHED", "EARLY_STOPPED"}
-    assert "12" in {r["iterations"] for r in rows}
+    assert "40" in {r["iterations"] for r in rows}
