@@ -29,6 +29,7 @@ from rlf.environments import load_configured
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
 from rlf.trainers.learners import environments_per_learner
+from rlf.trainers.signal_arrivals import SignalArrivals
 from rlf.trainers.run_dir import (REPLAY_BUFFER_COMPANION, changed_settings,
                                   check_run_directory, config_bindings, learner_dir,
                                   lock_run_directory, run_checkpointer, write_operative_config)
@@ -194,6 +195,7 @@ class Trainer:
         self._optimizer_changes: List[str] = []
         self._stop_signal: Optional[int] = None
         self._stop_time = 0.0
+        self._arrivals: Optional[SignalArrivals] = None  # from start() to the end
         self._state = _TrainerState()
         # Built by build(): the environment, the algorithm, its TrainingLoop, the Checkpointer.
         self._env: Any = None
@@ -566,13 +568,22 @@ class Trainer:
 
     def _on_signal(self, signum, frame) -> None:
         if self._stop_signal is not None:
-            if (signum == self._stop_signal
-                    and time.monotonic() - self._stop_time < DUPLICATE_SIGNAL_SECONDS):
+            if signum == self._stop_signal and self._sent_twice(signum):
                 return  # one request sent twice (e.g. `timeout`: to the run and its group)
             raise KeyboardInterrupt  # a second Ctrl-C: stop right away
         self._stop_signal, self._stop_time = signum, time.monotonic()
         tqdm.write(f"{signal.Signals(signum).name} received: finishing this iteration, "
                    f"writing a checkpoint and exiting (again to abort)")
+
+    def _sent_twice(self, signum: int) -> bool:
+        """Whether this second ``signum`` arrived within ``DUPLICATE_SIGNAL_SECONDS`` of the
+        first: by their arrival times (``SignalArrivals``), which the handlers' times can
+        exceed by as long as a native call lasts; by the handlers' where the arrivals are not
+        recorded."""
+        times = self._arrivals.times(signum, at_least=2) if self._arrivals else []
+        if len(times) >= 2:
+            return times[-1] - times[-2] < DUPLICATE_SIGNAL_SECONDS
+        return time.monotonic() - self._stop_time < DUPLICATE_SIGNAL_SECONDS
 
     # ------------------------------------------------------------------ loop
     def train(self) -> Dict[str, Any]:
@@ -649,6 +660,8 @@ class Trainer:
         handlers = ({s: signal.signal(s, self._on_signal) for s in (signal.SIGINT,
                                                                      signal.SIGTERM)}
                     if self._handle_signals else {})
+        # when each signal arrived (the handler may run long after: _on_signal)
+        self._arrivals = SignalArrivals() if self._handle_signals else None
         self._session = _Session(handlers, self._progress_bar(algorithm),
                                  saved_at=self._state.iter_num if restored is not None
                                  else None, start_iter=self._state.iter_num, tracker=tracker)
@@ -849,6 +862,9 @@ class Trainer:
         session.bar.close()
         for s, h in session.handlers.items():
             signal.signal(s, h)
+        if self._arrivals is not None:
+            self._arrivals.close()
+            self._arrivals = None
         if session.tracker is not None:
             summary.remove_mirror(session.tracker.log_scalar)
             try:
