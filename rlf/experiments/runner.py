@@ -219,10 +219,11 @@ def _check_games(options: ExperimentOptions, conf_env: Optional[str]) -> None:
         return
     odd = [v for v in varied if atari(v) != atari(conf_env)]
     if odd:
-        kind = "not an Atari game" if not atari(conf_env) else "an Atari game"
+        kind, example = (("an Atari game", "") if atari(conf_env) else
+                         ("not an Atari game", " (e.g. confs/impala_atari.gin for --games)"))
         raise UserError(f"--conf {options.conf} trains {conf_env!r}, {kind}, and the trials "
                         f"would run its network and settings on {odd[0]}: give a conf made "
-                        f"for those environments (e.g. confs/impala_atari.gin for --games)")
+                        f"for those environments{example}")
 
 
 def trial_resources(config):
