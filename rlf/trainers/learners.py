@@ -23,6 +23,7 @@ from typing import Optional, Sequence
 import torch
 
 from rlf.utils import distributed
+from rlf.trainers.run_dir import make_directory
 from rlf.utils.errors import UserError
 
 __all__ = ["environments_per_learner", "launched_as_learner", "join_learners",
@@ -173,7 +174,8 @@ def launch(argv: Sequence[str], num_learners: int, root_dir: str) -> int:
         if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher")):
             logging.getLogger(name).setLevel(logging.CRITICAL)
     log_dir = Path(root_dir) / LEARNER_LOG_DIR
-    log_dir.mkdir(parents=True, exist_ok=True)
+    make_directory(Path(root_dir))  # (one line where it cannot be made)
+    log_dir.mkdir(exist_ok=True)
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=num_learners, run_id=uuid.uuid4().hex[:12],
         rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0,

@@ -17,6 +17,10 @@ from tests.faults._cli import CARTPOLE, REPO, lines, run_cli, sha256
 CASES = [
     ("train_root_dir_cannot_be_made", "train", [*CARTPOLE, "--root_dir", "/proc/rlf-run"],
      r"error: (--)?root_dir /proc/rlf-run cannot be (created|written)", "/proc/rlf-run"),
+    ("train_root_dir_cannot_be_made_two_learners", "train",
+     [*CARTPOLE, "--root_dir", "/proc/rlf-run", "--conf_param", "TrainerConfig.num_learners=2",
+      "--conf_param", "load.num_envs=4"],
+     r"error: (--)?root_dir /proc/rlf-run cannot be (created|written)", "/proc/rlf-run"),
     ("tune_root_dir_is_a_file", "tune",
      ["--conf", "confs/ppo_cartpole.gin", "--root_dir", "{file}", "--seeds", "0,1"],
      r"error: root_dir {file} is a file, not a directory", None),
