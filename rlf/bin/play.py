@@ -109,8 +109,7 @@ def _play() -> int:
     parse_config(str(root / "config.gin"), FLAGS.conf_param)
 
     from rlf.algorithms import TrainerConfig
-    from rlf.environments import find_spec, load_configured
-    from rlf.environments.atari import ATARI_ENTRY_POINT
+    from rlf.environments import is_atari, load_configured
     from rlf.environments.native_frames import NATIVE_SCREEN, NativeFrames
     from rlf.trainers import evaluate_episodes
     from rlf.trainers.run_dir import model_state
@@ -127,7 +126,7 @@ def _play() -> int:
         env_name = gin_config.query_parameter("load.env_name")
     except ValueError:
         pass
-    atari = isinstance(env_name, str) and find_spec(env_name).entry_point == ATARI_ENTRY_POINT
+    atari = isinstance(env_name, str) and is_atari(env_name)
     if record and env_name and not atari:
         kwargs["render_mode"] = "rgb_array"
     with configured_values_refused_as_config_errors():

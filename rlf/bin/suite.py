@@ -73,8 +73,7 @@ from absl import flags
 
 from rlf.bin.cli import debug_mode, parse_seeds, refuse_repeated, run_main
 from rlf.trainers.gin_config import parse_config, query
-from rlf.environments import find_spec
-from rlf.environments.atari import ATARI_ENTRY_POINT
+from rlf.environments import find_spec, is_atari
 from rlf.trainers.run_dir import checkpointed_env_steps
 from rlf.unrollers.actor_failures import describe_exit
 from rlf.utils.atomic_file import atomic_write
@@ -467,7 +466,7 @@ def check_conf(conf: str, params: List[str], frameskip: int) -> int:
                             f"{SUITE_BINDINGS[name]}")
     parse_config(conf, params)
     env_name = query("load.env_name", None)
-    if env_name is None or find_spec(env_name).entry_point != ATARI_ENTRY_POINT:
+    if env_name is None or not is_atari(env_name):
         raise UserError(f"--conf {conf} trains {env_name!r}, not an Atari game: the suite runs "
                         f"ALE/<game>-v5 with the conf's network and settings; give an Atari "
                         f"conf (e.g. confs/impala_atari.gin)")

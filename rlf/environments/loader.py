@@ -14,7 +14,7 @@ from rlf.environments.gym_env import load_gym
 from rlf.environments.vector_environment import VectorEnvironment
 from rlf.utils.errors import UserError
 
-__all__ = ["load", "load_configured", "find_spec", "UnknownEnvironmentError"]
+__all__ = ["load", "load_configured", "find_spec", "is_atari", "UnknownEnvironmentError"]
 
 
 class UnknownEnvironmentError(UserError):
@@ -36,6 +36,16 @@ def find_spec(env_name: str) -> gym.envs.registration.EnvSpec:
         hint = f"closest registered ids: {close}" if close else "no registered id is close"
         raise UnknownEnvironmentError(f"Unknown environment id '{env_name}' ({e}); {hint}. "
                          f"`gymnasium.pprint_registry()` lists them all.") from None
+
+
+def is_atari(env_name: str) -> bool:
+    """Whether ``env_name`` is an ALE game (``ALE/Pong-v5``, ``PongNoFrameskip-v4``, ...):
+    its registration's entry point is ale-py's.
+
+    Raises:
+        UnknownEnvironmentError: as ``find_spec``.
+    """
+    return find_spec(env_name).entry_point == ATARI_ENTRY_POINT
 
 
 @gin.configurable

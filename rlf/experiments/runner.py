@@ -203,11 +203,10 @@ def _check_games(options: ExperimentOptions, conf_env: Optional[str]) -> None:
     with a conf made for another environment, and the reverse: the trials would run the
     conf's network and settings on observations they were not made for; and a score metric
     where a trial's environment reports none."""
-    from rlf.environments import find_spec
-    from rlf.environments.atari import ATARI_ENTRY_POINT
+    from rlf.environments import is_atari
 
     def atari(name) -> bool:
-        return isinstance(name, str) and find_spec(name).entry_point == ATARI_ENTRY_POINT
+        return isinstance(name, str) and is_atari(name)
 
     varied = [v for v in options.space.grid.get(ENV_KEY, []) if isinstance(v, str)]
     envs = varied or ([conf_env] if conf_env else [])
