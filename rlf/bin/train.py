@@ -113,25 +113,29 @@ def _launch(config, root_dir: str) -> int:
             return 0  # stopped with its checkpoint, as one learner stops
         # stopped before a checkpoint (learner 0 said so): 130, and a new run leaves nothing
         if new:
-            import shutil
-            shutil.rmtree(Path(root_dir) / learners.LEARNER_LOG_DIR, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                Path(root_dir).rmdir()
+            _remove_unbegun_run(Path(root_dir))
         return learners.STOPPED_BY_SIGNAL
     except learners.LearnerFailure as e:
         if debug_mode():
             raise
-        log_dir = Path(root_dir) / learners.LEARNER_LOG_DIR
-        if new and e.caused_by_input and not any(
-                p.name != learners.LEARNER_LOG_DIR for p in Path(root_dir).iterdir()):
-            # A mistake in the input stopped every learner before the run began: the
-            # learners' logs are all there is, and the line says what they say.
-            import shutil
-            shutil.rmtree(log_dir, ignore_errors=True)
-            Path(root_dir).rmdir()
+        if new and e.caused_by_input:
+            # A mistake in the input stopped every learner before the run began: the line
+            # says what their logs say.
+            _remove_unbegun_run(Path(root_dir))
         if str(e):
             print(f"error: {one_line(e)}", file=sys.stderr)
         return 2 if e.caused_by_input else 1
+
+
+def _remove_unbegun_run(root_dir: Path) -> None:
+    """Removes a new run directory that holds nothing but the learners' logs (the learners
+    stopped before the run began); anything else there keeps it, logs included."""
+    from rlf.trainers.learners import LEARNER_LOG_DIR
+    if root_dir.is_dir() and all(p.name == LEARNER_LOG_DIR for p in root_dir.iterdir()):
+        import shutil
+        shutil.rmtree(root_dir / LEARNER_LOG_DIR, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            root_dir.rmdir()
 
 
 def _checkpoints(root_dir: str) -> dict:
