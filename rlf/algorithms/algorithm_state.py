@@ -120,11 +120,7 @@ def replaced_hyperparameters(configured: List[List[Dict[str, Any]]],
                 if key == "lr" and "initial_lr" in mine:
                     continue
                 restored = group.get(key, value)
-                if isinstance(value, torch.Tensor) or isinstance(restored, torch.Tensor):
-                    same = torch.equal(torch.as_tensor(value), torch.as_tensor(restored))
-                else:
-                    same = value == restored
-                if not same:
+                if _differs(restored, value):
                     changed.append(f"optimizer {i} ({type(opt).__name__}): "
                                    f"{'lr' if key == 'initial_lr' else key} = {restored!r} "
                                    f"(configured: {value!r})")
@@ -167,10 +163,11 @@ def apply_optimizer_settings(optimizers: List[torch.optim.Optimizer], schedules:
 
 
 def _differs(a, b) -> bool:
-    try:
-        return bool(a != b)
-    except RuntimeError:  # tensors of several elements
-        return True
+    """Whether two hyperparameter values differ (tensors by value, of any size)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        a, b = torch.as_tensor(a), torch.as_tensor(b)
+        return a.shape != b.shape or not bool((a == b).all())
+    return bool(a != b)
 
 
 def load_initial_checkpoint(algorithm, checkpoint: Optional[str] = None) -> None:
