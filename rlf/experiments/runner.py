@@ -330,6 +330,11 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
     with atomic_write(root_dir / SETTINGS_FILE) as tmp:
         tmp.write_text(json.dumps(settings, indent=1))
     experiment_dir = root_dir / TUNE_DIR
+    # Tune saves its experiment state at most every 10 s by default, and deletes a trial's
+    # checkpoints beyond the newest 2 as new ones arrive: a driver killed in between left a
+    # state naming a deleted checkpoint, which no resume could restore. Saved at the end of
+    # each of Tune's steps, the state names a checkpoint that still exists.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "0")
     if tune.Tuner.can_restore(str(experiment_dir)):
         print(f"[tune] resuming the experiment in {root_dir}", flush=True)
         tuner = tune.Tuner.restore(str(experiment_dir), trainable, resume_unfinished=True,
