@@ -11,7 +11,7 @@ import gin
 from torch import nn
 
 from rlf.algorithms import RLAlgorithm
-from rlf.data_structures import AlgStep, LossInfo, StepType
+from rlf.data_structures import AlgStep, LossInfo, ReplacingMask, StepType
 from rlf.networks import ClipToBounds, MLPEncoder, make_policy_head
 from rlf.utils.errors import UserError
 
@@ -63,5 +63,5 @@ class BehaviourCloning(RLAlgorithm):
         return AlgStep(info={"log_prob": log_prob, "executed": executed})
 
     def calc_loss(self, info):
-        return LossInfo(loss=-info["log_prob"], mask=info["executed"],
+        return LossInfo(loss=-info["log_prob"], mask=ReplacingMask(info["executed"]),
                         extra={"neg_log_likelihood": -info["log_prob"]})

@@ -18,15 +18,18 @@ Episode semantics (TF-Agents/ALF; see docs/design.md, "Data conventions"):
 
 from __future__ import annotations
 
+import enum
 from typing import Any, NamedTuple
 
 import torch
 
+from rlf import nest
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 __all__ = [
-    "StepType", "TimeStep", "Experience", "AlgStep", "LossInfo", "make_experience",
-    "time_step_spec", "starts_transition", "valid_step_mask", "RAW_REWARD",
+    "StepType", "TimeStep", "Experience", "AlgStep", "LossInfo", "ReplacingMask", "RowSource",
+    "make_experience", "experience_like", "time_step_spec", "starts_transition",
+    "valid_step_mask", "RAW_REWARD",
 ]
 
 #: The ``TimeStep.env_info`` key of the unclipped reward, where the training reward is clipped
@@ -165,9 +168,11 @@ class LossInfo(NamedTuple):
         priority: ``[B]`` priorities for prioritised replay, or ``()``.
         mask: ``()`` for the training loop's step mask (``valid_step_mask``, fitted to the
             loss's ``[T-k, B]`` rows), or float/bool weights of the loss's leading dims
-            (``[T-k, B]``, ``[B]``) that replace it, e.g. the steps after a burn-in
-            (``valid_step_mask(step_type)[k:]``); with a dict ``loss``, a dict keyed like it
-            (terms without a mask use the step mask).
+            (``[T-k, B]``, ``[B]``), which multiply the step mask (e.g. 0 for the rows of
+            one ``RowSource``), or a ``ReplacingMask`` of such weights, which replaces it
+            (e.g. steps the step mask leaves out: a sequence's last step); a loss that fits
+            no step mask (other leading dims) takes its own mask alone. With a dict ``loss``,
+            a dict keyed like it (terms without a mask use the step mask).
     """
 
     loss: Any = ()
@@ -175,6 +180,30 @@ class LossInfo(NamedTuple):
     extra: Any = ()
     priority: Any = ()
     mask: Any = ()
+
+
+class ReplacingMask(NamedTuple):
+    """A ``LossInfo.mask`` that replaces the training loop's step mask, where a plain mask
+    multiplies it: for a loss over steps the step mask leaves out, such as behaviour
+    cloning's every executed step, the last step of each sampled sequence included.
+
+    Attributes:
+        mask: float or bool weights of the loss's leading dims (``[T-k, B]`` or ``[B]``).
+    """
+
+    mask: Any
+
+
+class RowSource(enum.IntEnum):
+    """Where a row (a sequence) of a training mini-batch comes from
+    (``Learner.row_sources``): the rows are in this order within the mini-batch."""
+
+    #: The data path's own rows: sampled from the replay buffer, or the unroll's.
+    SAMPLED = 0
+    #: Offline data mixed in by hybrid training (``TrainerConfig.offline_fraction``).
+    OFFLINE = 1
+    #: Appended by the algorithm's ``mix_experience`` (e.g. IMPALA's experience replay).
+    MIXED = 2
 
 
 def make_experience(time_step: TimeStep, alg_step: AlgStep, state: Any) -> Experience:
@@ -190,6 +219,68 @@ def make_experience(time_step: TimeStep, alg_step: AlgStep, state: Any) -> Exper
     """
     return Experience(time_step=time_step, action=alg_step.output,
                       rollout_info=alg_step.info, state=state)
+
+
+def experience_like(template: Experience, num: int, **fields: Any) -> Experience:
+    """A batch-major ``[num, T]`` ``Experience`` in the layout of ``template``, a mini-batch
+    of the data path (the ``experience`` that ``mix_experience`` gets): the same nest
+    structure, dtypes, trailing shapes and device, so that it can be appended to it
+    (``rlf.nest.utils.cat_nests``), e.g. sequences from a learned model (Dyna).
+
+    Args:
+        template: a batch-major ``[N, T]`` ``Experience``.
+        num: how many sequences to make.
+        **fields: values by field name, of ``Experience`` (``action``, ``rollout_info``,
+            ``state``) or of ``TimeStep`` (``observation``, ``reward``, ``discount``,
+            ``step_type``, ``prev_action``, ``env_id``, ``env_info``): each a nest of the
+            template's structure for that field with ``[num, T, ...]`` leaves, converted to
+            the template's dtypes and device. Fields not given: ``step_type`` FIRST at the
+            first step and MID after it (one episode through each sequence), ``discount``
+            1, ``env_id`` -1 (no environment), zeros for the rest.
+
+    Returns:
+        The ``Experience``.
+
+    Raises:
+        ValueError: for a name that is no such field, a value whose nest structure is not
+            the template's, or a leaf whose shape is not ``[num, T, ...]`` of the
+            template's leaf.
+    """
+    unknown = sorted(set(fields) - set(TimeStep._fields) - {"action", "rollout_info", "state"})
+    if unknown:
+        raise ValueError(f"experience_like: {unknown} name no field of Experience "
+                         f"(action, rollout_info, state) or of TimeStep {TimeStep._fields}")
+    def made(name: str, like: Any, value: Any) -> Any:
+        def leaf(t: torch.Tensor, v: Any) -> torch.Tensor:
+            v = torch.as_tensor(v)
+            want = (num,) + tuple(t.shape[1:])
+            if tuple(v.shape) != want:
+                raise ValueError(f"experience_like: {name} has a leaf of shape "
+                                 f"{tuple(v.shape)} where the template's gives {want} "
+                                 f"([num, T, ...])")
+            return v.to(dtype=t.dtype, device=t.device)
+
+        try:
+            nest.assert_same_structure(like, value)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"experience_like: {name} is not of the template's structure "
+                             f"({e})") from None
+        return nest.map_structure(leaf, like, value)
+
+    def default(name: str, like: Any) -> Any:
+        fill = {"discount": 1, "env_id": -1}.get(name, 0)
+        value = nest.map_structure(lambda t: torch.full((num,) + tuple(t.shape[1:]), fill,
+                                                        dtype=t.dtype, device=t.device), like)
+        if name == "step_type":
+            value[:, 1:] = StepType.MID
+        return value
+
+    time_step = TimeStep(*(made(f, getattr(template.time_step, f), fields[f]) if f in fields
+                           else default(f, getattr(template.time_step, f))
+                           for f in TimeStep._fields))
+    rest = {f: made(f, getattr(template, f), fields[f]) if f in fields
+            else default(f, getattr(template, f)) for f in ("action", "rollout_info", "state")}
+    return Experience(time_step=time_step, **rest)
 
 
 def time_step_spec(observation_spec: Any, action_spec: Any, reward_spec: TensorSpec,

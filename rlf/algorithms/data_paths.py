@@ -22,7 +22,7 @@ its ``batches`` yield the ``Batch`` es that ``Learner.update`` trains on.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -71,6 +71,8 @@ class Batch(NamedTuple):
         priorities: the priority sink of prioritised replay, ``sink(env_ids, positions,
             priorities)`` (the sampling buffer's ``update_priority``), which also has the
             learner weight the losses by ``batch_info``'s importance weights; None without.
+        sources: how many rows come from each ``RowSource``, in ``RowSource`` order (the
+            rows are in that order): ``(sampled, offline, mixed)``; None: all sampled.
     """
 
     experience: Experience
@@ -82,6 +84,7 @@ class Batch(NamedTuple):
     rows_size: int = 0
     sequences: Optional["Sequences"] = None
     priorities: Optional[Callable[[Any, Any, torch.Tensor], None]] = None
+    sources: Optional[Tuple[int, int, int]] = None
 
 
 # ---------------------------------------------------------------------- settings checks
@@ -349,15 +352,15 @@ class MiniBatches:
                 # indexing would copy it again (~16 ms for a whole [16, 20] Pong batch).
                 idx = (slice(b, b + mini_batch_size) if order is None
                        else order[b:b + mini_batch_size])
-                mb, mb_valid, mb_info = _mini_batch(algorithm, experience, valid, batch_info,
-                                                    idx, mixer)
+                mb, mb_valid, mb_info, sources = _mini_batch(algorithm, experience, valid,
+                                                             batch_info, idx, mixer)
                 if per_mini_batch:
                     summary.increment_global_counter()
                     record = summary.should_record_summaries()
                 last = epoch == num_epochs - 1 and b + mini_batch_size >= batch_size
                 size = min(b + mini_batch_size, batch_size) - b
                 yield Batch(mb, mb_valid, mb_info, size / mini_batch_size,
-                            record and (last or per_mini_batch))
+                            record and (last or per_mini_batch), sources=sources)
 
 
     def shard_epochs(self, algorithm, experience: Experience, batch_info: Any,
@@ -385,14 +388,15 @@ class MiniBatches:
             mine = torch.nonzero((rows >= k * size) & (rows < (k + 1) * size))[:, 0]
             count = mine.numel()
             idx = mine if count else torch.zeros(1, dtype=torch.int64)
-            mb, mb_valid, mb_info = _mini_batch(algorithm, experience, valid, batch_info,
-                                                idx.to(valid.device), mixer)
+            mb, mb_valid, mb_info, sources = _mini_batch(algorithm, experience, valid,
+                                                         batch_info, idx.to(valid.device), mixer)
             if per_mini_batch:
                 summary.increment_global_counter()
                 record = summary.should_record_summaries()
             local_rows = (rows[mine] - k * size) if count else torch.zeros(1, dtype=torch.int64)
             yield Batch(mb, mb_valid, mb_info, learners * count / size,
-                        record and (k == num - 1 or per_mini_batch), local_rows, size)
+                        record and (k == num - 1 or per_mini_batch), local_rows, size,
+                        sources=sources)
 
 
 def _preprocessed(algorithm, experience: Experience, batch_info: Any):
@@ -406,19 +410,22 @@ def _preprocessed(algorithm, experience: Experience, batch_info: Any):
 
 def _mini_batch(algorithm, experience: Experience, valid: torch.Tensor, batch_info: Any,
                 idx, mixer: Optional[Mixer]):
-    """``(experience, valid, batch_info)`` of the rows ``idx`` (a slice or an index tensor),
-    with the mixer's and ``mix_experience``'s sequences appended (with their own mask)."""
+    """``(experience, valid, batch_info, sources)`` of the rows ``idx`` (a slice or an index
+    tensor), with the mixer's and ``mix_experience``'s sequences appended (with their own
+    mask); ``sources``: the number of rows of each ``RowSource``."""
     mb, mb_valid = nest.map_structure(lambda x: x[idx], (experience, valid))
     mb_info = (None if batch_info is None else nest.map_structure(
         lambda x: x[idx.to(x.device) if isinstance(idx, torch.Tensor) else idx], batch_info))
     n = mb_valid.shape[0]
     if mixer is not None:
         mb, mb_info = mixer(mb, mb_info)
+    offline = nest.flatten(mb)[0].shape[0] - n
     mb, mb_info = algorithm.mix_experience(mb, mb_info)
-    if nest.flatten(mb)[0].shape[0] > n:  # appended whole sequences: their own mask
+    mixed = nest.flatten(mb)[0].shape[0] - n - offline
+    if offline + mixed:  # appended whole sequences: their own mask
         extra = mb.time_step.step_type[n:].transpose(0, 1)
         mb_valid = torch.cat([mb_valid, valid_step_mask(extra).transpose(0, 1)])
-    return mb, mb_valid, mb_info
+    return mb, mb_valid, mb_info, (n, offline, mixed)
 
 
 # ---------------------------------------------------------------------- paths

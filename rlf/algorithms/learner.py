@@ -156,6 +156,24 @@ class Learner:
         # Loss terms, gradient norms and learning rates of the last update that produced
         # each, written at the next update that records summaries.
         self._pending: Dict[str, Any] = {}
+        # The rows of each RowSource in the mini-batch of the update under way.
+        self._row_counts: Optional[Tuple[int, int, int]] = None
+
+    @property
+    def row_sources(self) -> Optional[torch.Tensor]:
+        """During an update (in the algorithm's ``train_step``, ``calc_loss`` and
+        ``after_update``): ``[B]`` int64 on the algorithm's device, the
+        ``rlf.data_structures.RowSource`` of each row (sequence) of the mini-batch, in
+        order: the data path's own rows (``SAMPLED``), then hybrid training's offline rows
+        (``OFFLINE``), then those ``mix_experience`` appended (``MIXED``). None outside an
+        update. A ``LossInfo.mask`` made from it multiplies the step mask, so the episode
+        boundaries stay masked."""
+        counts = self._row_counts
+        if counts is None:
+            return None
+        device = self.settings.device
+        return torch.repeat_interleave(torch.arange(len(counts), device=device),
+                                       torch.tensor(counts, device=device))
 
     # ------------------------------------------------------------------ optimizers
     @property
@@ -243,6 +261,13 @@ class Learner:
             return self._update(batch)
 
     def _update(self, batch: Batch) -> int:
+        self._row_counts = batch.sources or (batch.valid.shape[0], 0, 0)
+        try:
+            return self._update_rows(batch)
+        finally:
+            self._row_counts = None
+
+    def _update_rows(self, batch: Batch) -> int:
         alg, sequences, batch_info = self.algorithm, batch.sequences, batch.batch_info
         sink = batch.priorities if batch_info is not None else None
         experience, valid = batch.experience, batch.valid
@@ -278,10 +303,14 @@ class Learner:
         """
         alg = self.algorithm
         valid_masks = valid_step_mask(experience.time_step.step_type)
-        with self.autocast():
-            loss_info = alg.calc_loss(train_info)
-        loss_info, params = self.update_with_gradient(loss_info, valid_masks)
-        alg.after_update(experience.time_step, train_info)
+        self._row_counts = (valid_masks.shape[1], 0, 0)
+        try:
+            with self.autocast():
+                loss_info = alg.calc_loss(train_info)
+            loss_info, params = self.update_with_gradient(loss_info, valid_masks)
+            alg.after_update(experience.time_step, train_info)
+        finally:
+            self._row_counts = None
         self.summarize_train(experience, train_info, loss_info, params)
         return int(valid_masks.numel())
 
@@ -316,11 +345,12 @@ class Learner:
         optimizer steps on its loss.
 
         Each loss (the single ``loss``, or each term of a dict ``loss``) is reduced to a
-        scalar with ``masked_loss_mean`` under its mask: its ``LossInfo.mask`` if given,
-        else the loop's step mask ``valid_masks`` (``valid_step_mask``: 0 at LAST steps,
-        steps before a cut and the sequence's last step) fitted to its shape: ``[T, B]`` per
-        step, ``[T-k, B]`` the first ``T - k`` rows (``k = 1``: transitions), ``[B]`` (one
-        loss per sequence) by whether the sequence has a valid step, scalars unmasked. It is
+        scalar with ``masked_loss_mean`` under its mask: the loop's step mask ``valid_masks``
+        (``valid_step_mask``: 0 at LAST steps, steps before a cut and the sequence's last
+        step) fitted to its shape: ``[T, B]`` per step, ``[T-k, B]`` the first ``T - k`` rows
+        (``k = 1``: transitions), ``[B]`` (one loss per sequence) by whether the sequence has
+        a valid step, scalars unmasked; times its ``LossInfo.mask`` if given, or replaced by
+        it where it is a ``ReplacingMask`` (``optimization.term_mask``). It is
         averaged by ``loss_average`` (``"all"``, ALF's: over all entries, so the gradient
         scale does not depend on how many are masked; or ``"valid"``: over the kept ones),
         ``scalar_loss`` is added, and the sum is multiplied by ``weight``.
@@ -504,8 +534,10 @@ class Learner:
         for key, term in terms.items():
             if key is not None:
                 pending[f"loss/{name}/{key}"] = term.detach()
-        # A single loss's own mask (LossInfo.mask) replaces the loop's for its extras too.
-        mask = loss_info.mask if isinstance(loss_info.mask, torch.Tensor) else valid_masks
+        # A single loss's mask (its LossInfo.mask with the loop's) masks its extras too.
+        mask = valid_masks
+        if isinstance(loss_info.loss, torch.Tensor) and not is_empty(loss_info.mask):
+            mask = term_mask(valid_masks, loss_info.loss, loss_info.mask)
         for path, value in nest.flatten_with_path(loss_info.extra):
             if isinstance(value, torch.Tensor):  # reduced only if it is the one written
                 pending[f"loss/{name}/{path}"] = functools.partial(
@@ -692,7 +724,7 @@ def _warn_if_masked_out(name: str, key: Optional[str], mask: Optional[torch.Tens
     logger.warning(
         "%s: the mask of %s keeps no entry at the first update, so it trains nothing; "
         "the default step mask leaves out LAST steps and each sequence's last step, so "
-        "with mini_batch_length = 1 a per-step loss keeps none: give LossInfo.mask or "
+        "with mini_batch_length = 1 a per-step loss keeps none: give a ReplacingMask or "
         "sample longer sequences", name, term)
 
 

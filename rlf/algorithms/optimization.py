@@ -8,6 +8,7 @@ from typing import Any, Optional, Tuple
 
 import torch
 
+from rlf.data_structures import ReplacingMask
 from rlf.utils.errors import UserError
 
 __all__ = ["NonFiniteLossError", "masked_loss_mean", "LOSS_AVERAGES", "check_optimizer_args",
@@ -86,21 +87,34 @@ def masked_loss_mean(loss: torch.Tensor, mask: Optional[torch.Tensor],
 
 
 def term_mask(valid_masks: Optional[torch.Tensor], x: torch.Tensor,
-               own: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """The mask of loss term ``x``: its own (``LossInfo.mask``), else the loop's step mask
-    fitted to its ``[T-k, B]`` rows; for a ``[B]`` loss (one per sequence) whether the
-    sequence has a valid step at all; none for a scalar or without a step mask.
+              own: Any) -> Optional[torch.Tensor]:
+    """The mask of loss term ``x``: the loop's step mask fitted to its ``[T-k, B]`` rows, or
+    for a ``[B]`` loss (one per sequence) whether the sequence has a valid step at all; none
+    for a scalar or without a step mask. Its own ``LossInfo.mask`` multiplies that mask, a
+    ``ReplacingMask`` replaces it, and an own mask of a loss no step mask fits is used alone.
 
     A sequence without a valid step holds no transition (``[LAST, FIRST]``, a cut), so its
     loss is left out whatever it is; with ``T = 2`` this is exactly the transition mask, so a
     transition loss flattened to ``[B]`` is masked as its ``[1, B]`` form would be."""
-    if own is not None:
+    if isinstance(own, ReplacingMask):
+        return own.mask
+    if valid_masks is None or x.ndim == 0 or (own is not None and not (
+            _fits_mask(valid_masks, x) or _is_per_sequence(valid_masks, x))):
         return own
-    if valid_masks is None or x.ndim == 0:
-        return None
-    if x.ndim == 1 and x.shape[0] == valid_masks.shape[1]:
-        return valid_masks.bool().any(0)  # [B]: one loss per sequence
-    return _fit_mask(valid_masks, x).flatten(1)[:, :x.shape[1]]
+    if _is_per_sequence(valid_masks, x):
+        step = valid_masks.bool().any(0)  # [B]: one loss per sequence
+    else:
+        step = _fit_mask(valid_masks, x).flatten(1)[:, :x.shape[1]]
+    if own is None:
+        return step
+    if tuple(own.shape) != tuple(step.shape):
+        raise ValueError(f"a loss mask of shape {tuple(own.shape)} does not fit a loss of "
+                         f"shape {tuple(x.shape)}: the mask is the loss's leading dims")
+    return own * step.to(own.dtype) if own.is_floating_point() else own.bool() & step.bool()
+
+
+def _is_per_sequence(valid_masks: torch.Tensor, x: torch.Tensor) -> bool:
+    return x.ndim == 1 and x.shape[0] == valid_masks.shape[1]
 
 
 def extra_mean(value: torch.Tensor, valid_masks: Optional[torch.Tensor]) -> torch.Tensor:

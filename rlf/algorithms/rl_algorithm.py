@@ -18,7 +18,7 @@ it, through the data path the settings select:
 ``calc_loss`` returns a ``[T, B]`` per-step loss, a ``[T-k, B]`` loss over the sequence's
 first ``T - k`` steps (``k = 1``: transitions), a ``[B]`` or a scalar one, each masked by
 ``valid_step_mask`` (LAST steps, steps before an episode cut, the final step), computed before
-the split, or by its own ``LossInfo.mask``. Several optimizers: ``add_optimizer``, with a dict
+the split, times its own ``LossInfo.mask`` (a ``ReplacingMask`` replaces it). Several optimizers: ``add_optimizer``, with a dict
 of loss terms keyed by optimizer name.
 
 A research variant subclasses it and writes ``rollout_step``, ``calc_loss`` and (off-policy)
@@ -110,7 +110,8 @@ class RLAlgorithm(Algorithm):
       ``train_state_from_rollout_state``, ``actor_modules`` and ``offline_layout``;
     - ``calc_loss`` may return a ``[T-k, B]`` loss (``k = 1``: transitions), a ``[B]`` or a
       scalar one instead of a ``[T, B]`` per-step one; the learner masks it with
-      ``valid_step_mask``'s first ``T - k`` rows, or with its own ``LossInfo.mask``;
+      ``valid_step_mask``'s first ``T - k`` rows, times its own ``LossInfo.mask`` (a
+      ``ReplacingMask`` replaces them); ``learner.row_sources`` says where each row came from;
     - ``add_optimizer(optimizer, modules, name=..., every=..., lr_scheduler=...)`` gives
       sub-modules optimizers of their own (SAC's actor, critics and temperature; TD3's
       delayed actor), each trained by its named term of a dict loss; ``is_due(name)`` says

@@ -10,7 +10,8 @@ import torch
 from rlf.algorithms.training_loop import TrainingLoop
 from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
 from rlf.algorithms.impala import ImpalaInfo
-from rlf.data_structures import StepType, TimeStep
+from rlf import nest
+from rlf.data_structures import RowSource, StepType, TimeStep, experience_like
 from rlf.environments import load
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
@@ -69,7 +70,7 @@ def test_experience_replay_mixes_the_configured_fraction_with_max_use():
     class Probe(ImpalaAlgorithm):
         def calc_loss(self, info):
             returns, log_rhos, valid, _ = self.vtrace_returns(info)
-            seen.append((info.value.shape, log_rhos[valid]))
+            seen.append((info.value.shape, log_rhos[valid], self.learner.row_sources.tolist()))
             return super().calc_loss(info)
 
     torch.manual_seed(0)
@@ -84,7 +85,10 @@ def test_experience_replay_mixes_the_configured_fraction_with_max_use():
         alg.train_iter()
     env.close()
     # 4 online + round(4 * 0.5 / 0.5) = 4 replayed sequences of unroll_length + 1 steps
-    assert all(shape == (9, 8) for shape, _ in seen)
+    assert all(shape == (9, 8) for shape, _, _ in seen)
+    # the rows mix_experience appended are marked as such, after the sampled ones
+    assert seen[-1][2] == [RowSource.SAMPLED] * 4 + [RowSource.MIXED] * 4
+    assert alg.learner.row_sources is None  # outside an update
     assert seen[-1][1].abs().max() > 1e-4  # replayed steps were acted by older policies
     memory = alg.experience_replay_memory
     assert int(memory._use_count.max()) <= 2 and int(memory._use_count.sum()) > 0
@@ -285,3 +289,38 @@ def test_one_step_unrolls_on_the_rollout_graph_are_refused_and_train_in_epochs()
     assert alg.train_iter() == 0  # the step is carried over
     assert alg.train_iter() == 2 * 2
     env.close()
+
+
+def test_sequences_made_by_experience_like_train_as_mixed_rows():
+    # A Dyna-style mix_experience: two made sequences in the mini-batch's layout (here
+    # copies of real rows' fields), appended; they train and are marked MIXED.
+    seen = []
+
+    class Dyna(ImpalaAlgorithm):
+        def mix_experience(self, experience, batch_info):
+            first = functools.partial(nest.map_structure, lambda x: x[:2])
+            made = experience_like(experience, 2,
+                                   observation=first(experience.time_step.observation),
+                                   reward=first(experience.time_step.reward),
+                                   action=first(experience.action),
+                                   rollout_info=first(experience.rollout_info))
+            return nest.utils.cat_nests([experience, made]), batch_info
+
+        def calc_loss(self, info):
+            seen.append((self.learner.row_sources.tolist(), info.step_type[:, -2:].T.tolist()))
+            return super().calc_loss(info)
+
+    env = load("CartPole-v1", 4, seed=0)
+    config = TrainerConfig(unroll_length=4, whole_replay_buffer_training=True,
+                           clear_replay_buffer=True, num_iterations=2)
+    alg = Dyna(env.observation_spec(), env.action_spec(), env=env, config=config,
+               optimizer=functools.partial(torch.optim.Adam, lr=1e-2))
+    TrainingLoop(alg, SyncUnroller(env, alg))
+    before = [p.detach().clone() for p in alg.parameters()]
+    alg.train_iter()
+    alg.train_iter()
+    env.close()
+    sources, made_step_types = seen[-1]
+    assert sources == [RowSource.SAMPLED] * 4 + [RowSource.MIXED] * 2
+    assert made_step_types == [[F, M, M, M, M]] * 2  # one episode through each made row
+    assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))

@@ -12,7 +12,7 @@ from torch import nn
 
 from rlf.algorithms import Algorithm
 from rlf.algorithms.optimization import masked_loss_mean
-from rlf.data_structures import LossInfo
+from rlf.data_structures import LossInfo, ReplacingMask
 from rlf.utils import summary
 from rlf.utils.tensorboard_reader import read_scalar_tags
 
@@ -129,7 +129,7 @@ def test_a_t_minus_3_loss_with_a_mask_gives_the_hand_computed_gradient():
     # T = 6, B = 2: a loss over the last T-3 = 3 steps (after a burn-in of 3), [3, 2].
     x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     mask = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
-    step_mask = torch.ones(6, 2)  # the loop's mask is replaced by the loss's own
+    step_mask = torch.ones(6, 2)  # the loop's mask (all ones) times the loss's own
     alg.learner.update_with_gradient(LossInfo(loss={"a": alg.a * x}, mask={"a": mask}), step_mask)
     # "all": d/da sum(mask * a x) / 6 = (1 + 3 + 4 + 6) / 6
     assert alg.a.item() == pytest.approx(-14 / 6)
@@ -195,14 +195,34 @@ def test_a_mask_that_keeps_nothing_at_the_first_update_is_warned_about_once(capl
     warned = [r.getMessage() for r in caplog.records]
     # b's [B] loss is one per sequence, and no one-step sequence holds a valid step either
     assert len(warned) == 2 and "loss term 'a'" in warned[0] and "'b'" in warned[1], warned
-    assert "mini_batch_length = 1" in warned[0] and "LossInfo.mask" in warned[0]
+    assert "mini_batch_length = 1" in warned[0] and "ReplacingMask" in warned[0]
     assert alg.a.item() == 0.0 and alg.b.item() == 0.0  # neither learned
     caplog.clear()
-    own = TwoParts(every_b=1)  # its own mask keeps the steps: no warning
+    own = TwoParts(every_b=1)  # a mask that replaces the step mask keeps the steps
     with caplog.at_level("WARNING", logger="rlf.algorithms.optimization"):
         own.learner.update_with_gradient(LossInfo(loss={"a": own.a * torch.ones(1, 3)},
-                                          mask={"a": torch.ones(1, 3)}), one_step)
+                                          mask={"a": ReplacingMask(torch.ones(1, 3))}),
+                                         one_step)
     assert not caplog.records and own.a.item() == -1.0
+
+
+def test_a_loss_mask_multiplies_the_step_mask_and_a_replacing_one_replaces_it():
+    # [T=3, B=2] steps; the step mask leaves out step 1 of sequence 0 (say a LAST) and each
+    # sequence's last step. The loss's own mask keeps sequence 0 only (a row selection).
+    step_mask = torch.tensor([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0]])
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    rows = torch.tensor([[1.0, 0.0]]).expand(3, 2)
+    for mask, kept in ((rows, 1.0),  # both: step 0 of sequence 0
+                       (ReplacingMask(rows), 1.0 + 3.0 + 5.0),  # the own mask alone
+                       (torch.tensor([[2.0, 1.0]]).expand(3, 2), 2 * 1.0 + 2.0 + 4.0)):
+        alg = TwoParts(every_b=1)
+        alg.learner.update_with_gradient(LossInfo(loss=alg.a * x, mask=mask), step_mask)
+        # ALF's "all": d/da sum(mask * a x) / 6
+        assert alg.a.item() == pytest.approx(-kept / 6), mask
+    # a [T-1, B] loss: the own mask times the step mask's first T - 1 rows
+    alg = TwoParts(every_b=1)
+    alg.learner.update_with_gradient(LossInfo(loss=alg.a * x[:2], mask=rows[:2]), step_mask)
+    assert alg.a.item() == pytest.approx(-1.0 / 4)
 
 
 class Sub(Algorithm):

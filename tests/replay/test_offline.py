@@ -13,7 +13,7 @@ import torch
 
 from examples.bc import BehaviourCloning
 from rlf.algorithms import DQNAlgorithm, ImpalaAlgorithm, SACAlgorithm, TrainerConfig
-from rlf.data_structures import Experience, StepType
+from rlf.data_structures import Experience, RowSource, StepType
 from rlf.environments import load
 from rlf.environments.vector_environment import VectorEnvironment
 from rlf.replay import ReplayBuffer
@@ -149,11 +149,12 @@ def test_hybrid_batches_have_the_configured_ratio(tmp_path, cartpole_gin):
     trainer = Trainer(_replay_config(), tmp_path / "run", progress=False)
     trainer.train()
     out = export(str(tmp_path / "run"), str(tmp_path / "cartpole.pt"))
-    sizes = []
+    sizes, sources = [], []
 
     class Probe(ImpalaAlgorithm):
         def calc_loss(self, info):
             sizes.append(tuple(info.value.shape))
+            sources.append(self.learner.row_sources.tolist())
             return super().calc_loss(info)
 
     Trainer(_replay_config(
@@ -164,6 +165,9 @@ def test_hybrid_batches_have_the_configured_ratio(tmp_path, cartpole_gin):
     # before online data exists: offline only (8 sequences); then 8 online + 24 offline
     assert sizes[0] == (9, 8)
     assert sizes[-1] == (9, 32)
+    # each row's RowSource, in order: the sampled online rows, then the offline ones
+    assert sources[0] == [RowSource.SAMPLED] * 8
+    assert sources[-1] == [RowSource.SAMPLED] * 8 + [RowSource.OFFLINE] * 24
 
 
 def test_bc_learns_from_alf_pendulum_in_sequences_of_one_step(tmp_path):
