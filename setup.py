@@ -34,7 +34,7 @@ setup(
     ],
     extras_require={
         # playwright drives Debian's chromium (.ci/run installs it) in the docs-site test.
-        "test": ["pytest>=7.4", "playwright>=1.40"],
+        "test": ["pytest>=7.4", "pytest-xdist>=3.5", "playwright>=1.40"],
         # The linter and the type checker of .ci/run (rule sets in pyproject.toml).
         "lint": ["ruff>=0.6", "mypy>=1.10"],
         # The documentation site: mkdocs build --strict (mkdocs.yml).

@@ -1,6 +1,7 @@
 """Suite aggregates with confidence intervals (rliable) against hand-computed point
-estimates, and ``rlf.bin.compare`` on two tiny real suites."""
+estimates, and ``rlf.bin.compare`` on a tiny real suite and its table with higher scores."""
 
+import csv
 import json
 import subprocess
 import sys
@@ -74,9 +75,20 @@ def test_dopamine_reference_scores_by_hand():
 
 def test_tiny_suites_write_aggregates_and_compare(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    for root, extra in ((a, ()), (b, ("--conf_param", "ImpalaAlgorithm.gamma=0.9"))):
-        r = _suite(root, *extra)
-        assert r.returncode == 0, r.stderr
+    r = _suite(a)
+    assert r.returncode == 0, r.stderr
+    # b: the same runs scoring one more point each (compare reads a suite's results.csv)
+    with open(a / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for key in ("score", "score_last_10pct"):
+            row[key] = str(float(row[key]) + 1.0)
+        row["human_normalized"] = str(human_normalized_score("Breakout", float(row["score"])))
+    b.mkdir()
+    with open(b / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
     content = json.loads((a / "aggregates.json").read_text())
     assert content["games"] == ["Breakout"] and content["seeds"] == [0, 1]
     iqm = content["aggregates"]["impala_atari_sync"]["IQM"]

@@ -237,20 +237,23 @@ def test_killed_actor_is_noticed_and_can_be_restarted():
         unroller.close()
 
 
-def _spawned_pids():
+def _spawned_children(parent):
+    """The pids of the ``multiprocessing`` spawn children of process ``parent`` (its
+    actors): counting only those, the test ignores processes other tests start meanwhile."""
     pids = set()
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if b"multiprocessing.spawn" in (d / "cmdline").read_bytes():
+                stat = (d / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                if ppid == parent and b"multiprocessing.spawn" in (d / "cmdline").read_bytes():
                     pids.add(int(d.name))
-            except OSError:
+            except (OSError, ValueError, IndexError):
                 pass
     return pids
 
 
 def test_training_with_async_actors_learns_and_sigint_leaves_no_processes(tmp_path):
-    before = _spawned_pids()
     proc = subprocess.Popen(
         [sys.executable, "-m", "rlf.bin.train", "--conf", "confs/impala_cartpole.gin",
          "--root_dir", str(tmp_path), "--noprogress",
@@ -263,12 +266,13 @@ def test_training_with_async_actors_learns_and_sigint_leaves_no_processes(tmp_pa
     while time.time() < deadline and not list((tmp_path / "train").glob("events*")):
         time.sleep(0.5)
     time.sleep(2)
-    assert len(_spawned_pids() - before) == 2  # the two actors are running
+    actors = _spawned_children(proc.pid)
+    assert len(actors) == 2  # the two actors are running
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     time.sleep(1)
-    assert not (_spawned_pids() - before)
+    assert not [pid for pid in actors if Path(f"/proc/{pid}").exists()]  # none left behind
     assert list((tmp_path / "ckpt").glob("ckpt-*.pt"))
 
 
