@@ -2,7 +2,8 @@
 
 ``slow`` tests (``pytest -m "not slow"`` leaves them out) are those of ``SLOW_FILES`` (they
 start processes, learners, Ray or whole runs) and those marked ``@pytest.mark.slow`` one by
-one. The tests that start Ray (``RAY_FILES``) run on one pytest-xdist worker.
+one. The tests that start Ray or several learners (``ONE_WORKER_FILES``) run on one pytest-xdist
+worker.
 
 The session ends with the tests' exit status: once pytest is done, the process exits
 without Python's finalization, where the destructors of native objects left to the garbage
@@ -28,16 +29,17 @@ SLOW_FILES = {
     "unrollers/test_ray_unroller.py", "unrollers/test_async_unroller.py",
     "unrollers/test_actor_counters.py", "runtime/test_process.py", "runtime/test_malloc.py",
 }
-#: Test files whose tests start Ray (in the test or in a tool they run): with pytest-xdist
-#: (``-n 2 --dist loadgroup``, the README's command) they run one after another on one
-#: worker, as without it, so that no two Ray instances or clusters meet.
-RAY_FILES = {
+#: Test files whose tests start Ray (in the test or in a tool they run) or several learners:
+#: with pytest-xdist (``-n 2 --dist loadgroup``, the README's command) they run one after
+#: another on one worker, as without it, so that no two Ray instances or clusters meet, and
+#: no two launches of learners pick their free ports at the same time.
+ONE_WORKER_FILES = {
     "experiments/test_tune.py", "experiments/test_cluster.py", "experiments/test_space.py",
     "test_suite.py", "matrix/test_matrix.py", "faults/test_cli_errors.py",
     "faults/test_actor_faults.py", "faults/test_missing_extras.py",
     "faults/test_first_hour.py", "unrollers/test_fixed_lag.py",
     "unrollers/test_ray_cluster.py", "unrollers/test_ray_unroller.py",
-    "unrollers/test_actor_counters.py",
+    "unrollers/test_actor_counters.py", "trainers/test_learners.py",
 }
 _TESTS = Path(__file__).resolve().parent
 
@@ -45,15 +47,15 @@ _status = {}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Marks the tests of ``SLOW_FILES`` ``slow``, and those of ``RAY_FILES`` as one
+    """Marks the tests of ``SLOW_FILES`` ``slow``, and those of ``ONE_WORKER_FILES`` as one
     ``xdist_group``."""
     for item in items:
         path = Path(str(item.fspath)).resolve()
         name = path.relative_to(_TESTS).as_posix() if path.is_relative_to(_TESTS) else ""
         if name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
-        if name in RAY_FILES:
-            item.add_marker(pytest.mark.xdist_group("ray"))
+        if name in ONE_WORKER_FILES:
+            item.add_marker(pytest.mark.xdist_group("one_worker"))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -59,7 +59,7 @@ def test_training_resumes_from_the_old_checkpoint_and_replay_buffer(old_run, cap
 def _two_learners(env_name):
     """Two IMPALA learners with their metrics, on one environment: each as the trainer
     checkpoints it (``RunCheckpoint``)."""
-    from rlf.algorithms import ImpalaAlgorithm, TrainerConfig, TrainingLoop
+    from rlf.algorithms import ImpalaAlgorithm, TrainerConfig, build_training
     from rlf.algorithms.training_loop import RunCheckpoint
     from rlf.environments import load
     from rlf.unrollers import SyncUnroller
@@ -70,7 +70,7 @@ def _two_learners(env_name):
             alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env,
                                   config=TrainerConfig(mini_batch_size=4, mini_batch_length=2),
                                   optimizer=torch.optim.Adam)
-            algs.append(RunCheckpoint(alg, TrainingLoop(alg, SyncUnroller(env, alg))))
+            algs.append(RunCheckpoint(alg, build_training(alg, SyncUnroller(env, alg))))
         yield algs
     finally:
         env.close()

@@ -8,7 +8,7 @@ import torch
 
 from rlf import nest
 from rlf.algorithms.data_paths import Batch
-from rlf.algorithms import TrainingLoop
+from rlf.algorithms import build_training
 from rlf.algorithms.training_loop import RunCheckpoint
 from rlf.data_structures import valid_step_mask
 from rlf.unrollers import SyncUnroller
@@ -26,13 +26,13 @@ def assert_resumes_exactly(make_alg, train_iters: int, experience_for_update):
         experience_for_update: ``loop -> (batch-major experience, valid)`` to update on.
     """
     alg, env = make_alg()
-    loop = TrainingLoop(alg, SyncUnroller(env, alg))
+    loop = build_training(alg, SyncUnroller(env, alg))
     for _ in range(train_iters):
         loop.train_iter()
     experience, valid = experience_for_update(loop)
     state = copy.deepcopy(RunCheckpoint(alg, loop).state_dict())
     other, other_env = make_alg()
-    other_loop = TrainingLoop(other, SyncUnroller(other_env, other))
+    other_loop = build_training(other, SyncUnroller(other_env, other))
     RunCheckpoint(other, other_loop).load_state_dict(state)
     _assert_same(state, RunCheckpoint(other, other_loop).state_dict())
     for a, lp in ((alg, loop), (other, other_loop)):

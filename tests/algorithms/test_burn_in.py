@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from rlf import nest
-from rlf.algorithms import RLAlgorithm, TrainerConfig, TrainingLoop
+from rlf.algorithms import RLAlgorithm, TrainerConfig, build_training
 from rlf.algorithms.data_paths import Batch
 from rlf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
@@ -62,7 +62,7 @@ def test_burn_in_steps_get_no_gradient_and_no_loss():
     torch.manual_seed(0)
     alg = Recurrent(_config(burn_in_steps=3, use_rollout_state=True))
     exp = _experience()
-    info = TrainingLoop(alg).data_path.sequences.train_info(alg, exp)
+    info = build_training(alg).data_path.sequences.train_info(alg, exp)
     assert info["value"].shape == (5, 2)  # [T-k, B]: calc_loss never sees the burn-in
     alg.calc_loss(info).loss.sum().backward()
     grad = exp.time_step.observation.grad
@@ -80,12 +80,12 @@ def test_the_stored_state_starts_the_sequence_and_a_first_resets_it():
     torch.manual_seed(0)
     alg = Recurrent(_config(use_rollout_state=True))
     exp = _experience(first_at=4)
-    TrainingLoop(alg).data_path.sequences.train_info(alg, exp)
+    build_training(alg).data_path.sequences.train_info(alg, exp)
     assert torch.equal(alg.given[0], exp.state[0])  # the actor's state at the first step
     assert torch.equal(alg.given[4], torch.zeros(2, H))  # reset at the FIRST at t = 4
     assert not torch.equal(alg.given[3], torch.zeros(2, H))
     zeros = Recurrent(_config())
-    TrainingLoop(zeros).data_path.sequences.train_info(zeros, exp)
+    build_training(zeros).data_path.sequences.train_info(zeros, exp)
     assert torch.equal(zeros.given[0], torch.zeros(2, H))  # without it: the initial state
 
 
@@ -100,10 +100,10 @@ def test_an_update_with_burn_in_masks_the_trained_steps_with_their_own_rows():
     valid[1] = 0  # a burn-in step: masks nothing that is trained
     # Expected: the mean over the [5, 2] trained steps of value^2 x the mask's rows 3..7.
     reference = copy.deepcopy(alg)
-    info = TrainingLoop(reference).data_path.sequences.train_info(reference, exp)
+    info = build_training(reference).data_path.sequences.train_info(reference, exp)
     loss = (info["value"] ** 2 * valid[3:]).mean()
     grad = torch.autograd.grad(loss, reference.w.weight)[0]
-    sequences = TrainingLoop(alg).data_path.sequences  # how train_step runs (burn-in)
+    sequences = build_training(alg).data_path.sequences  # how train_step runs (burn-in)
     alg.learner.update(Batch(nest.map_structure(lambda x: x.transpose(0, 1), exp),
                              valid.transpose(0, 1), None, 1.0, False, sequences=sequences))
     assert torch.allclose(alg.w.weight.detach(), reference.w.weight.detach() - 0.1 * grad,
@@ -118,4 +118,4 @@ def test_an_update_with_burn_in_masks_the_trained_steps_with_their_own_rows():
 def test_burn_in_settings_that_cannot_work_are_refused(settings, message):
     alg = Recurrent(_config(**settings))
     with pytest.raises(UserError, match=message):
-        TrainingLoop(alg)
+        build_training(alg)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlf.algorithms import DQNAlgorithm, RLAlgorithm, TrainerConfig, TrainingLoop
+from rlf.algorithms import DQNAlgorithm, RLAlgorithm, TrainerConfig, TrainingLoop, build_training
 from rlf.algorithms.removed import REMOVED_HOOKS, REMOVED_MEMBERS
 from rlf.data_structures import AlgStep
 from rlf.environments import load
@@ -57,7 +57,7 @@ def _dqn(**config):
 
 def test_reading_a_removed_member_names_its_replacement():
     alg, env = _dqn()
-    loop = TrainingLoop(alg, SyncUnroller(env, alg))
+    loop = build_training(alg, SyncUnroller(env, alg))
     loop.train_iter()
     for name, replacement in sorted(REMOVED_MEMBERS.items()):
         with pytest.raises(AttributeError) as raised:

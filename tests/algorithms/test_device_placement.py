@@ -13,7 +13,7 @@ import torch
 
 from rlf import nest
 from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm, R2D2Algorithm,
-                            SACAlgorithm, TD3Algorithm, TrainerConfig, TrainingLoop)
+                            SACAlgorithm, TD3Algorithm, TrainerConfig, build_training)
 from rlf.environments import load
 from rlf.networks import (ActorCriticNetwork, ActorNetwork, CriticNetwork, MLPEncoder,
                           RecurrentQNetwork)
@@ -72,7 +72,7 @@ def _build(name, device):
     alg = ctor(env.observation_spec(), env.action_spec(), env=env, config=trainer_config,
                **kwargs)
     alg.to(device)
-    return TrainingLoop(alg, SyncUnroller(env, alg)), env
+    return build_training(alg, SyncUnroller(env, alg)), env
 
 
 #: The learner's devices: meta always, and a real one when there is one.

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from rlf import nest
-from rlf.algorithms.training_loop import TrainingLoop
-from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
+from rlf.algorithms import ImpalaAlgorithm, TrainerConfig, build_training
 from rlf.environments import load
 from rlf.unrollers import SyncUnroller
 from rlf.utils.checkpoint import atomic_save, load_checkpoint_file
@@ -30,7 +29,7 @@ def _impala(device, enable_amp=False):
     alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                           optimizer=ADAM, gradient_clipping=0.5)
     alg.to(device)
-    TrainingLoop(alg, SyncUnroller(env, alg))
+    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 

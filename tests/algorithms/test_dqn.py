@@ -7,8 +7,7 @@ import re
 import pytest
 import torch
 
-from rlf.algorithms.training_loop import TrainingLoop
-from rlf.algorithms import DQNAlgorithm, TrainerConfig
+from rlf.algorithms import DQNAlgorithm, TrainerConfig, build_training
 from rlf.algorithms.dqn import DQNInfo, double_q_bootstrap, dqn_loss
 from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
@@ -150,7 +149,7 @@ def _cartpole(priority_replay=False):
                        epsilon_greedy=[(0, 1.0), (4000, 0.04)], target_update_period=64,
                        optimizer=functools.partial(torch.optim.Adam, lr=2.3e-3),
                        gradient_clipping=10.0)
-    TrainingLoop(alg, SyncUnroller(env, alg))
+    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 
@@ -166,7 +165,7 @@ def test_n_step_longer_than_the_sampled_sequences_is_refused_with_the_fix():
     with pytest.raises(UserError, match=r"^DQNAlgorithm: n_step = 3 needs sequences of "
                                         r"burn_in_steps \+ 4 steps; set TrainerConfig."
                                         r"mini_batch_length = 4 \(it is 2\)$"):
-        TrainingLoop(alg)  # make_data_path checks the declared needs
+        build_training(alg)  # make_data_path checks the declared needs
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -212,7 +211,7 @@ def test_sampled_training_waits_for_a_whole_sequence_whatever_initial_collect_st
                            initial_collect_steps=0, num_iterations=10)
     alg = DQNAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        n_step=3, optimizer=torch.optim.Adam)
-    TrainingLoop(alg, SyncUnroller(env, alg))
+    build_training(alg, SyncUnroller(env, alg))
     held, trained = [], []
     for _ in range(6):
         trained.append(alg.train_iter())
@@ -239,7 +238,7 @@ def test_replay_buffer_settings_are_checked_as_soon_as_the_spec_is_known(path, w
                        optimizer=torch.optim.Adam, replay_buffer_ctor=ctor)
     unroller = SyncUnroller(env, alg)
     with pytest.raises(UserError, match=re.escape(message)):
-        TrainingLoop(alg, unroller)
+        build_training(alg, unroller)
         assert when == "train_iter"
         alg.train_iter()
     env.close()

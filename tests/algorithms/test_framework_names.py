@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from rlf.algorithms import PPOAlgorithm, RLAlgorithm, SACAlgorithm, TrainerConfig, TrainingLoop
+from rlf.algorithms import build_training
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.environments import load
 from rlf.unrollers import SyncUnroller
@@ -138,7 +139,7 @@ def test_train_iter_unrolls_the_algorithms_own_env_as_the_training_loop_does():
     assert alg.get_env_steps() > 0 and alg.num_updates == 4 * 2  # iterations x epochs
     other_env = load("CartPole-v1", 2, seed=0)
     other = _ppo(other_env)
-    loop = TrainingLoop(other, SyncUnroller(other_env, other))
+    loop = build_training(other, SyncUnroller(other_env, other))
     for _ in range(4):
         loop.train_iter()
     assert other.get_env_steps() == alg.get_env_steps()

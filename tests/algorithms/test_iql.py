@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlf.algorithms.training_loop import TrainingLoop
-from rlf.algorithms import IQLAlgorithm, TrainerConfig
+from rlf.algorithms import IQLAlgorithm, TrainerConfig, build_training
 from rlf.algorithms.iql import IQLInfo, awr_weights, expectile_loss
 from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
@@ -85,8 +84,7 @@ def test_iql_trains_purely_offline_on_alfs_pendulum_file_without_an_override():
                            offline_normalized_actions=True, mini_batch_size=32,
                            mini_batch_length=2, num_iterations=20)
     alg = IQLAlgorithm(env.observation_spec(), env.action_spec(), config=config, **OPTIMIZERS)
-    loop = TrainingLoop(alg)
-    loop.load_offline_data()
+    loop = build_training(alg)
     data = loop.offline_replay_buffer.gather_all()
     assert torch.equal(data.rollout_info.action, data.action)  # ALF's rollout_info|rl|action
     for _ in range(20):
@@ -104,7 +102,7 @@ def _pendulum():
     alg = IQLAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        **OPTIMIZERS)
     from rlf.unrollers import SyncUnroller
-    TrainingLoop(alg, SyncUnroller(env, alg))
+    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 

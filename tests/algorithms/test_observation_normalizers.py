@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlf.algorithms import IQLAlgorithm, PPOAlgorithm, SACAlgorithm, TrainerConfig, TrainingLoop
+from rlf.algorithms import IQLAlgorithm, PPOAlgorithm, SACAlgorithm, TrainerConfig, build_training
 from rlf.algorithms.training_loop import observation_normalizers
 from rlf.environments import load
 from rlf.networks import (ActorCriticNetwork, ActorNetwork, CriticNetwork,
@@ -36,7 +36,7 @@ def _ppo_loop():
                                                       encoder_ctor=NORMALIZED_MLP,
                                                       shared_encoder=False),
                        optimizer=ADAM)
-    return TrainingLoop(alg, SyncUnroller(env, alg)), env
+    return build_training(alg, SyncUnroller(env, alg)), env
 
 
 def _ppo():
@@ -105,14 +105,14 @@ def _sac():
         critic_network_ctor=functools.partial(CriticNetwork, hidden=(32, 32),
                                               normalize_observations=True),
         actor_optimizer=ADAM, critic_optimizer=ADAM, alpha_optimizer=ADAM)
-    TrainingLoop(alg, SyncUnroller(env, alg))  # assert_resumes_exactly trains it
+    build_training(alg, SyncUnroller(env, alg))  # assert_resumes_exactly trains it
     return alg, env
 
 
 def test_every_network_holds_the_same_statistics_and_actors_get_the_policys():
     torch.manual_seed(0)
     alg, env = _sac()
-    loop = TrainingLoop(alg, SyncUnroller(env, alg))
+    loop = build_training(alg, SyncUnroller(env, alg))
     # The actor, two critics and their two targets.
     assert len(observation_normalizers(alg)) == 5
     for _ in range(40):  # 20 updates, each followed by a soft target update
@@ -141,8 +141,7 @@ def test_a_purely_offline_run_fits_them_on_the_offline_file_once():
                        actor_network_ctor=functools.partial(DeterministicActorNetwork,
                                                             encoder_ctor=NORMALIZED_MLP),
                        actor_optimizer=ADAM, critic_optimizer=ADAM, value_optimizer=ADAM)
-    loop = TrainingLoop(alg)
-    loop.load_offline_data()
+    loop = build_training(alg)
     data = loop.offline_replay_buffer.gather_all().time_step.observation
     data = data.reshape(-1, 3).double().numpy()
     for _ in range(3):

@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from rlf.algorithms import PPOAlgorithm, TrainerConfig, TrainingLoop
+from rlf.algorithms import PPOAlgorithm, TrainerConfig, build_training
 from rlf.algorithms import value_ops
 from rlf.algorithms.ppo import PPOInfo, ppo_clipped_surrogate
 from rlf.data_structures import StepType, TimeStep, valid_step_mask
@@ -150,7 +150,7 @@ def _cartpole(num_env_steps=25_000, **kwargs):
                                                       shared_encoder=False),
         optimizer=functools.partial(torch.optim.Adam, lr=1e-3), gradient_clipping=0.5,
         **kwargs)
-    TrainingLoop(alg, SyncUnroller(env, alg))  # alg.train_iter() reaches it (deprecated)
+    build_training(alg, SyncUnroller(env, alg))  # alg.train_iter() reaches it (deprecated)
     return alg, env
 
 
@@ -208,11 +208,11 @@ def test_every_policy_kind_goes_through_a_whole_update(action_spec, tanh_squash)
 def test_a_carried_step_that_does_not_fit_is_dropped_with_a_warning(caplog):
     from rlf.algorithms.training_loop import RunCheckpoint
     alg, env = _cartpole()
-    loop = TrainingLoop(alg, SyncUnroller(env, alg))
+    loop = build_training(alg, SyncUnroller(env, alg))
     loop.train_iter()
     state = RunCheckpoint(alg, loop).state_dict()
     other, other_env = _cartpole()
-    other_loop = TrainingLoop(other, SyncUnroller(other_env, other))
+    other_loop = build_training(other, SyncUnroller(other_env, other))
     carried = state["_extra_state"]["last_unroll_step"]
     state["_extra_state"]["last_unroll_step"] = [x[:, :4] for x in carried]  # 4 of 8 envs
     RunCheckpoint(other, other_loop).load_state_dict(state)
@@ -270,7 +270,7 @@ def test_without_mini_batch_settings_ppo_trains_one_epoch_over_the_whole_unroll(
     alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env,
                        config=TrainerConfig(unroll_length=unroll_length, num_iterations=3),
                        optimizer=torch.optim.Adam)
-    TrainingLoop(alg, SyncUnroller(env, alg))
+    build_training(alg, SyncUnroller(env, alg))
     before = [p.detach().clone() for p in alg.parameters()]
     assert alg.training_loop.data_path.name == "unroll_epochs"
     if unroll_length == 1:
@@ -294,7 +294,7 @@ def _recurrent_cartpole(use_rollout_state=True, shared_encoder=True):
         network_ctor=functools.partial(ActorCriticNetwork, lstm_size=8,
                                        shared_encoder=shared_encoder),
         optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
-    TrainingLoop(alg, SyncUnroller(env, alg))
+    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 

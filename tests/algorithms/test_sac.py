@@ -9,8 +9,7 @@ import math
 import pytest
 import torch
 
-from rlf.algorithms.training_loop import TrainingLoop
-from rlf.algorithms import SACAlgorithm, TrainerConfig
+from rlf.algorithms import SACAlgorithm, TrainerConfig, build_training
 from rlf.algorithms.sac import SACInfo, SACTransitions, sac_losses, soft_q_target
 from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
@@ -161,7 +160,7 @@ def _pendulum(num_iterations=10):
                            num_iterations=num_iterations)
     alg = SACAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        actor_optimizer=ADAM, critic_optimizer=ADAM, alpha_optimizer=ADAM)
-    TrainingLoop(alg, SyncUnroller(env, alg))
+    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 

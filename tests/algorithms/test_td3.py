@@ -7,8 +7,7 @@ import functools
 import pytest
 import torch
 
-from rlf.algorithms.training_loop import TrainingLoop
-from rlf.algorithms import TD3Algorithm, TrainerConfig
+from rlf.algorithms import TD3Algorithm, TrainerConfig, build_training
 from rlf.algorithms.td3 import TD3Info, clipped_double_q_target, smoothed_target_action
 from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
@@ -100,7 +99,7 @@ def _pendulum(num_iterations=10, **kw):
                            num_iterations=num_iterations)
     alg = TD3Algorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        actor_optimizer=ADAM, critic_optimizer=ADAM, **kw)
-    TrainingLoop(alg, SyncUnroller(env, alg))
+    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 

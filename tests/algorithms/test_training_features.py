@@ -10,7 +10,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch import nn
 
-from rlf.algorithms import Algorithm, RLAlgorithm, TrainerConfig, TrainingLoop
+from rlf.algorithms import Algorithm, RLAlgorithm, TrainerConfig, build_training
 from rlf.algorithms.reserved import set_framework_state
 from rlf.data_structures import AlgStep, LossInfo, StepType, valid_step_mask
 from rlf.environments import load
@@ -61,7 +61,7 @@ def _recorder(**config):
     env = load("CartPole-v1", 4, seed=0)
     alg = Recorder(env.observation_spec(), env.action_spec(), env=env,
                    config=TrainerConfig(**config))
-    TrainingLoop(alg, SyncUnroller(env, alg))
+    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 
@@ -69,7 +69,7 @@ def test_on_policy_epochs_preprocess_the_whole_unroll_then_shuffle_transitions()
     alg, env = _recorder(unroll_length=6, num_updates_per_train_iter=3, mini_batch_size=5,
                          mini_batch_length=1)
     set_framework_state(alg, _rlf_is_on_policy=True)
-    loop = TrainingLoop(alg, alg.training_loop.unroller)  # the path follows: built anew
+    loop = build_training(alg, alg.training_loop.unroller)  # the path follows: built anew
     assert loop.data_path.name == "unroll_epochs"
     steps = loop.train_iter()
     # One preprocess call on the whole [B=4, T=6] unroll. Each environment's final step has
@@ -98,7 +98,7 @@ def _train_summaries(tmp_path, iterations, on_policy=False, **config):
     from rlf.utils import summary
     alg, env = _recorder(**config)
     set_framework_state(alg, _rlf_is_on_policy=on_policy)
-    TrainingLoop(alg, alg.training_loop.unroller)  # the path follows: built anew
+    build_training(alg, alg.training_loop.unroller)  # the path follows: built anew
     summary.set_default_writer(summary.create_summary_writer(str(tmp_path), flush_secs=1))
     summary.set_summary_interval(1)
     summary.set_global_counter(0)

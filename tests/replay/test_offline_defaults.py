@@ -8,8 +8,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from rlf.algorithms.training_loop import TrainingLoop
-from rlf.algorithms import RLAlgorithm, SACAlgorithm, TD3Algorithm, TrainerConfig
+from rlf.algorithms import RLAlgorithm, SACAlgorithm, TD3Algorithm, TrainerConfig, build_training
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.environments import load
 from rlf.networks import MLPEncoder
@@ -63,8 +62,7 @@ def test_the_recorded_action_reaches_train_step_from_alfs_file():
     # ALF records Pendulum's actions normalised to [-1, 1]: rescaled to [-2, 2] on loading.
     config = functools.partial(_offline_config, ALF_FILE, offline_normalized_actions=True)
     alg = Recorder(env.observation_spec(), env.action_spec(), config=config())
-    loop = TrainingLoop(alg)
-    loop.load_offline_data()
+    loop = build_training(alg)
     for _ in range(3):
         loop.train_iter()
     seen = torch.cat([a.flatten() for a in alg.seen])
@@ -75,8 +73,7 @@ def test_the_recorded_action_reaches_train_step_from_alfs_file():
     for ctor, kw in ((SACAlgorithm, dict(alpha_optimizer=ADAM)), (TD3Algorithm, {})):
         other = ctor(env.observation_spec(), env.action_spec(), actor_optimizer=ADAM,
                      critic_optimizer=ADAM, config=config(), **kw)
-        loop = TrainingLoop(other)
-        loop.load_offline_data()
+        loop = build_training(other)
         data = loop.offline_replay_buffer.gather_all()
         assert torch.equal(data.rollout_info.action, data.action)
         assert loop.train_iter() > 0
