@@ -47,15 +47,17 @@ _status = {}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Marks the tests of ``SLOW_FILES`` ``slow``, and those of ``ONE_WORKER_FILES`` as one
-    ``xdist_group``."""
+    """Marks the tests of ``SLOW_FILES`` ``slow``; puts each file's tests in an
+    ``xdist_group`` of their own, and those of ``ONE_WORKER_FILES`` in one."""
     for item in items:
         path = Path(str(item.fspath)).resolve()
         name = path.relative_to(_TESTS).as_posix() if path.is_relative_to(_TESTS) else ""
         if name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
-        if name in ONE_WORKER_FILES:
-            item.add_marker(pytest.mark.xdist_group("one_worker"))
+        # A file's tests stay together (a module fixture is made once), and the files of
+        # ONE_WORKER_FILES together.
+        item.add_marker(pytest.mark.xdist_group("one_worker" if name in ONE_WORKER_FILES
+                                                else name or path.name))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -98,6 +98,8 @@ def test_auto_without_a_running_cluster_is_one_line(tmp_path):
          "--conf_param", "TrainerConfig.ray_address='auto'"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
         env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+    if r.returncode == 0 and "Connecting to existing Ray cluster" in r.stderr:
+        pytest.skip("a Ray cluster started on this machine meanwhile, and 'auto' joined it")
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stderr.strip().splitlines()[-1].startswith(
         "error: Ray cluster address 'auto': "), r.stderr[-2000:]
