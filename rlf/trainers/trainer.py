@@ -558,13 +558,14 @@ class Trainer:
     # ------------------------------------------------------------------ signals
     def _stop_agreed(self) -> bool:
         """Whether to stop before the next iteration: a stop signal arrived (with several
-        learners: at any of them, so that all stop after the same iteration)."""
+        learners: at any of them before their reduction, so that all stop after the same
+        iteration; one that arrives after it, while this returns, counts at the next)."""
         if not distributed.world().distributed:
             return self._stop_signal is not None
         signum = int(distributed.all_reduce_max(float(self._stop_signal or 0)))
         if self._stop_signal is None and signum:
             self._stop_signal = signum
-        return self._stop_signal is not None
+        return signum != 0
 
     def _on_signal(self, signum, frame) -> None:
         if self._stop_signal is not None:
@@ -795,14 +796,16 @@ class Trainer:
         try:
             self.save()
             it = self._state.iter_num
-            if self._stop_signal is None and (it == session.start_iter
+            # (with several learners, every one takes the same branches below)
+            stopped = self._stop_agreed()
+            if not stopped and (it == session.start_iter
                                               or it % config.summaries.summary_interval):
                 # The run's final metrics reach TensorBoard even where its budget ends between
                 # two summary iterations (a run shorter than summary_interval wrote none), and
                 # a finished run started again writes them (it may have been written without).
                 with summary.record_if(lambda: True):
                     self._loop.summarize_metrics()
-            if (config.evaluation.evaluate and self._stop_signal is None and it > session.start_iter
+            if (config.evaluation.evaluate and not stopped and it > session.start_iter
                     and it % config.evaluation.eval_interval and distributed.world().is_chief):
                 # The run reached its budget between two evaluations: its final policy is
                 # what a reader of the curve wants evaluated (the checkpoint is already
