@@ -250,6 +250,7 @@ def experience_like(template: Experience, num: int, **fields: Any) -> Experience
     if unknown:
         raise ValueError(f"experience_like: {unknown} name no field of Experience "
                          f"(action, rollout_info, state) or of TimeStep {TimeStep._fields}")
+
     def made(name: str, like: Any, value: Any) -> Any:
         def leaf(t: torch.Tensor, v: Any) -> torch.Tensor:
             v = torch.as_tensor(v)

@@ -18,8 +18,8 @@ it, through the data path the settings select:
 ``calc_loss`` returns a ``[T, B]`` per-step loss, a ``[T-k, B]`` loss over the sequence's
 first ``T - k`` steps (``k = 1``: transitions), a ``[B]`` or a scalar one, each masked by
 ``valid_step_mask`` (LAST steps, steps before an episode cut, the final step), computed before
-the split, times its own ``LossInfo.mask`` (a ``ReplacingMask`` replaces it). Several optimizers: ``add_optimizer``, with a dict
-of loss terms keyed by optimizer name.
+the split, times its own ``LossInfo.mask`` (a ``ReplacingMask`` replaces it). Several
+optimizers: ``add_optimizer``, with a dict of loss terms keyed by optimizer name.
 
 A research variant subclasses it and writes ``rollout_step``, ``calc_loss`` and (off-policy)
 ``train_step``; see ``examples/a2c.py``.
