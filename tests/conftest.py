@@ -46,6 +46,7 @@ _TESTS = Path(__file__).resolve().parent
 _status = {}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     """Marks the tests of ``SLOW_FILES`` ``slow``; puts each file's tests in an
     ``xdist_group`` of their own, and those of ``ONE_WORKER_FILES`` in one."""
