@@ -260,12 +260,18 @@ class Learner:
                 f"{self.algorithm.name}.train_step or calc_loss"):
             return self._update(batch)
 
-    def _update(self, batch: Batch) -> int:
-        self._row_counts = batch.sources or (batch.valid.shape[0], 0, 0)
+    @contextlib.contextmanager
+    def _rows(self, counts: Tuple[int, int, int]):
+        """``row_sources`` gives the rows of ``counts`` (one count per ``RowSource``) inside."""
+        self._row_counts = counts
         try:
-            return self._update_rows(batch)
+            yield
         finally:
             self._row_counts = None
+
+    def _update(self, batch: Batch) -> int:
+        with self._rows(batch.sources or (batch.valid.shape[0], 0, 0)):
+            return self._update_rows(batch)
 
     def _update_rows(self, batch: Batch) -> int:
         alg, sequences, batch_info = self.algorithm, batch.sequences, batch.batch_info
@@ -303,14 +309,11 @@ class Learner:
         """
         alg = self.algorithm
         valid_masks = valid_step_mask(experience.time_step.step_type)
-        self._row_counts = (valid_masks.shape[1], 0, 0)
-        try:
+        with self._rows((valid_masks.shape[1], 0, 0)):
             with self.autocast():
                 loss_info = alg.calc_loss(train_info)
             loss_info, params = self.update_with_gradient(loss_info, valid_masks)
             alg.after_update(experience.time_step, train_info)
-        finally:
-            self._row_counts = None
         self.summarize_train(experience, train_info, loss_info, params)
         return int(valid_masks.numel())
 
@@ -390,7 +393,7 @@ class Learner:
         entries = self._built()
         names = [e.name for e in entries]
         _check_summary_tags(alg.name, loss_info)
-        terms = self._reduced_loss_terms(loss_info, valid_masks, weight, names)
+        terms, own_masks = self._reduced_loss_terms(loss_info, valid_masks, weight, names)
         total = cast(torch.Tensor, sum(terms.values()))
         # (meta tensors, which the device-placement tests train on, hold no values to check)
         if total.device.type != "meta" and not bool(torch.isfinite(total.detach())):
@@ -401,7 +404,8 @@ class Learner:
         self.counters.num_updates += 1
         total = total.detach()
         if active:
-            self._summarize_loss(total, terms, loss_info, valid_masks)
+            # a single loss's own mask (with the loop's) masks its extras too
+            self._summarize_loss(total, terms, loss_info, own_masks.get(None, valid_masks))
             if summary.should_record_summaries():
                 self._write_pending()
         return loss_info._replace(loss=total), params
@@ -484,9 +488,11 @@ class Learner:
 
     def _reduced_loss_terms(self, loss_info: LossInfo, valid_masks: Optional[torch.Tensor],
                             weight: float, names: List[str]
-                            ) -> Dict[Optional[str], torch.Tensor]:
-        """``{None: scalar}`` for a single loss, ``{name: scalar}`` for a dict of terms: each
-        masked, averaged, plus its ``scalar_loss``, times ``weight``."""
+                            ) -> Tuple[Dict[Optional[str], torch.Tensor],
+                                       Dict[Optional[str], Optional[torch.Tensor]]]:
+        """``({None: scalar}, ...)`` for a single loss, ``({name: scalar}, ...)`` for a dict of
+        terms: each masked, averaged, plus its ``scalar_loss``, times ``weight``; and the
+        masks (``term_mask``) of the terms that gave a ``LossInfo.mask``, by the same keys."""
         alg = self.algorithm
         loss, masks, scalar_loss = loss_info.loss, loss_info.mask, loss_info.scalar_loss
         if isinstance(loss, dict):
@@ -505,11 +511,13 @@ class Learner:
         else:
             items = [(None, loss, None if is_empty(masks) else masks,
                       None if is_empty(scalar_loss) else scalar_loss)]
-        terms = {}
+        terms, own_masks = {}, {}
         for key, x, mask, extra in items:
             if isinstance(x, torch.Tensor):
                 _check_steps(alg.name, key, x, valid_masks)
                 mask_x = term_mask(valid_masks, x, mask)
+                if mask is not None:
+                    own_masks[key] = mask_x
                 if self.counters.num_updates == 0:
                     _warn_if_masked_out(alg.name, key, mask_x)
                 x = masked_loss_mean(x, mask_x, self.settings.loss_average)
@@ -521,23 +529,19 @@ class Learner:
                 raise ValueError(f"{alg.name}: calc_loss gave no loss tensor"
                                  f"{'' if key is None else f' for term {key!r}'}")
             terms[key] = x * weight
-        return terms
+        return terms, own_masks
 
     def _summarize_loss(self, total: torch.Tensor, terms: Dict[Optional[str], torch.Tensor],
-                        loss_info: LossInfo, valid_masks: Optional[torch.Tensor]) -> None:
+                        loss_info: LossInfo, mask: Optional[torch.Tensor]) -> None:
         """Puts the update's total loss, its named terms and ``extra`` terms in the pending
         summaries, to be written at the next update that records summaries; an ``extra`` term
-        is kept unreduced and reduced (``extra_mean``) only when written, so updates whose
-        values are overwritten before then pay nothing for it."""
+        is kept unreduced and reduced (``extra_mean`` under ``mask``) only when written, so
+        updates whose values are overwritten before then pay nothing for it."""
         name, pending = self.algorithm.name, self._pending
         pending[f"loss/{name}"] = total
         for key, term in terms.items():
             if key is not None:
                 pending[f"loss/{name}/{key}"] = term.detach()
-        # A single loss's mask (its LossInfo.mask with the loop's) masks its extras too.
-        mask = valid_masks
-        if isinstance(loss_info.loss, torch.Tensor) and not is_empty(loss_info.mask):
-            mask = term_mask(valid_masks, loss_info.loss, loss_info.mask)
         for path, value in nest.flatten_with_path(loss_info.extra):
             if isinstance(value, torch.Tensor):  # reduced only if it is the one written
                 pending[f"loss/{name}/{path}"] = functools.partial(
