@@ -98,14 +98,8 @@ def window_score(summary: Dict, end_frames: int) -> Dict:
     """The mean score of the episodes that ended in the last tenth of ``end_frames``."""
     if not summary.get("_series"):
         return {"mean": None, "episodes": 0}
-    series, tag = summary["_series"], summary["_tag"]
-    mean_tag = "Metrics_new_episodes_vs_EnvironmentSteps/" + tag.rsplit("/", 1)[1]
-    clipped = {k: v for k, v in series.items()}
-    for key in (mean_tag, "Metrics_new_episodes_vs_EnvironmentSteps/NumberOfEpisodes"):
-        st, vals, walls = series[key]
-        keep = [i for i, s in enumerate(st) if s * FRAMESKIP <= end_frames]
-        clipped[key] = ([st[i] for i in keep], [vals[i] for i in keep], [walls[i] for i in keep])
-    mean, episodes = last_tenth_score(clipped, 0.9 * end_frames / FRAMESKIP, tag)
+    end = end_frames / FRAMESKIP
+    mean, episodes = last_tenth_score(summary["_series"], 0.9 * end, summary["_tag"], end)
     return {"mean": None if episodes == 0 else round(mean, 2), "episodes": episodes}
 
 

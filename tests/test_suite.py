@@ -102,6 +102,8 @@ def test_the_last_tenth_is_the_mean_of_the_episodes_ending_in_it(tmp_path):
     assert last_tenth_score(series, 100, score) == (pytest.approx(30 / 10), 10)
     mean, episodes = last_tenth_score(series, 401, score)
     assert math.isnan(mean) and episodes == 0
+    # a window that ends at step 350: 2 averaging 2 and 3 averaging 3 -> 13 / 5
+    assert last_tenth_score(series, 150, score, end_step=350) == (pytest.approx(13 / 5), 5)
 
 
 def test_a_runs_speed_and_minutes_leave_out_the_pause_between_stop_and_resume(tmp_path):

@@ -149,7 +149,7 @@ def pick_score_tag(series: Dict[str, Series]) -> str:
 
 
 def last_tenth_score(series: Dict[str, Series], start_step: float,
-                     score_tag: str) -> Tuple[float, int]:
+                     score_tag: str, end_step: Optional[float] = None) -> Tuple[float, int]:
     """Dopamine's measure: the mean score of the episodes that end at or after agent step
     ``start_step`` (to within one summary interval before it), and their number.
 
@@ -160,6 +160,8 @@ def last_tenth_score(series: Dict[str, Series], start_step: float,
         series: the run's series, from ``read_run``.
         start_step: the window's first agent step (e.g. 90 % of the run's).
         score_tag: ``SCORE_TAG`` or ``RETURN_TAG`` (the metric the run summarised).
+        end_step: the window's last agent step (summaries written after it are left out);
+            None: the run's end.
 
     Returns:
         ``(mean, episodes)``; ``(nan, 0)`` where the run wrote no such summaries in the
@@ -170,7 +172,7 @@ def last_tenth_score(series: Dict[str, Series], start_step: float,
     count_steps, counts, _ = series[count_tag]
     count_at = dict(zip(count_steps, counts))
     pairs = [(m, count_at[st]) for st, m in zip(steps, means)
-             if st >= start_step and st in count_at]
+             if st >= start_step and (end_step is None or st <= end_step) and st in count_at]
     episodes = int(sum(n for _, n in pairs))
     if not episodes:
         return float("nan"), 0
