@@ -1,14 +1,9 @@
 """Algorithm: the base of every algorithm: specs, states, the step and hook contract.
 
-A subclass writes ``rollout_step``, ``train_step`` and ``calc_loss`` and may override the hooks
-``preprocess_experience``, ``mix_experience``, ``after_update`` and ``after_train_iter``; its
-``learner`` (``learner.py``) owns the optimizers, the gradient updates and the counters, and
-``algorithm_state.py`` checks the checkpoint state. How experience reaches ``train_step`` is
-the data path's (``data_paths.py``), driven by the training loop (``training_loop.py``).
-
-Shapes: ``*_step`` functions see ``[B, ...]`` inputs (``train_step`` ``[T*B, ...]`` when the
-steps are temporally independent); ``calc_loss`` sees ``[T, B, ...]`` (time-major) infos; the
-replay buffer hands out batch-major ``[B, T, ...]`` data, which the learner transposes.
+A subclass writes ``rollout_step``, ``train_step`` and ``calc_loss`` and may override the hooks;
+its ``learner`` owns the optimizers, the updates and the counters. Shapes: ``*_step`` see
+``[B, ...]`` inputs (``train_step`` ``[T*B, ...]`` when temporally independent), ``calc_loss``
+``[T, B, ...]`` infos; the replay buffer hands out batch-major ``[B, T, ...]`` data.
 """
 
 from __future__ import annotations
@@ -33,16 +28,14 @@ __all__ = ["Algorithm", "NonFiniteLossError", "RunArgs"]
 
 
 class RunArgs(NamedTuple):
-    """The constructor arguments an algorithm hands on to what trains it (the ``Trainer``,
-    its ``TrainingLoop``, the data path), read-only as ``algorithm.run_args``.
+    """The constructor arguments an algorithm hands on to what trains it
+    (``algorithm.run_args``).
 
     Attributes:
         config: the ``TrainerConfig``, or None.
-        device: where the parameters live (``config.run.device``; CPU without a config).
+        device: where the parameters live (CPU without a config).
         checkpoint: the initial checkpoint (``"prefix@path"``), or None.
-        env: the batched training environment (``RLAlgorithm``'s), or None.
-        metric_discount: ``gamma`` of the discounted-return metrics.
-        replay_buffer_ctor: what builds the replay buffers (``ReplayBuffer`` by default).
+        env, metric_discount, replay_buffer_ctor: ``RLAlgorithm``'s arguments.
     """
 
     config: Any
@@ -67,47 +60,34 @@ class Algorithm(nn.Module):
     """Base class of algorithms (ALF's ``Algorithm``).
 
     Args:
-        train_state_spec: nest of ``TensorSpec`` of ``train_step``'s recurrent state (one
-            sample, no batch dim); ``()`` for none.
+        train_state_spec: nest of ``TensorSpec`` of ``train_step``'s state (``()``: none).
         rollout_state_spec: state spec of ``rollout_step``; ``train_state_spec`` if None.
         predict_state_spec: state spec of ``predict_step``; ``rollout_state_spec`` if None.
-        is_on_policy: True: train on each unroll directly; False: through the replay buffer
-            (``rlf.algorithms.data_paths``); None: the subclass decides (``on_policy``).
+        is_on_policy: train on each unroll (True) or through the replay buffer (False).
         optimizer: a ``torch.optim.Optimizer`` class or factory called as
-            ``optimizer(params)`` (e.g. ``functools.partial(torch.optim.Adam, lr=1e-3)``, or in
-            gin ``@torch.optim.Adam`` with ``torch.optim.Adam.lr = 1e-3``), or an optimizer
-            instance already holding this algorithm's parameters. It optimises every
-            parameter of this algorithm that a sub-algorithm's own optimizer does not.
-        config: the ``TrainerConfig`` of the algorithm that runs the training loop.
+            ``optimizer(params)`` (gin: ``@torch.optim.Adam``), or an instance holding this
+            algorithm's parameters; it optimises every parameter no other optimizer claims.
+        config: the ``TrainerConfig`` (root algorithm only).
         checkpoint: ``"path"`` or ``"prefix@path"``: initial parameters from an rlf checkpoint
-            file, optionally only those under ``prefix.`` (loaded by
-            ``rlf.algorithms.algorithm_state.load_initial_checkpoint``, which the trainer
-            calls).
+            file, optionally only those under ``prefix.`` (``load_initial_checkpoint``).
         debug_summaries: write extra summaries.
         name: used in summaries and messages.
         gradient_clipping: clip gradients to this global L2 norm (per optimizer), or by
             value if ``clip_by_global_norm`` is False; None for no clipping.
         clip_by_global_norm: see ``gradient_clipping``.
         lr_scheduler: a ``torch.optim.lr_scheduler.LRScheduler`` class or factory called as
-            ``lr_scheduler(optimizer)`` for this algorithm's optimizer (e.g. in gin
-            ``@torch.optim.lr_scheduler.LinearLR`` with ``...LinearLR.start_factor = 0.1`` and
-            ``...LinearLR.total_iters = 1000`` for a warm-up), or None for a constant rate.
-            It is stepped once per gradient update (not per epoch, as torch's examples do;
-            not for updates that AMP's GradScaler skips), and its state is checkpointed
-            with the optimizer's.
-        loss_average: how the learner (``Learner.update_with_gradient``) averages a masked
-            loss (``masked_loss_mean``): ``"all"`` (ALF's rule: over all entries, so the gradient
-            scale does not depend on how many the mask removes) or ``"valid"`` (over the
-            entries the mask keeps).
+            ``lr_scheduler(optimizer)`` (gin: ``@torch.optim.lr_scheduler.LinearLR``), or None
+            for a constant rate; stepped once per update the optimizer stepped in (not per
+            epoch), checkpointed with the optimizer.
+        loss_average: ``masked_loss_mean``'s rule: ``"all"`` (ALF's: over all entries, so the
+            gradient scale does not depend on the mask) or ``"valid"`` (the kept entries).
 
     Raises:
         ValueError: for an ``optimizer`` or ``lr_scheduler`` that cannot be called, a
             ``gradient_clipping`` <= 0, or another ``loss_average``.
         UserError: (a ``ValueError``) for a subclass that defines or assigns a name the base
-            classes reserve (``rlf.algorithms.reserved.RESERVED_NAMES``: properties and
-            counters such as ``num_updates``), naming it and the version that reserved it,
-            and for one that defines a hook of rlf 0.1 the framework no longer calls
-            (``rlf.algorithms.removed.REMOVED_HOOKS``), naming its replacement.
+            classes reserve (``reserved.RESERVED_NAMES``), or defines a hook of rlf 0.1 that
+            is no longer called (``removed.REMOVED_HOOKS``), naming the replacement.
     """
 
     _rlf_base_class = True  # defines the reserved names (``reserved.py``)
@@ -173,9 +153,8 @@ class Algorithm(nn.Module):
 
     # ------------------------------------------------------------------ reserved names
     def __setattr__(self, name: str, value: Any) -> None:
-        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``) unless
-        it is a settable property of theirs (``RLAlgorithm.actor_identity``), and a new
-        sub-module, parameter or buffer once the optimizers exist (``_rlf_check_new_state``)."""
+        """``nn.Module``'s, refusing a name the base classes reserve (but their settable
+        properties) and new state once the optimizers exist."""
         if not _base_setter(type(self), name):
             check_reserved_name(type(self).__name__, name, "the attribute")
         if isinstance(value, (nn.Module, nn.Parameter)):
@@ -185,31 +164,26 @@ class Algorithm(nn.Module):
 
     def register_buffer(self, name: str, tensor: Optional[torch.Tensor],
                         persistent: bool = True) -> None:
-        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``), and a
-        new buffer once the optimizers exist."""
+        """``nn.Module``'s, with ``__setattr__``'s refusals."""
         check_reserved_name(type(self).__name__, name, "the buffer")
         self._rlf_check_new_state(name, "buffer")
         super().register_buffer(name, tensor, persistent)
 
     def register_parameter(self, name: str, param: Optional[nn.Parameter]) -> None:
-        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``), and a
-        new parameter once the optimizers exist."""
+        """``nn.Module``'s, with ``__setattr__``'s refusals."""
         check_reserved_name(type(self).__name__, name, "the parameter")
         self._rlf_check_new_state(name, "parameter")
         super().register_parameter(name, param)
 
     def add_module(self, name: str, module: Optional[nn.Module]) -> None:
-        """``nn.Module``'s, refusing a name the base classes reserve (``reserved.py``), and a
-        new sub-module once the optimizers exist."""
+        """``nn.Module``'s, with ``__setattr__``'s refusals."""
         check_reserved_name(type(self).__name__, name, "the module")
         self._rlf_check_new_state(name, "module")
         super().add_module(name, module)
 
     def _rlf_check_new_state(self, name: str, what: str) -> None:
         """Refuses a sub-module, parameter or buffer under a new name once the optimizers
-        exist (right after construction in a ``Trainer``; at the first ``train_iter``): it
-        would be in no optimizer, and in checkpoints written after it appeared but not in
-        the state a resumed run builds, which then refuses its own checkpoint.
+        exist: no optimizer would train it, and a resumed run would refuse its checkpoint.
 
         Raises:
             UserError: (a ``ValueError``) naming it and the documented way.
@@ -226,9 +200,8 @@ class Algorithm(nn.Module):
                         f"own')")
 
     def __getattr__(self, name: str) -> Any:
-        """``nn.Module``'s lookup of parameters, buffers and sub-modules; a member that rlf
-        0.3 removed raises an ``AttributeError`` naming its replacement
-        (``rlf.algorithms.removed``)."""
+        """``nn.Module``'s lookup; a member rlf 0.3 removed raises an ``AttributeError``
+        naming its replacement (``removed.py``)."""
         try:
             return super().__getattr__(name)
         except AttributeError:
@@ -242,16 +215,12 @@ class Algorithm(nn.Module):
 
     @property
     def learner(self) -> Learner:
-        """The ``Learner``: this algorithm's optimizers (``optimizers``, ``names``,
-        ``optimizer_steps``), its gradient updates (``update_with_gradient``) and its
-        counters (``counters``: ``num_updates``, ``env_steps``, ``train_iter_num``, the
-        optimizers' steps)."""
+        """The ``Learner``: this algorithm's optimizers, gradient updates and counters."""
         return self._rlf_learner
 
     @property
     def run_args(self) -> RunArgs:
-        """The constructor arguments that the ``Trainer``, the ``TrainingLoop`` and the data
-        path take from the algorithm (``RunArgs``; read-only)."""
+        """The constructor arguments that what trains it reads (``RunArgs``)."""
         return RunArgs(self._rlf_config, self._rlf_device, self._rlf_checkpoint)
 
     @property
@@ -288,9 +257,8 @@ class Algorithm(nn.Module):
 
     def train_state_from_rollout_state(self, state: Any) -> Any:
         """The ``train_step`` state a stored sequence starts from, given the rollout state
-        stored with its first step (``TrainerConfig.use_rollout_state``): that state itself
-        by default. Override it where the two specs differ (R2D2: the online and the target
-        network both start from the actor's state).
+        stored with its first step (``use_rollout_state``): itself by default (R2D2 overrides
+        it).
 
         Args:
             state: ``[B, ...]`` nest matching ``rollout_state_spec``.
@@ -306,21 +274,14 @@ class Algorithm(nn.Module):
                       clip_by_global_norm: Optional[bool] = None,
                       name: Optional[str] = None, every: int = 1) -> None:
         """Gives some sub-modules an optimizer of their own (ALF's ``add_optimizer``), e.g.
-        SAC's actor, critics and temperature, each with its own rate.
+        SAC's actor, critics and temperature; the constructor's ``optimizer`` then covers
+        the rest. Checkpoint order: per algorithm (root first), its added optimizers in the
+        order added, then its default one.
 
-        The ``optimizer`` argument of the constructor then covers only the parameters no
-        ``add_optimizer`` claimed. Each optimizer has its own schedule and clipping and is
-        checkpointed with its schedule and step count, in the order: per algorithm (root
-        first), its added optimizers in the order added, then its default one.
-
-        Which loss trains it: when ``calc_loss`` returns ``LossInfo.loss`` as a dict of
-        named terms, the term named ``name`` is back-propagated into this optimizer's
-        parameters only (``backward(inputs=...)``: a term through another's module leaves
-        that module's gradients alone, without ``requires_grad`` toggling), and an update
-        without that term does not step it. A single (unnamed) loss trains every optimizer.
-        Either way the optimizer steps only on updates ``every, 2 every, ...`` (counted from
-        1; ``is_due``), and its schedule advances and its ``learning_rate/...`` summary is
-        written only when it stepped.
+        With a dict ``LossInfo.loss``, the term named ``name`` is back-propagated into this
+        optimizer's parameters only (``backward(inputs=...)``), and an update without it
+        does not step it; a single loss trains every optimizer. It steps only on updates
+        ``every, 2 every, ...`` (``is_due``); its schedule advances only when it stepped.
 
         Args:
             optimizer: a ``torch.optim.Optimizer`` class or factory called with the
@@ -331,16 +292,12 @@ class Algorithm(nn.Module):
             gradient_clipping: like ``Algorithm``'s, for this optimizer; by default the
                 algorithm's.
             clip_by_global_norm: like ``Algorithm``'s; by default the algorithm's.
-            name: the optimizer's name: the key of its term in a dict ``LossInfo.loss``,
-                of ``learner.optimizer_steps`` and of its summaries
-                (``learning_rate/<alg>/<name>``);
-                by default its index.
+            name: the key of its term in a dict ``LossInfo.loss``, of
+                ``learner.optimizer_steps`` and of its summaries; by default its index.
             every: it steps on every ``every``-th update (TD3's ``policy_delay``: 2).
 
         Raises:
-            RuntimeError: once the optimizers exist (the trainer builds them right after the
-                algorithm; otherwise the first update or ``state_dict`` does): call it in
-                the constructor.
+            RuntimeError: once the optimizers exist: call it in the constructor.
             ValueError: for a module or parameter that is not an attribute of this
                 algorithm (or of its sub-modules), an ``optimizer`` or ``lr_scheduler``
                 that cannot be called, a ``gradient_clipping`` <= 0, ``every`` < 1 or a
@@ -381,8 +338,7 @@ class Algorithm(nn.Module):
                                    else clip_by_global_norm)))
 
     def _rlf_optimizer_plans(self) -> List[OptimizerPlan]:
-        """The optimizer declarations of this algorithm and its sub-algorithms, root first
-        (``named_modules`` order): what its ``Learner`` builds the optimizers from."""
+        """The ``OptimizerPlan`` s of this algorithm and its sub-algorithms, root first."""
         return [OptimizerPlan(m, m._rlf_optimizer_arg, m._rlf_lr_scheduler_arg,
                               (m._rlf_gradient_clipping, m._rlf_clip_by_global_norm),
                               m._rlf_added_optimizers)
@@ -390,16 +346,13 @@ class Algorithm(nn.Module):
 
     @property
     def num_updates(self) -> int:
-        """The number of gradient updates (``update_with_gradient`` calls that applied one)
-        so far, checkpointed; an optimizer with ``every = N`` steps on updates ``N, 2N, ...``
-        (counted from 1). On an actor, the learner's count as of the parameters it acts
-        with."""
+        """The number of gradient updates so far, checkpointed; on an actor, the learner's
+        count as of the parameters it acts with."""
         return self._rlf_learner.counters.num_updates
 
     def is_due(self, name: str) -> bool:
-        """Whether optimizer ``name`` steps in the next update (its ``every`` divides the
-        next update's number, counted from 1): ``calc_loss`` may skip computing a term whose
-        optimizer is not due (TD3's delayed actor).
+        """Whether optimizer ``name`` steps in the next update: ``calc_loss`` may skip a term
+        whose optimizer is not due (TD3's delayed actor).
 
         Raises:
             KeyError: for a name that is not among ``learner.names``.
@@ -408,9 +361,8 @@ class Algorithm(nn.Module):
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
-        """The module's state plus, at the root, ``"_optimizers"``: the list of optimizer
-        states (in ``optimizers`` order), and ``"_lr_schedulers"`` when any optimizer has
-        one (None for those without)."""
+        """The module's state plus, at the root, ``"_optimizers"`` and (with any schedule)
+        ``"_lr_schedulers"``."""
         state = super().state_dict(*args, destination=destination, prefix=prefix,
                                    keep_vars=keep_vars)
         if prefix == "" and not args:
@@ -425,10 +377,8 @@ class Algorithm(nn.Module):
         """Restores ``state_dict()`` output, checking everything first.
 
         Raises:
-            ValueError: naming missing and unexpected keys, parameters whose shape or dtype
-                differs (expected vs found), and optimizers that do not fit (other group
-                sizes, or another optimizer class's hyperparameters); nothing is changed
-                then.
+            ValueError: naming missing and unexpected keys, tensors of another shape or
+                dtype, and optimizers that do not fit; nothing is changed then.
         """
         state_dict = dict(state_dict)
         opt_states = state_dict.pop("_optimizers", None)
@@ -448,24 +398,23 @@ class Algorithm(nn.Module):
         return result
 
     def get_extra_state(self) -> Dict[str, Any]:
-        """What ``state_dict`` saves beside tensors (``nn.Module`` hook): the counters (the
-        training iteration, the update count and the optimizers' step counts, in
-        ``optimizers`` order). Subclasses extend the dict (call ``super()``)."""
-        return {"train_iter_num": self._rlf_learner.counters.train_iter_num,
-                "num_updates": self._rlf_learner.counters.num_updates,
-                "optimizer_steps": self._rlf_learner.counters.optimizer_steps}
+        """What ``state_dict`` saves beside tensors: the counters. Subclasses extend the dict
+        (call ``super()``)."""
+        counters = self._rlf_learner.counters
+        return {"train_iter_num": counters.train_iter_num, "num_updates": counters.num_updates,
+                "optimizer_steps": counters.optimizer_steps}
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
-        """Restores ``get_extra_state()`` output; keys missing in older checkpoints get their
-        defaults (counts of other optimizers start from 0)."""
-        self._rlf_learner.counters.train_iter_num = int(state.get("train_iter_num", 0))
-        self._rlf_learner.counters.num_updates = int(state.get("num_updates", 0))
+        """Restores ``get_extra_state()`` output (older checkpoints: defaults)."""
+        counters = self._rlf_learner.counters
+        counters.train_iter_num = int(state.get("train_iter_num", 0))
+        counters.num_updates = int(state.get("num_updates", 0))
         steps = [int(c) for c in state.get("optimizer_steps") or []]
         if not self._rlf_learner.built:  # sized now; building the optimizers keeps a fitting size
-            self._rlf_learner.counters.set_num_optimizers(len(steps))
-        if len(steps) != len(self._rlf_learner.counters.optimizer_steps):
-            steps = [0] * len(self._rlf_learner.counters.optimizer_steps)
-        self._rlf_learner.counters.set_optimizer_steps(steps)
+            counters.set_num_optimizers(len(steps))
+        if len(steps) != len(counters.optimizer_steps):
+            steps = [0] * len(counters.optimizer_steps)
+        counters.set_optimizer_steps(steps)
 
     # ------------------------------------------------------------------ steps (subclasses)
     def predict_step(self, inputs: Any, state: Any) -> AlgStep:
@@ -488,8 +437,7 @@ class Algorithm(nn.Module):
 
         Returns:
             ``AlgStep(output=action [B, ...], state=next state, info=rollout_info)``; the
-            info nest is stored in ``Experience.rollout_info`` (for off-policy training keep
-            it to tensors, e.g. the behaviour policy's logits).
+            info is stored in ``Experience.rollout_info``.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement rollout_step")
 
@@ -497,9 +445,8 @@ class Algorithm(nn.Module):
         """One step of recomputation on stored experience (replay, and on-policy epochs).
 
         Args:
-            inputs: ``[B, ...]`` nest (the ``TimeStep`` of one time index), or all the
-                sequence's steps at once, ``[T*B, ...]``, when they are temporally
-                independent (no recurrent ``train_state_spec``).
+            inputs: ``[B, ...]`` ``TimeStep`` of one time index, or ``[T*B, ...]`` when
+                the steps are temporally independent.
             state: nest matching ``train_state_spec``.
             rollout_info: the ``[B, ...]`` ``rollout_info`` stored with the step.
 
@@ -513,18 +460,15 @@ class Algorithm(nn.Module):
         """The loss of ``[T, B]`` training information.
 
         Args:
-            info: the ``rollout_info`` of an unroll (the ``"rollout_graph"`` path) or the
-                stacked ``train_step`` infos, leaves ``[T, B, ...]`` (``[T-k, B, ...]`` after
-                a burn-in of ``k`` steps).
+            info: the stacked ``train_step`` infos (or an unroll's ``rollout_info``),
+                ``[T, B, ...]`` (``[T-k, B, ...]`` after a burn-in).
 
         Returns:
             ``LossInfo`` whose ``loss`` (a tensor or a dict of them by optimizer name) is
             ``[T, B]`` per step, ``[T-k, B]`` over the first ``T - k`` steps (``k = 1``:
-            transitions), ``[B]`` per sequence or a scalar: the learner masks each with
-            ``valid_step_mask`` (or ``LossInfo.mask``) and averages it
-            (``Learner.update_with_gradient``); keep the ``[T-k, B]`` dims of a loss over steps
-            (``rlf.nest.utils.batch_apply``), since a flattened one cannot be masked.
-            ``extra`` terms are summarised as ``loss/<name>/<key>``, a key no loss term has.
+            transitions), ``[B]`` per sequence or a scalar, which the learner masks and
+            averages (``Learner.update_with_gradient``): keep the time and batch dims.
+            ``extra`` terms are summarised as ``loss/<name>/<key>``.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement calc_loss")
 
@@ -536,11 +480,9 @@ class Algorithm(nn.Module):
         return root_inputs, rollout_info
 
     def mix_experience(self, experience: Experience, batch_info: Any) -> Tuple[Experience, Any]:
-        """Hook on each batch-major ``[N, T]`` mini-batch of the data path
-        before its update: may add sequences from elsewhere (IMPALA's experience replay).
-        The mini-batch is on the algorithm's device; sequences added from CPU storage must
-        be moved there (``nest.utils.cat_nests`` concatenates on the first nest's device).
-        Returns ``(experience, batch_info)``; the default returns them unchanged."""
+        """Hook on each batch-major ``[N, T]`` mini-batch (on the algorithm's device) before
+        its update: may append sequences from elsewhere (IMPALA's experience replay; move
+        them to the device). Returns ``(experience, batch_info)``; by default unchanged."""
         return experience, batch_info
 
     def after_update(self, root_inputs: Any, info: Any) -> None:

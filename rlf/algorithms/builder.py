@@ -1,15 +1,8 @@
-"""The composition root of training (in the spirit of Acme's builder): ``build_training`` makes
-what trains an algorithm, in the order that lets a refused setting stop everything before a
-run writes anything, and hands each part its collaborators through its constructor:
-
-1. the learner's optimizers (``Learner.build``, from the algorithm's declarations);
-2. the ``TrainingLoop``, which builds the data path the settings select (``make_data_path``,
-   given the loop's replay-buffer constructor) and checks the algorithm's ``data_needs``;
-3. the offline data the config names (``TrainingLoop.load_offline_data``);
-4. the unroller, if given (``TrainingLoop.set_unroller``: the metrics are sized by it and the
-   replay buffer's settings probed).
-
-The ``Trainer`` (and so ``rlf.bin.train`` and every ``rlf.experiments`` trial) and
+"""The composition root of training (Acme's builder): ``build_training`` makes what trains an
+algorithm, handing each part its collaborators through its constructor, in the order that
+lets a refused setting stop everything before a run writes anything: the optimizers
+(``Learner.build``), the ``TrainingLoop`` and its data path (``make_data_path``, which checks
+``data_needs``), the offline data, then the unroller. The ``Trainer`` and
 ``RLAlgorithm.train_iter`` build through it; a script may too::
 
     loop = build_training(alg, SyncUnroller(env, alg))
@@ -33,8 +26,7 @@ def build_training(algorithm, unroller: Optional[Unroller] = None,
 
     Args:
         algorithm: the root ``RLAlgorithm``.
-        unroller: the ``Unroller`` it acts through, or None to set it later
-            (``TrainingLoop.set_unroller``: the ``Trainer`` builds its actors last).
+        unroller: the ``Unroller`` it acts through, or None to set it later.
         config: the ``TrainerConfig``; the algorithm's (``run_args.config``) if None.
 
     Returns:

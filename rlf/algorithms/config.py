@@ -51,9 +51,8 @@ def _check_across_parts(run: RunConfig, data: DataPathConfig, actors: ActorConfi
 
 
 def _signature(init: Callable) -> Callable:
-    """Gives ``TrainerConfig.__init__`` (``**settings``) the signature and annotations of the
-    parts' fields (keyword-only, with their defaults), and of the removed fields, so that
-    gin, ``inspect`` and ``rlf.trainers.gin_config``'s type check see every setting."""
+    """Gives ``TrainerConfig.__init__`` the keyword-only signature and annotations of the
+    parts' and the removed fields, which gin and ``gin_config``'s type check read."""
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     annotations: Dict[str, Any] = {}
     for _, cls in _PARTS:
@@ -81,13 +80,11 @@ def _part(name: str, doc: str) -> property:
 class TrainerConfig:
     """Settings of ``Trainer`` and of its ``TrainingLoop``: the gin face of six typed parts.
 
-    A gin file sets them by their flat names, ``TrainerConfig.unroll_length = 20``; the
-    constructor takes every field of the parts (``rlf.algorithms.config_parts``, where each
-    is declared and documented) as a keyword argument, its signature generated from them.
-    It builds the frozen parts, each validating its own fields, then checks what spans two
-    of them. A consumer reads its part (``config.data_path.unroll_length``); the flat name
-    (``config.unroll_length``) reads the same value. Nothing changes a config once built
-    (``replace`` makes a new one).
+    A gin file sets them by their flat names (``TrainerConfig.unroll_length = 20``): the
+    constructor's keywords are the fields of the parts (``config_parts.py``, where each is
+    documented). It builds the frozen parts, then checks what spans two of them. A consumer
+    reads its part (``config.data_path.unroll_length``; the flat name reads the same value).
+    ``replace`` makes a new config.
 
     | part | what it holds |
     |---|---|
@@ -98,17 +95,12 @@ class TrainerConfig:
     | ``checkpoints`` (``CheckpointConfig``) | checkpoint interval, retention, the replay buffer |
     | ``summaries`` (``SummaryConfig``) | TensorBoard summaries, metrics' window, tracker |
 
-    ``debug_summaries``, ``max_unroll_length``, ``rl_train_after_update_steps`` and
-    ``rl_train_every_update_steps`` were removed: they are accepted (and ignored) so that the
-    ``config.gin`` of older run directories still parses, and a value other than the old
-    default warns once.
+    Four removed settings (``_REMOVED``) are accepted and ignored, so that older run
+    directories' ``config.gin`` parses; a value other than the old default warns once.
 
     Raises:
         TypeError: for a keyword that is no setting.
-        ValueError: for a value a part refuses (its ``Raises``), and for what spans two
-            parts: ``async_unroll`` with an ``unroll_length`` that is not an integer >= 1;
-            ``num_actors`` not a multiple of ``num_learners``; offline data with several
-            learners; ``unroll_length = 0`` without ``num_iterations``.
+        ValueError: for a value a part refuses, or settings of two parts that contradict.
     """
 
     #: Settings of the replay buffer, which only off-policy algorithms have (the data path's,

@@ -1,11 +1,6 @@
-"""The typed parts of ``TrainerConfig``: frozen dataclasses, each validating its own fields in one
-place (``__post_init__``) when it is built.
-
-``TrainerConfig`` (the gin face: every conf and ``--conf_param`` binding names its flat fields)
-builds one of each and checks what spans two parts; its constructor's signature is generated
-from these fields, which are declared and documented here only. Each consumer takes the part it
-needs: the data path its ``DataPathConfig``, the unroller factory its ``ActorConfig``, the
-evaluation its ``EvaluationConfig``.
+"""The typed parts of ``TrainerConfig``: frozen dataclasses, each validating its own fields
+(``__post_init__``). The settings are declared and documented here only: ``TrainerConfig``'s
+gin signature is generated from them, and each consumer reads its part.
 """
 
 from __future__ import annotations
@@ -67,52 +62,36 @@ class RunConfig:
     and its device.
 
     Attributes:
-        root_dir: where ``config.gin``, ``train/`` (TensorBoard events) and ``ckpt/`` go.
-            The command line's ``--root_dir`` overrides it.
-        algorithm_ctor: called as ``algorithm_ctor(observation_spec=..., action_spec=...,
-            reward_spec=..., env=..., config=...)`` to build the root ``RLAlgorithm``.
-        random_seed: seeds Python, numpy, torch and the environments (environment ``i`` gets
-            ``random_seed + i``, evaluation environment ``i`` ``random_seed + 1000003 +
-            i``), in ``[0, 2**30)`` so that those fit ALE's int32 seeds; None picks one and
-            logs it.
+        root_dir: where ``config.gin``, ``train/`` and ``ckpt/`` go (``--root_dir`` wins).
+        algorithm_ctor: builds the root ``RLAlgorithm`` from ``observation_spec``,
+            ``action_spec``, ``reward_spec``, ``env`` and ``config``.
+        random_seed: seeds Python, numpy, torch and the environments (``random_seed + i``;
+            evaluation ``+ 1000003 + i``), in ``[0, 2**30)``; None picks one and logs it.
         torch_num_threads: ``torch.set_num_threads`` for the learner; None leaves torch's
             default (one per core).
-        flush_denormal: ``torch.set_flush_denormal(True)`` in the learner and the actors:
-            float32 values below 1.2e-38 become 0, since RMSProp's and Adam's second-moment
-            averages of parameters whose gradients stay 0 decay into denormals, which x86
-            CPUs process many times slower (``bench/denormal_optimizer_step.py`` measures
-            it). Process-wide.
-        reuse_freed_memory: in the learner process, have glibc's malloc keep freed memory
-            for reuse (``rlf.runtime.malloc.reuse_freed_memory``) instead of unmapping large
-            blocks on ``free`` and page-faulting them in again at the next iteration
-            (``bench/malloc_reuse.py`` measures it). The process keeps its peak memory. No
-            effect where the C library is not glibc.
+        flush_denormal: ``torch.set_flush_denormal(True)`` in learner and actors: optimizer
+            moments that decay into denormals are many times slower on x86 CPUs
+            (``bench/denormal_optimizer_step.py``).
+        reuse_freed_memory: glibc's malloc keeps freed memory for reuse in the learner
+            instead of unmapping and page-faulting it again (``bench/malloc_reuse.py``).
         num_iterations: number of ``train_iter`` calls; 0 means no limit (then
             ``num_env_steps`` must be set).
         num_env_steps: stop unrolling when ``EnvironmentSteps`` reaches this; 0 for no
             limit.
-        device: where the algorithm's parameters live (``"cpu"``, ``"cuda"``, ``"cuda:1"``;
-            ``"mps"`` where torch has it). Other devices, and CUDA indices beyond the
-            machine's devices, are refused.
+        device: where the parameters live (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``).
         enable_amp: ``torch.autocast`` in rollout and loss (bfloat16 on CPU, float16 on CUDA
             with a ``GradScaler``).
         empty_cache: ``torch.cuda.empty_cache()`` every iteration.
-        num_learners: data-parallel learner processes (``torch.distributed``: gloo on CPU,
-            NCCL on CUDA, one device each), started by ``rlf.bin.train`` or by ``torchrun
-            --nproc_per_node N -m rlf.bin.train``. Learner ``r`` runs ``1/N`` of the
-            environments (``load.num_envs / N``; with actors ``num_actors / N`` actors),
-            those the one learner would run as ``r*B ... (r+1)*B - 1`` with their seeds;
-            gradients are averaged over the learners before clipping. ``load.num_envs``,
-            ``num_actors`` and an epoch path's ``mini_batch_size`` must be multiples of
-            ``N``; a sampled mini-batch of ``mini_batch_size`` is drawn over every learner's
-            replay buffer. Rank 0 writes the summaries (losses averaged over the learners),
-            the checkpoints and ``config.gin``; learner ``r > 0`` keeps its own state (its
-            environments, replay buffer, random state) in ``ckpt/learner-<r>/``.
+        num_learners: data-parallel learner processes (``torch.distributed``; ``rlf.bin.train``
+            or ``torchrun`` starts them), which train as one learner would
+            (docs/distributed.md): learner ``r`` runs ``1/N`` of the environments and
+            actors; ``load.num_envs``, ``num_actors`` and an epoch path's ``mini_batch_size``
+            must be multiples of ``N``. Rank 0 writes summaries, checkpoints and
+            ``config.gin``; rank ``r > 0`` its own state in ``ckpt/learner-<r>/``.
 
     Raises:
-        ValueError: for a ``random_seed`` outside ``[0, 2**30)``; negative budgets, or both
-            0; a ``torch_num_threads`` below 1; a ``device`` torch does not know or a CUDA
-            device this machine does not have.
+        ValueError: for a value out of range, both budgets 0, or a device torch or this
+            machine does not have.
     """
 
     root_dir: Optional[str] = None
@@ -168,25 +147,19 @@ def _check_device(device: str) -> None:
 
 @dataclass(frozen=True)
 class DataPathConfig:
-    """How experience reaches the updates: the unroll, the replay buffer, the sequences and
-    mini-batches, offline data (``rlf.algorithms.data_paths.make_data_path`` reads it, and
-    nothing else does: ``DATA_PATH_SETTINGS``).
+    """How experience reaches the updates (``make_data_path`` alone reads it).
 
     Attributes:
         unroll_length: steps per environment per iteration (``T``); may be fractional for
             off-policy algorithms (e.g. 0.25 unrolls one step every 4 iterations); 0 trains
             only on ``offline_buffer_dir``'s data, for ``num_iterations``.
-        unroll_with_grad: keep the autograd graph of ``rollout_step`` (on-policy algorithms
-            always do; off-policy ones may, e.g. to train on the rollout's own forward
-            pass).
-        use_rollout_state: in training from stored sequences (replay, or on-policy epochs),
-            start ``train_step``'s recurrent state from the rollout state stored with the
-            sequence's first step (the state the actor had there) instead of zeros.
-        burn_in_steps: the first ``k`` steps of each trained sequence only warm up
-            ``train_step``'s recurrent state: they run without gradient, their infos are
-            left out of ``calc_loss`` (which sees the ``[T-k, B]`` rest) and of the loss
-            mask (Kapturowski et al. 2019, R2D2's burn-in). Needs a recurrent
-            ``train_state_spec`` and ``mini_batch_length > burn_in_steps``.
+        unroll_with_grad: keep the autograd graph of ``rollout_step`` (off-policy only;
+            on-policy paths decide it).
+        use_rollout_state: start ``train_step``'s recurrent state on a stored sequence from
+            the rollout state stored with its first step instead of zeros.
+        burn_in_steps: the first ``k`` steps of each trained sequence only warm up the
+            recurrent state, without gradient; ``calc_loss`` sees the ``[T-k, B]`` rest
+            (R2D2's burn-in, Kapturowski et al. 2019).
         temporally_independent_train_step: call ``train_step`` once on ``[T*B]`` instead of
             ``T`` times on ``[B]``; only valid without recurrent train state.
         mini_batch_size: sequences per gradient update in off-policy training.
@@ -195,39 +168,27 @@ class DataPathConfig:
             iteration.
         whole_replay_buffer_training: train on everything in the buffer each iteration
             (shuffled into mini-batches) instead of sampling.
-        clear_replay_buffer: with whole-buffer training, keep only the last unroll (plus its
-            preceding step) in the buffer (ALF's ``adjust_replay_buffer_length``); without
-            it, clear the buffer after each iteration.
+        clear_replay_buffer: with whole-buffer training, keep only the last unroll (and its
+            preceding step); otherwise clear the buffer after each iteration.
         replay_buffer_length: steps held per environment.
         priority_replay: proportional prioritised replay.
         priority_replay_alpha: priority exponent.
         priority_replay_beta: importance-sampling exponent.
-        initial_collect_steps: environment steps (over all environments) in the buffer
-            before off-policy training starts; sampled training also waits until an
-            environment holds one whole sequence of ``mini_batch_length`` steps.
+        initial_collect_steps: steps (all environments) in the buffer before training
+            starts; sampled training also waits for a whole sequence.
         update_counter_every_mini_batch: advance the global counter per mini-batch instead
             of per iteration.
-        offline_buffer_dir: replay checkpoint file(s) (rlf's or ALF's) for offline or hybrid
-            training of off-policy algorithms (``TrainingLoop.load_offline_data``). With
-            ``unroll_length = 0`` training is purely offline (no environment step).
-        offline_buffer_length: steps per environment taken from each offline checkpoint (the
-            oldest); all if None.
-        offline_normalized_actions: True: the offline files' bounded actions are normalised
-            to [-1, 1] (ALF records them so: its ``suite_gym`` normalises by default) and
-            are rescaled affinely to the action spec's bounds as they are loaded. False:
-            they are in the spec's units. None: as False, but a file whose float actions all
-            lie in [-1, 1] for a spec with wider bounds is refused as probably normalised.
-        offline_fraction: in hybrid training, the fraction of each batch taken from the
-            offline data.
+        offline_buffer_dir: replay files (rlf's or ALF's) for offline (``unroll_length =
+            0``) or hybrid training of off-policy algorithms.
+        offline_buffer_length: the oldest steps per environment taken from each; all if None.
+        offline_normalized_actions: True: the files' bounded actions are in [-1, 1] (ALF's)
+            and are rescaled to the spec's bounds; False: in the spec's units; None: as
+            False, refusing a file whose actions all lie in [-1, 1] as probably normalised.
+        offline_fraction: in hybrid training, the offline share of each batch.
 
     Raises:
-        ValueError: for a negative ``unroll_length``, ``initial_collect_steps`` or
-            ``burn_in_steps``; ``unroll_length = 0`` without ``offline_buffer_dir``;
-            ``num_updates_per_train_iter`` or ``replay_buffer_length`` below 1;
-            ``mini_batch_size`` or ``mini_batch_length`` below 1 (None is allowed); a
-            negative ``priority_replay_alpha`` or a ``priority_replay_beta`` outside
-            ``[0, 1]``; an ``offline_fraction`` outside ``[0, 1)``, or an ``offline_*``
-            setting without ``offline_buffer_dir``.
+        ValueError: for a value out of range, or an ``offline_*`` setting without
+            ``offline_buffer_dir``.
     """
 
     #: The replay buffer's settings, which only off-policy algorithms have.
@@ -289,9 +250,7 @@ class DataPathConfig:
 
 @dataclass(frozen=True)
 class ActorConfig:
-    """Who acts: the actor processes or Ray actors of ``async_unroll``, their failures, and
-    the reproducible mode (``deterministic``, on by default; free-running actors are the
-    opt-out).
+    """Who acts: the actors of ``async_unroll``, their failures, and the reproducible mode.
 
     Attributes:
         async_unroll: unroll in ``num_actors`` actor processes (``AsyncUnroller``), each
@@ -301,49 +260,33 @@ class ActorConfig:
         unroll_queue_size: capacity of the async experience queue, in unrolls (small: every
             queued unroll adds policy lag).
         unroll_parameter_update_period: iterations between parameter broadcasts to actors.
-        deterministic: make the run a function of ``random_seed`` on a given machine (on by
-            default): ``torch.use_deterministic_algorithms`` (and cuBLAS's
-            ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` for CUDA), and with actors a fixed policy
-            lag: actor unroll ``k`` is acted with the parameters after update ``k -
-            policy_lag`` (cleanba's scheme, Huang et al. 2023), waiting for them if need be,
-            instead of the newest ones at hand; with ``unroll_parameter_update_period = 1``
-            (required). Results also depend on the thread count: the same
-            ``torch_num_threads`` (torch's default is one per core) on the same machine
-            gives the same run. False: free-running actors, which start each unroll with the
-            newest parameters they have. Each actor's torch generator is seeded from
-            ``random_seed`` and its index in every mode.
+        deterministic: make the run a function of ``random_seed`` and the thread count on
+            a given machine: ``torch.use_deterministic_algorithms`` and, with actors, a fixed
+            policy lag: actor unroll ``k`` acts with the parameters after update ``k -
+            policy_lag`` (cleanba's scheme, Huang et al. 2023). False: free-running actors
+            act with the newest parameters they have.
         policy_lag: ``L`` of ``deterministic`` actors (>= 0; 0 acts with the parameters of
             the update just finished, so actors and learner take turns).
-        restart_failed_actors: restart an actor that raised or died instead of stopping.
-            Each restart is logged (actor, cause, count) and counted in the summary
-            ``async_unroll/actor_restarts``.
-        max_actor_restarts: with ``restart_failed_actors``, the restarts allowed within
-            ``actor_restart_window`` seconds (over all actors); one more failure stops the
-            run, with a checkpoint, instead of restarting an actor that cannot run.
+        restart_failed_actors: restart an actor that raised or died instead of stopping
+            (logged, and counted in ``async_unroll/actor_restarts``).
+        max_actor_restarts: the restarts allowed within ``actor_restart_window`` seconds;
+            one more failure stops the run, with a checkpoint.
         actor_restart_window: see ``max_actor_restarts`` (seconds).
-        actor_niceness: ``AsyncUnroller``'s actor processes run this many nice levels below
-            the learner (set in each actor before it starts its environment's threads), so
-            that where actors and learner share cores the scheduler favours the learner, the
-            bottleneck (``bench/async_throughput.py`` measures it). 0 leaves the actors at
-            the learner's priority; Ray's workers keep Ray's own niceness.
+        actor_niceness: actor processes run this many nice levels below the learner, the
+            bottleneck where they share cores (``bench/async_throughput.py``); Ray's workers
+            keep Ray's.
         use_ray: run the actors of ``async_unroll`` (which it needs) as Ray actors
             (``RayUnroller``) instead of processes.
         ray_address: the Ray cluster to join (``ray.init(address=...)``); None starts a
             local one. Only with ``use_ray``.
         ray_num_cpus_per_actor: Ray CPU resources each actor reserves.
-        ray_actor_resources: custom Ray resources each actor reserves, e.g. ``{"rlf_actor":
-            1}``: actors then run only on nodes started with that resource (``ray start
-            --resources='{"rlf_actor": 4}'``), not on the learner's.
+        ray_actor_resources: custom Ray resources each actor reserves (``{"rlf_actor":
+            1}``: only nodes started with that resource run actors).
 
     Raises:
-        ValueError: for ``num_actors``, ``unroll_queue_size`` or
-            ``unroll_parameter_update_period`` below 1; a negative or fractional
-            ``policy_lag``, or one other than 1 with free-running actors; deterministic
-            actors with an ``unroll_parameter_update_period`` other than 1; a negative
-            ``max_actor_restarts`` or ``actor_niceness``, or a non-positive
-            ``actor_restart_window``; an actor setting (``ACTOR_SETTINGS``) other than its
-            default without ``async_unroll``; ``use_ray`` without ``async_unroll``, a Ray
-            setting without ``use_ray``, or negative Ray resources.
+        ValueError: for a value out of range, deterministic actors with a parameter update
+            period other than 1, or an actor (Ray) setting without ``async_unroll``
+            (``use_ray``).
     """
 
     #: Settings of the actors of ``async_unroll``, which a run without actors ignores.
@@ -485,10 +428,8 @@ class SummaryConfig:
         summarize_grads_and_vars: histograms and norms of every gradient and parameter.
         summarize_action_distributions: summaries of the rollout actions.
         metric_min_buffer_size: metrics average over at least this many episodes.
-        tracker: ``"mlflow"`` or ``"wandb"`` mirrors every scalar written to TensorBoard in
-            that experiment tracker and records the operative config as the run's
-            parameters; the tracked run's id is checkpointed, so a resumed run continues it
-            (``rlf.trainers.tracker``; extras ``.[mlflow]``, ``.[wandb]``). None:
+        tracker: ``"mlflow"`` or ``"wandb"`` mirrors every scalar and the operative config
+            in that tracker, continued on resume (extras ``.[mlflow]``, ``.[wandb]``); None:
             TensorBoard alone.
 
     Raises:

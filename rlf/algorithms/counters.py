@@ -16,12 +16,9 @@ class Counters:
     """``num_updates``, ``env_steps``, ``train_iter_num`` and each optimizer's step count, in
     one ``int64`` CPU tensor ``[3 + num_optimizers]``.
 
-    One tensor, so that an actor's copy of the algorithm receives them with its parameters
-    (``rlf.unrollers.actor_params.actor_state_dict`` holds it under ``COUNTERS_KEY``; the
-    unrollers copy it in place with the rest): a ``rollout_step`` on an actor reads the
-    learner's counters as of the parameters it acts with. It stays on the CPU whatever the
-    learner's device (it is no registered buffer), so that reading a counter never waits for
-    a device. Checkpoints keep the counters in the algorithm's extra state, as before.
+    One tensor, so that an actor's copy receives them with its parameters (under
+    ``COUNTERS_KEY``); on the CPU whatever the device, so reading one never waits for a
+    device. Checkpoints keep them in the algorithm's extra state.
     """
 
     NUM_UPDATES, ENV_STEPS, TRAIN_ITER_NUM = 0, 1, 2
@@ -47,8 +44,7 @@ class Counters:
 
     @property
     def env_steps(self) -> int:
-        """Environment steps taken so far (the ``EnvironmentSteps`` metric's, which the
-        ``TrainingLoop`` copies here after each unroll and at a restore)."""
+        """Environment steps taken so far (the ``EnvironmentSteps`` metric's)."""
         return self._get(self.ENV_STEPS)
 
     @env_steps.setter
@@ -70,9 +66,8 @@ class Counters:
         return self.tensor[self._FIXED:].tolist()
 
     def set_num_optimizers(self, n: int) -> None:
-        """Sizes the optimizer step counts for ``n`` optimizers (zeros), keeping the other
-        counters. Call it before the tensor is handed out (``actor_state_dict``): it makes a
-        new tensor when the size changes."""
+        """Sizes the step counts for ``n`` optimizers (zeros), keeping the other counters;
+        a new size makes a new tensor (call it before the tensor is handed out)."""
         if self.tensor.numel() != self._FIXED + n:
             tensor = torch.zeros(self._FIXED + n, dtype=torch.int64)
             tensor[:self._FIXED] = self.tensor[:self._FIXED]
@@ -89,10 +84,8 @@ class Counters:
 
 
 def without_legacy_update_counter(state_dict: Mapping[str, Any], own_keys) -> Dict[str, Any]:
-    """``state_dict`` without a top-level ``_num_updates`` buffer that the algorithm
-    (``own_keys``, its state's keys) does not have: TD3's and SAC's own update counter in
-    checkpoints of rlf 0.1, which ``num_updates`` (in the extra state, with the same value)
-    replaces."""
+    """``state_dict`` without a top-level ``_num_updates`` buffer not among ``own_keys``
+    (SAC's and TD3's counter in rlf 0.1's checkpoints; ``num_updates`` replaces it)."""
     if "_num_updates" not in state_dict or "_num_updates" in own_keys:
         return dict(state_dict)
     return {k: v for k, v in state_dict.items() if k != "_num_updates"}

@@ -1,7 +1,5 @@
 """``DataNeeds``: what an algorithm's ``train_step`` and ``calc_loss`` need of the data path,
-declared once at construction (``RLAlgorithm(data_needs=...)``) and checked against the
-settings in one place, ``check_data_needs``, when ``make_data_path`` builds the path (before a
-run writes anything)."""
+declared at construction and checked against the settings by ``make_data_path``."""
 
 from __future__ import annotations
 
@@ -20,14 +18,9 @@ class DataNeeds(NamedTuple):
             per step), 2 (a loss over the ``[T-1, B]`` transitions: TD targets, V-trace), or
             ``n + 1`` (n-step targets).
         why: what needs them, in words, for the refusal (``"n_step = 3"``).
-        rollout_state: each trained sequence must start from the rollout state stored with
-            its first step (a recurrent network trained from stored sequences: recurrent
-            PPO), so ``TrainerConfig.use_rollout_state`` must be True.
-        rollout_graph_training: an on-policy algorithm whose ``calc_loss`` can take the
-            rollout's own infos trains on the rollout's graph when the settings allow one
-            update per unroll (the data path ``"rollout_graph"``); False: always in epochs
-            through ``train_step`` (PPO, whose loss needs ``train_step``'s recomputed
-            policy). The constructor argument ``rollout_graph_training`` sets it.
+        rollout_state: sequences start from their stored rollout state
+            (``use_rollout_state``: recurrent PPO).
+        rollout_graph_training: see ``RLAlgorithm``'s argument of that name.
     """
 
     min_sequence_length: int = 1
@@ -50,12 +43,7 @@ def check_data_needs(needs: DataNeeds, config, owner: str, path: str) -> None:
         path: the data path's name (``data_path_name``).
 
     Raises:
-        UserError: (a ``ValueError``) naming the setting and the value to set: sampled
-            sequences (``mini_batch_length``) shorter than ``burn_in_steps`` plus
-            ``min_sequence_length``; on the rollout's graph, an ``unroll_length`` below
-            ``max(2, min_sequence_length)`` (each unroll's graph is its own, and its last
-            step starts no transition); ``use_rollout_state = False`` where
-            ``rollout_state`` is needed.
+        UserError: (a ``ValueError``) naming the setting and the value to set.
     """
     length, need = config.mini_batch_length, needs.min_sequence_length + config.burn_in_steps
     if (needs.min_sequence_length > 1 and path != "rollout_graph" and length is not None

@@ -1,8 +1,7 @@
 """Data paths: how experience reaches the gradient updates, one object per path.
 
-``make_data_path`` is the only reader of the data-path settings (``DATA_PATH_SETTINGS``;
-``tests/algorithms/test_data_paths.py`` enforces it) and builds one named path from them,
-each part validating its own settings as it is built:
+``make_data_path``, the only reader of the data-path settings (``DATA_PATH_SETTINGS``),
+builds one named path from them, each part validating its own settings:
 
 | ``name`` | class | what trains |
 |---|---|---|
@@ -12,11 +11,9 @@ each part validating its own settings as it is built:
 | ``"replay_samples"`` | ``Replay`` | sampled mini-batches of ``mini_batch_size`` sequences of ``mini_batch_length`` steps (SAC, TD3, DQN) |
 | ``"offline"`` | ``Replay`` | sampled mini-batches of offline data only (``unroll_length = 0``) |
 
-The parts a path is composed of: ``Sequences`` (how ``train_step`` runs over a stored sequence:
-stored state, burn-in, all steps at once), ``MiniBatches`` (epochs of shuffled mini-batches and
-their masks) and ``Mixer`` (sequences from a second source appended to each mini-batch: offline
-data in hybrid training, IMPALA's experience replay). A path's ``observe`` takes each unroll and
-its ``batches`` yield the ``Batch`` es that ``Learner.update`` trains on.
+A path is composed of ``Sequences`` (how ``train_step`` runs over a stored sequence),
+``MiniBatches`` (epochs of shuffled mini-batches) and a ``Mixer`` (hybrid training's offline
+sequences); its ``observe`` takes each unroll, its ``batches`` yield ``Learner.update``'s.
 """
 
 from __future__ import annotations
@@ -62,17 +59,15 @@ class Batch(NamedTuple):
             None.
         weight: the mini-batch's size relative to a full one (a last, partial one < 1).
         record: whether the update writes its training summaries.
-        rows: with several learners, ``[N]`` int64: the rows of the one learner's mini-batch
-            of ``rows_size`` rows that these are (``rlf.utils.distributed.batch_rows``); None
-            otherwise.
+        rows: with several learners, ``[N]`` int64: which rows of the one learner's
+            mini-batch of ``rows_size`` these are (``World.batch_rows``); None otherwise.
         rows_size: the one learner's mini-batch size (with ``rows``).
-        sequences: how ``train_step`` runs over the rows (the data path's ``Sequences``);
-            the data path sets it.
-        priorities: the priority sink of prioritised replay, ``sink(env_ids, positions,
-            priorities)`` (the sampling buffer's ``update_priority``), which also has the
-            learner weight the losses by ``batch_info``'s importance weights; None without.
-        sources: how many rows come from each ``RowSource``, in ``RowSource`` order (the
-            rows are in that order): ``(sampled, offline, mixed)``; None: all sampled.
+        sequences: how ``train_step`` runs over the rows (the data path's ``Sequences``).
+        priorities: prioritised replay's sink ``sink(env_ids, positions, priorities)``
+            (the buffer's ``update_priority``); the learner then weights the losses by
+            ``batch_info``'s importance weights. None without.
+        sources: the rows of each ``RowSource``, in that order: ``(sampled, offline,
+            mixed)``; None: all sampled.
     """
 
     experience: Experience
@@ -89,10 +84,8 @@ class Batch(NamedTuple):
 
 # ---------------------------------------------------------------------- settings checks
 def trains_on_rollout_graph(config) -> bool:
-    """Whether the data-path settings ``config`` (a ``DataPathConfig``,
-    ``TrainerConfig.data_path``) let an on-policy algorithm train on the rollout's own graph:
-    one update per unroll (``num_updates_per_train_iter = 1``) and no mini-batch settings (an
-    algorithm without a config does)."""
+    """Whether the ``DataPathConfig`` ``config`` lets an on-policy algorithm train on the
+    rollout's own graph: one update per unroll, no mini-batch settings (or no config)."""
     return config is None or (config.num_updates_per_train_iter == 1
                               and config.mini_batch_size is None
                               and config.mini_batch_length is None)
@@ -102,15 +95,13 @@ def replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:
     """The replay buffer length that whole-buffer training needs (ALF's
     ``adjust_replay_buffer_length``).
 
-    With ``whole_replay_buffer_training`` and ``clear_replay_buffer`` the buffer holds
-    ``unroll_length + 1`` steps per environment: the ring then "clears" itself by overwriting,
-    and the extra step is the last step of the previous unroll, so the transition from it to
-    this unroll's first step is trained on and no step is wasted. Frames ignored at the start
-    of the ring (frame stacking) are added on top.
+    With ``whole_replay_buffer_training`` and ``clear_replay_buffer`` the ring holds
+    ``unroll_length + 1`` steps per environment: it clears itself by overwriting, and the
+    previous unroll's last step keeps the transition into this one. Frames that frame
+    stacking ignores are added on top.
 
     Args:
-        config: the ``DataPathConfig`` (``TrainerConfig.data_path``).
-        num_earliest_frames_ignored: see ``ReplayBuffer``.
+        config: the ``DataPathConfig``; ``num_earliest_frames_ignored``: ``ReplayBuffer``'s.
 
     Returns:
         Steps per environment.
@@ -125,9 +116,7 @@ def replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:
 
 def offline_data_settings(config) -> Optional[Dict[str, Any]]:
     """``{"files", "length", "normalized_actions", "stored_state"}`` of ``config``'s offline
-    data (``offline_buffer_dir``, ``offline_buffer_length``, ``offline_normalized_actions``,
-    and ``use_rollout_state``: whether sequences start from the rollout state stored with
-    them), or None without offline data."""
+    data (``offline_buffer_*`` and ``use_rollout_state``), or None without any."""
     if config is None or not config.offline_buffer_dir:
         return None
     return dict(files=config.offline_buffer_dir, length=config.offline_buffer_length,
@@ -135,20 +124,9 @@ def offline_data_settings(config) -> Optional[Dict[str, Any]]:
                 stored_state=config.use_rollout_state)
 
 
-def refuse_offline_data_on_policy(config, name: str) -> None:
-    """Refuses offline data for an on-policy algorithm (which trains on its own unrolls).
-
-    Raises:
-        UserError: (a ``ValueError``) naming the setting and the algorithm.
-    """
-    if config is not None and config.offline_buffer_dir:
-        raise UserError(f"TrainerConfig.offline_buffer_dir needs an off-policy algorithm; "
-                        f"{name} is on-policy")
-
-
 def mixed_count(n: int, fraction: float) -> int:
-    """How many sequences from a second source join ``n`` sequences so that they make
-    ``fraction`` of the mixed mini-batch: ``round(n f / (1 - f))``."""
+    """Sequences from a second source that make ``fraction`` of a mini-batch with ``n``:
+    ``round(n f / (1 - f))``."""
     return int(round(n * fraction / (1.0 - fraction)))
 
 
@@ -167,17 +145,13 @@ class Sequences:
 
     Args:
         train_state_spec: the algorithm's ``train_step`` state spec.
-        use_rollout_state: start the recurrent state from the rollout state stored with the
-            sequence's first step (mapped by ``train_state_from_rollout_state``) instead of
-            zeros.
-        burn_in_steps: the first ``k`` steps only warm the state up: no gradient, left out of
-            ``calc_loss`` and the loss mask (R2D2).
+        use_rollout_state, burn_in_steps: ``DataPathConfig``'s.
         temporally_independent: call ``train_step`` once on ``[T*B]`` instead of ``T`` times
             on ``[B]``; None: so when there is no recurrent state.
         owner: the algorithm's name; ``path``: the data path's name (messages).
 
     Raises:
-        UserError: for settings that contradict each other or the state spec, with one line.
+        UserError: for settings that contradict each other or the state spec.
     """
 
     def __init__(self, train_state_spec: Any, use_rollout_state: bool, burn_in_steps: int,
@@ -200,13 +174,9 @@ class Sequences:
             else temporally_independent
 
     def train_info(self, algorithm, experience: Experience) -> Any:
-        """``train_step`` over ``[T, B]`` experience; returns the ``[T, B]`` infos, or the
-        ``[T-k, B]`` infos after a burn-in of ``k`` steps.
-
-        With a recurrent state the steps run one by one from the stored rollout state of the
-        first step (``use_rollout_state``) or zeros, the state reset wherever a step is FIRST.
-        The burn-in steps run without gradient and their infos are dropped; the state they
-        leave is carried on, detached."""
+        """``train_step`` over ``[T, B]`` experience: the ``[T, B]`` infos (``[T-k, B]`` after a
+        burn-in of ``k`` steps, run without gradient). A recurrent state runs step by step
+        from the stored rollout state (``use_rollout_state``) or zeros, reset at FIRST."""
         time_step, rollout_info = experience.time_step, experience.rollout_info
         t_len, batch = time_step.step_type.shape[:2]
         if self.independent:
@@ -249,12 +219,12 @@ class Sequences:
 
 
 class Mixer:
-    """Appends ``mixed_count(N, fraction)`` sequences of the mini-batch's length from a second
-    source to each mini-batch of ``N`` (hybrid training's offline data).
+    """Appends ``mixed_count(N, fraction)`` sequences from a second source to each mini-batch
+    of ``N`` (hybrid training's offline data), keeping the fields both have.
 
     Args:
         sample: ``sample(k, length) -> [k, length] Experience`` of the source.
-        data_spec: the source's spec: the mixed mini-batch keeps the fields both have.
+        data_spec: the source's spec.
         fraction: the source's share of the mixed mini-batch, in ``[0, 1)``.
     """
 
@@ -276,19 +246,14 @@ class Mixer:
 class MiniBatches:
     """Epochs of shuffled mini-batches over a batch-major ``[N, L]`` experience.
 
-    1. The loss mask (``valid_step_mask``) is computed on the whole experience and the
-       algorithm's ``preprocess_experience`` is called once on all of it (GAE, returns, ...).
-    2. With ``mini_batch_length`` shorter than ``L``, each row is cut into
-       ``L // mini_batch_length`` sequences (the oldest ``L % mini_batch_length`` steps, which
-       fill none, are dropped); sequences with no valid step are dropped (they would add
-       nothing to a loss but an extra, nearly empty mini-batch and optimizer step).
-    3. The sequences are moved to the algorithm's device at once (one copy per call), then
-       each epoch goes through them in mini-batches of ``mini_batch_size`` (all if None), in a
-       new random order if ``shuffle`` (drawn on the CPU generator whatever the device), each
-       passed through ``mixer`` (if any) and the algorithm's ``mix_experience``.
-    4. Training summaries are written for the last mini-batch of a summary iteration only, as
-       in ALF, or, with the counter advanced per mini-batch, for each mini-batch whose counter
-       is due.
+    The loss mask (``valid_step_mask``) and ``preprocess_experience`` see the whole
+    experience; then each row is cut into ``L // mini_batch_length`` sequences (the oldest
+    ``L % mini_batch_length`` steps dropped, and sequences without a valid step), moved to
+    the device at once, and each epoch goes through them in mini-batches of
+    ``mini_batch_size`` (all if None), in a new order if ``shuffle`` (CPU generator), each
+    through ``mixer`` and ``mix_experience``. Summaries are written for a summary
+    iteration's last mini-batch (ALF), or per mini-batch with the counter advanced per
+    mini-batch.
 
     Args:
         mini_batch_size: sequences per update (None: all).
@@ -308,8 +273,7 @@ class MiniBatches:
     def epochs(self, algorithm, experience: Experience, batch_info: Any, num_epochs: int,
                shuffle: bool, mixer: Optional[Mixer] = None,
                counter_per_mini_batch: bool = False) -> Iterator[Batch]:
-        """The ``Batch`` es of ``num_epochs`` epochs over ``experience`` (``[N, L]``; CPU or
-        the algorithm's device); ``batch_info`` only without a cut. Yields nothing if
+        """The ``Batch`` es of ``num_epochs`` epochs over ``experience`` (``[N, L]``); nothing if
         ``mini_batch_length > L``."""
         length = nest.flatten(experience)[0].shape[1]
         experience, valid = _preprocessed(algorithm, experience, batch_info)
@@ -368,14 +332,10 @@ class MiniBatches:
                      counter_per_mini_batch: bool = False) -> Iterator[Batch]:
         """With several learners: the ``Batch`` es of this learner's share of sampled
         mini-batches (``ReplayBuffer.get_batch_shard``). Row ``i`` of ``experience``
-        (``[n, L]``) is row ``rows[i]`` of the one learner's draw of ``K`` mini-batches of
-        ``mini_batch_size``; mini-batch ``k`` takes the rows drawn at
-        ``k*mini_batch_size ... (k+1)*mini_batch_size - 1``, ``0 <= k < num_mini_batches``
-        (rows of -1 are none of them). Its ``weight`` is ``N`` times its
-        share of the mini-batch, so that the average over the learners of the weighted
-        losses' gradients is the one learner's gradient; a mini-batch with none of this
-        learner's rows trains on one of its rows with weight 0 (every learner takes part in
-        every update)."""
+        (``[n, L]``) is row ``rows[i]`` of the one learner's draw; mini-batch ``k`` takes rows
+        ``k*size ... (k+1)*size - 1``. Its ``weight`` is ``N`` times its share, so the
+        learners' average gradient is the one learner's; a mini-batch with none of this
+        learner's rows trains on one with weight 0 (every learner takes part)."""
         size = self.mini_batch_size
         assert size is not None  # sampled mini-batches have a size
         learners = self.world.size
@@ -410,9 +370,8 @@ def _preprocessed(algorithm, experience: Experience, batch_info: Any):
 
 def _mini_batch(algorithm, experience: Experience, valid: torch.Tensor, batch_info: Any,
                 idx, mixer: Optional[Mixer]):
-    """``(experience, valid, batch_info, sources)`` of the rows ``idx`` (a slice or an index
-    tensor), with the mixer's and ``mix_experience``'s sequences appended (with their own
-    mask); ``sources``: the number of rows of each ``RowSource``."""
+    """``(experience, valid, batch_info, sources)`` of the rows ``idx``, with the mixer's and
+    ``mix_experience``'s sequences appended with their own mask; ``sources``: as ``Batch``'s."""
     mb, mb_valid = nest.map_structure(lambda x: x[idx], (experience, valid))
     mb_info = (None if batch_info is None else nest.map_structure(
         lambda x: x[idx.to(x.device) if isinstance(idx, torch.Tensor) else idx], batch_info))
@@ -430,8 +389,7 @@ def _mini_batch(algorithm, experience: Experience, valid: torch.Tensor, batch_in
 
 # ---------------------------------------------------------------------- paths
 class DataPath:
-    """What every data path offers: its ``name``, whether the unroll keeps its graph
-    (``grad_in_unroll``), ``observe`` for each unroll and ``batches`` for the updates.
+    """A data path: ``name``, ``grad_in_unroll``, ``observe`` each unroll, ``batches``.
 
     Args:
         algorithm: the ``RLAlgorithm`` whose hooks the path calls.
@@ -461,8 +419,7 @@ class DataPath:
         return {}
 
     def _stamped(self, batches: Iterator[Batch], priorities=None) -> Iterator[Batch]:
-        """``batches`` with this path's ``sequences`` and, for sampled rows (with a
-        ``batch_info``), the priority sink ``priorities``."""
+        """``batches`` with this path's ``sequences`` and, for sampled rows, ``priorities``."""
         for batch in batches:
             yield batch._replace(sequences=self.sequences,
                                  priorities=None if batch.batch_info is None else priorities)
@@ -472,8 +429,7 @@ class DataPath:
 
 
 class RolloutGraph(DataPath):
-    """On-policy, one update per unroll on ``calc_loss`` of the rollout's own ``[T, B]``
-    infos, with their graph (A2C): ``Learner.update_on_rollout``; no ``train_step``."""
+    """On-policy, one update per unroll on the rollout's own infos, with their graph (A2C)."""
 
     name = "rollout_graph"
 
@@ -484,12 +440,9 @@ class RolloutGraph(DataPath):
 
 class UnrollEpochs(DataPath):
     """On-policy in epochs (PPO): the unroll without graph, preceded by the previous unroll's
-    last step (whose transition into this unroll's first step would else never be trained
-    on, as in ALF's ``unroll_length + 1`` ring), through ``preprocess_experience`` once and
-    ``num_epochs`` epochs of shuffled mini-batches. The carried step is checkpointed, so a
-    resumed run trains on the transition across the checkpoint too; where the environments
-    restart at a resume, the step precedes a FIRST and ``valid_step_mask`` removes it as a
-    cut. A first unroll of one step holds no transition and trains nothing.
+    last step (so its transition into this unroll is trained on, as in ALF's
+    ``unroll_length + 1`` ring; checkpointed), through ``preprocess_experience`` once and
+    ``num_epochs`` epochs of shuffled mini-batches.
 
     Args:
         algorithm, sequences: see ``DataPath``.
@@ -526,9 +479,8 @@ class UnrollEpochs(DataPath):
             self.num_epochs, shuffle=True))
 
     def _carried_step(self, template: Experience):
-        """The previous unroll's last step rebuilt like ``template`` (a ``[1, B]`` step of the
-        new unroll); None if there is none or it does not fit (a checkpoint of another
-        configuration: the first unroll then trains without it, with a warning)."""
+        """The previous unroll's last step rebuilt like ``template`` (``[1, B]``); None if there
+        is none or it does not fit (another configuration's checkpoint; with a warning)."""
         flat = self._carried
         if flat is None:
             return None
@@ -542,9 +494,8 @@ class UnrollEpochs(DataPath):
         return nest.pack_sequence_as(template, [a.to(b.device) for a, b in zip(flat, leaves)])
 
     def get_extra_state(self) -> Dict[str, Any]:
-        """The carried last step of the previous unroll, as a flat list of ``[1, B, ...]``
-        tensors (``torch.load(weights_only=True)`` accepts lists, not namedtuples), or
-        None."""
+        """The carried step: a flat list of ``[1, B, ...]`` tensors (``weights_only`` loads
+        lists, not namedtuples), or None."""
         return {"last_unroll_step": self._carried}
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
@@ -552,36 +503,30 @@ class UnrollEpochs(DataPath):
 
 
 class Replay(DataPath):
-    """Off-policy: from the replay buffer, and from offline data (ALF's semantics).
+    """Off-policy: from the replay buffer and offline data (ALF's semantics).
 
-    With ``whole`` every held step is used ``num_epochs`` times (epochs over the whole
-    buffer, ``"replay_epochs"``); otherwise ``mini_batch_size * num_epochs`` sequences of
-    ``mini_batch_length`` steps are sampled and each is used once, in order
-    (``"replay_samples"``). ``preprocess_experience`` sees the whole buffer (or the whole
-    sampled batch) once, before it is split. Nothing trains until the buffer holds
-    ``initial_collect_steps`` steps and (sampling) an environment holds a whole sequence.
-    With offline data (``offline``, a ``ReplayBuffer``) training samples only from it while
-    there is no online data (``unroll_length = 0``: ``"offline"``), and appends
-    ``offline_fraction`` of each mini-batch from it in hybrid training.
+    With ``whole``, epochs over every held step (``"replay_epochs"``); otherwise
+    ``mini_batch_size * num_epochs`` sampled sequences, each used once
+    (``"replay_samples"``); ``preprocess_experience`` sees the whole batch before the split.
+    Nothing trains until the buffer holds ``initial_collect_steps`` steps and, sampling, a
+    whole sequence. With offline data (``offline``) it samples only from it while there is
+    no online data (``"offline"``), and appends ``offline_fraction`` of each mini-batch
+    from it in hybrid training.
 
     Args:
         algorithm, sequences: see ``DataPath``.
         mini_batches: the mini-batches.
         num_epochs: ``num_updates_per_train_iter``.
-        whole: ``whole_replay_buffer_training``.
-        clear: ``clear_replay_buffer`` (with sampling: clear the buffer after training).
-        initial_collect_steps: see above (whole-buffer training with ``clear`` raises it to
-            the buffer's capacity once the buffer is built: the first iteration holds
-            ``unroll_length`` steps only, and training starts from the second, as in ALF).
+        whole, clear: ``whole_replay_buffer_training``, ``clear_replay_buffer``.
+        initial_collect_steps: see above (with ``whole`` and ``clear``: the buffer's
+            capacity, so training starts at the second iteration, as in ALF).
         offline_fraction: the offline share of a hybrid mini-batch.
         unroll_with_grad: keep ``rollout_step``'s graph (for ``after_train_iter``).
         offline_only: no environment steps (``unroll_length = 0``).
         length: steps per environment of the online buffer.
         priority: ``prioritized_sampling``, ``alpha``, ``beta`` of the online buffer.
-        make_buffer: builds the online buffer from the spec of one step (the training
-            loop's), or None where no unroll comes (offline data only).
-        world: the learners of the run (``mini_batches.world`` if None): each samples its
-            share of every mini-batch, and training starts when all can.
+        make_buffer: builds the online buffer from one step's spec; None without unrolls.
+        world: the learners (``mini_batches.world`` if None).
     """
 
     def __init__(self, algorithm, sequences: Sequences, mini_batches: MiniBatches,
@@ -610,10 +555,9 @@ class Replay(DataPath):
         self.pending_state: Optional[Dict[str, Any]] = None
 
     def check_sampling_seam(self, buffer) -> None:
-        """Refuses a replay buffer whose class samples or relabels in a ``get_batch`` of its
-        own (``rlf.replay.HindsightReplayBuffer``; the sampling seam) where this path does
-        not call it: whole-buffer training (``gather_all``) and several learners
-        (``get_batch_shard``).
+        """Refuses a buffer class with a ``get_batch`` of its own (the sampling seam:
+        ``HindsightReplayBuffer``) where this path does not call it (whole-buffer training,
+        several learners).
 
         Raises:
             UserError: naming the class and the setting.
@@ -629,10 +573,8 @@ class Replay(DataPath):
                         f"sampled mini-batches with one learner, or use ReplayBuffer")
 
     def set_buffer(self, buffer) -> None:
-        """Takes the online buffer, built from the first step's experience: checks that
-        sampled sequences fit its rings and restores a checkpoint's state read before it
-        existed. Whole-buffer training with ``clear`` trains from the second iteration on,
-        when the buffer holds ``unroll_length + 1`` steps (ALF).
+        """Takes the online buffer, built from the first step: checks that sequences fit its
+        rings and restores a checkpoint's state read before it existed.
 
         Raises:
             UserError: for sequences longer than a ring's usable steps.
@@ -656,9 +598,7 @@ class Replay(DataPath):
 
     def check_fits(self, num_envs: int, usable_length: int) -> None:
         """Refuses a buffer in which training would never start: ``initial_collect_steps``
-        beyond what ``num_envs`` rings of ``length`` steps hold, or sampled sequences longer
-        than a ring's ``usable_length`` steps (its length less the oldest frames that frame
-        stacking ignores).
+        beyond what ``num_envs`` rings hold, or sequences longer than ``usable_length``.
 
         Raises:
             UserError: naming the setting and the fix.
@@ -692,9 +632,8 @@ class Replay(DataPath):
         return self._unroll_with_grad
 
     def observe(self, experience: Experience) -> None:
-        """Adds each ``[B]`` step of the unroll to the buffer (built from the first step with
-        ``make_buffer``, which the ``TrainingLoop`` gives), then gives it to the algorithm's
-        ``observe_for_replay``."""
+        """Adds each ``[B]`` step of the unroll to the buffer (built from the first one), then
+        calls ``observe_for_replay`` with it."""
         for t in range(experience.time_step.step_type.shape[0]):
             step = nest.map_structure(lambda x, t=t: x[t], experience)
             if self.buffer is None:
@@ -705,8 +644,7 @@ class Replay(DataPath):
             self.algorithm.observe_for_replay(step)
 
     def offline_mixer(self) -> Optional[Mixer]:
-        """The ``Mixer`` of hybrid training (offline sequences in each online mini-batch), or
-        None without offline data."""
+        """Hybrid training's ``Mixer``, or None without offline data."""
         offline = self.offline
         if offline is None:
             return None
@@ -714,8 +652,8 @@ class Replay(DataPath):
                      self.offline_fraction)
 
     def _online_ready(self) -> bool:
-        """Whether the online buffer holds ``initial_collect_steps`` (over all learners' buffers)
-        and, for sampled training, a whole sequence (in every learner's buffer)."""
+        """Whether the online buffers (all learners') hold ``initial_collect_steps`` and,
+        sampling, each a whole sequence."""
         buffer, length = self.buffer, self.mini_batches.mini_batch_length
         if buffer is None:
             return False
@@ -728,9 +666,8 @@ class Replay(DataPath):
                 and can_sample == self.world.size)
 
     def batches(self, update_global_counter: bool = True) -> Iterator[Batch]:
-        """As ``DataPath.batches``; ``update_global_counter``: advance the global counter per
-        mini-batch where ``update_counter_every_mini_batch`` says so. With prioritised
-        replay, sampled batches carry the buffer's ``update_priority`` as their sink."""
+        """As ``DataPath.batches``; ``update_global_counter``: allow
+        ``update_counter_every_mini_batch``. Prioritised batches carry their sink."""
         batches = self._batches(update_global_counter)
         buffer = self.buffer if self.prioritized else None
         yield from self._stamped(batches, None if buffer is None else buffer.update_priority)
@@ -775,9 +712,8 @@ class Replay(DataPath):
 
 # ---------------------------------------------------------------------- the factory
 def data_path_name(algorithm, config) -> str:
-    """The name of the path the data-path settings ``config`` (a ``DataPathConfig``) select for
-    ``algorithm`` (``make_data_path``'s), without
-    building or checking it."""
+    """The name of the path ``config`` (a ``DataPathConfig``) selects for ``algorithm``,
+    unchecked."""
     if algorithm.on_policy:
         return ("rollout_graph" if algorithm.data_needs.rollout_graph_training and
                 trains_on_rollout_graph(config) else "unroll_epochs")
@@ -789,15 +725,17 @@ def data_path_name(algorithm, config) -> str:
 
 
 def _check_path_settings(algorithm, config, path: str) -> None:
-    """``make_data_path``'s first checks: an on-policy algorithm's offline data and unroll
-    length, the algorithm's ``data_needs``, and settings the path ``path`` would ignore.
+    """An on-policy algorithm's offline data and unroll length, ``data_needs``, and settings
+    the path ``path`` would ignore.
 
     Raises:
         UserError: one line naming the setting and the fix.
     """
     name, on_policy = algorithm.name, bool(algorithm.on_policy)
     if on_policy:
-        refuse_offline_data_on_policy(config, name)
+        if config.offline_buffer_dir:
+            raise UserError(f"TrainerConfig.offline_buffer_dir needs an off-policy algorithm; "
+                            f"{name} is on-policy")
         if config.unroll_length < 1 or config.unroll_length != int(config.unroll_length):
             raise UserError(f"{name} is on-policy: TrainerConfig.unroll_length must be a "
                             f"positive integer, got {config.unroll_length}")
@@ -818,9 +756,8 @@ def _check_path_settings(algorithm, config, path: str) -> None:
 
 def _learner_mini_batch_size(config, world: distributed.World, on_policy: bool, name: str,
                              path: str) -> Optional[int]:
-    """The mini-batch size one learner of ``world`` trains on: its share of
-    ``config.mini_batch_size`` on the paths whose every mini-batch the learners split (the
-    on-policy ones and whole-buffer training); the whole size on the others.
+    """One learner's mini-batch size: its share on the paths whose mini-batches the learners
+    split (on-policy, whole-buffer), the whole size on the others.
 
     Raises:
         UserError: if a split mini-batch does not divide evenly among the learners.
@@ -839,8 +776,7 @@ def _learner_mini_batch_size(config, world: distributed.World, on_policy: bool, 
 
 
 def _check_replay_settings(config, name: str, path: str) -> None:
-    """An off-policy path's checks: sampled batches need their shape, and prioritised replay
-    cannot weigh offline rows.
+    """Sampled batches need their shape; prioritised replay cannot weigh offline rows.
 
     Raises:
         UserError: one line naming the settings and the fix.
@@ -859,16 +795,13 @@ def _check_replay_settings(config, name: str, path: str) -> None:
 
 def make_data_path(algorithm, config, make_buffer: Optional[Callable[[Any], Any]] = None,
                    world: Optional[distributed.World] = None) -> DataPath:
-    """The data path that ``config``'s settings select for ``algorithm`` (the module
-    docstring's table), its parts built and checked; the only reader of
-    ``DATA_PATH_SETTINGS``.
+    """The data path ``config`` selects for ``algorithm`` (the module docstring's table),
+    built and checked; the only reader of ``DATA_PATH_SETTINGS``.
 
     Args:
-        algorithm: the ``RLAlgorithm`` (its ``on_policy``, ``data_needs``,
-            ``train_state_spec`` and hooks).
-        config: its data-path settings (``DataPathConfig``: ``TrainerConfig.data_path``).
-        make_buffer: builds the replay buffer from the spec of one step (off-policy paths
-            that unroll; the ``TrainingLoop`` gives its own).
+        algorithm: the ``RLAlgorithm``.
+        config: its ``DataPathConfig`` (``TrainerConfig.data_path``).
+        make_buffer: builds the replay buffer from one step's spec (off-policy, unrolling).
         world: the learners of the run; the algorithm learner's if None.
 
     Raises:

@@ -1,11 +1,7 @@
-"""The learner: an algorithm's optimizers and its gradient updates (ALF's
-``update_with_gradient``), one per ``Batch`` of a data path or on an unroll's own graph.
-
-It owns the optimizers (built from the algorithm tree's ``optimizer`` and ``add_optimizer``
-declarations) with their schedules, periods (``every``) and clipping, mixed precision, the
-reduction and masking of losses, the summaries of loss terms, gradient norms and learning
-rates, and it advances the algorithm's counters. The pure pieces (masks, reductions, argument
-checks) are in ``optimization.py``.
+"""The learner: an algorithm's optimizers (with their schedules, periods and clipping), its
+gradient updates (ALF's ``update_with_gradient``), one per ``Batch`` of a data path or on an
+unroll's own graph, mixed precision, the loss summaries and the counters. The pure pieces
+(masks, reductions, argument checks) are in ``optimization.py``.
 """
 
 from __future__ import annotations
@@ -35,11 +31,10 @@ logger = logging.getLogger(__name__)
 
 
 def importance_weighted(name: str, loss: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``loss`` (``[T-k, B, ...]`` or ``[B]``) times prioritised replay's ``[B]`` importance
-    weights.
+    """``loss`` (``[T-k, B, ...]`` or ``[B]``) times prioritised replay's ``[B]`` weights.
 
     Raises:
-        ValueError: for a loss without the batch dim (a scalar), which cannot be weighted.
+        ValueError: for a loss without the batch dim.
     """
     if loss.ndim == 1 and loss.shape[0] == weights.shape[0]:
         return loss * weights
@@ -51,18 +46,13 @@ def importance_weighted(name: str, loss: torch.Tensor, weights: torch.Tensor) ->
 
 
 class OptimizerPlan(NamedTuple):
-    """One algorithm's optimizer declarations (its constructor's and ``add_optimizer``'s),
-    which the learner builds its optimizers from.
+    """One algorithm's optimizer declarations, which the learner builds its optimizers from.
 
     Attributes:
-        algorithm: the algorithm (the root or a sub-algorithm); its ``name`` prefixes a
-            sub-algorithm's optimizer names.
-        optimizer: its ``optimizer`` argument (a factory, an instance, or None).
-        lr_scheduler: its ``lr_scheduler`` argument, or None.
+        algorithm: the root or a sub-algorithm (whose ``name`` prefixes its optimizers').
+        optimizer, lr_scheduler: its constructor's arguments.
         clipping: ``(gradient_clipping, clip_by_global_norm)``.
-        added: its ``add_optimizer`` declarations, in the order made (dicts with
-            ``optimizer``, ``modules``, ``lr_scheduler``, ``name``, ``every``,
-            ``clipping``).
+        added: its ``add_optimizer`` declarations (dicts), in the order made.
     """
 
     algorithm: nn.Module
@@ -73,14 +63,13 @@ class OptimizerPlan(NamedTuple):
 
 
 class LearnerSettings(NamedTuple):
-    """What the learner needs of its run, given at construction.
+    """What the learner needs of its run.
 
     Attributes:
-        config: the ``TrainerConfig`` (``enable_amp``, ``summarize_grads_and_vars``), or None.
+        config: the ``TrainerConfig``, or None.
         device: where the algorithm's parameters live.
         loss_average: ``masked_loss_mean``'s rule, ``"all"`` or ``"valid"``.
-        world: the learners of the run (``rlf.utils.distributed.World``): the gradients and
-            the loss summaries are averaged over them.
+        world: the learners of the run, over which gradients and loss summaries average.
     """
 
     config: Any
@@ -100,8 +89,7 @@ class _Optimizer:
 
 def _check_steps(name: str, key: Optional[str], loss: torch.Tensor,
                  valid_masks: Optional[torch.Tensor]) -> None:
-    """Refuses a per-step loss over no step: a loss over the ``[T-k, B]`` transitions (or
-    n-step targets) of sequences of ``T <= k`` steps.
+    """Refuses a loss over the ``[T-k, B]`` steps of sequences of ``T <= k`` steps.
 
     Raises:
         UserError: (a ``ValueError``) naming ``TrainerConfig.mini_batch_length``.
@@ -114,9 +102,8 @@ def _check_steps(name: str, key: Optional[str], loss: torch.Tensor,
 
 
 def _check_prioritized_rows(name: str, batch_info, experience: Experience) -> None:
-    """Refuses a prioritised mini-batch to which sequences were appended (the offline data of
-    hybrid training, or ``mix_experience``): they have no importance weight and no priority
-    to update, so the update would silently train without prioritised replay's correction.
+    """Refuses a prioritised mini-batch with appended sequences (``mix_experience``), which
+    have no importance weight and no priority.
 
     Raises:
         UserError: (a ``ValueError``) naming the rows and the fix.
@@ -133,15 +120,13 @@ class Learner:
     """The optimizers and gradient updates of ``algorithm`` (the root of an algorithm tree).
 
     Args:
-        algorithm: the root ``Algorithm`` (its steps, hooks and parameters).
-        plans: returns the optimizer declarations of the algorithm and its sub-algorithms,
-            root first (``OptimizerPlan``), read when the optimizers are built (``build``,
-            the first update or ``state_dict``), after the subclass's constructor.
-        settings: the run's ``LearnerSettings`` (config, device, loss averaging).
+        algorithm: the root ``Algorithm``.
+        plans: returns the ``OptimizerPlan`` s, root first, read when the optimizers are
+            built (after the subclass's constructor).
+        settings: the run's ``LearnerSettings``.
 
     Attributes:
-        counters: the ``Counters`` (``num_updates``, ``env_steps``, ``train_iter_num`` and
-            the optimizers' step counts), which travel to the actors.
+        counters: the ``Counters``, which travel to the actors.
         settings: the ``LearnerSettings``.
     """
 
@@ -153,21 +138,17 @@ class Learner:
         self.counters = Counters()
         self._entries: Optional[List[_Optimizer]] = None
         self._grad_scaler = None
-        # Loss terms, gradient norms and learning rates of the last update that produced
-        # each, written at the next update that records summaries.
+        # Loss terms, gradient norms and rates, written at the next recording update.
         self._pending: Dict[str, Any] = {}
         # The rows of each RowSource in the mini-batch of the update under way.
         self._row_counts: Optional[Tuple[int, int, int]] = None
 
     @property
     def row_sources(self) -> Optional[torch.Tensor]:
-        """During an update (in the algorithm's ``train_step``, ``calc_loss`` and
-        ``after_update``): ``[B]`` int64 on the algorithm's device, the
-        ``rlf.data_structures.RowSource`` of each row (sequence) of the mini-batch, in
-        order: the data path's own rows (``SAMPLED``), then hybrid training's offline rows
-        (``OFFLINE``), then those ``mix_experience`` appended (``MIXED``). None outside an
-        update. A ``LossInfo.mask`` made from it multiplies the step mask, so the episode
-        boundaries stay masked."""
+        """During an update (``train_step``, ``calc_loss``, ``after_update``): ``[B]`` int64 on
+        the algorithm's device, the ``RowSource`` of each row of the mini-batch, in order:
+        the data path's own (``SAMPLED``), hybrid training's offline rows (``OFFLINE``), those
+        ``mix_experience`` appended (``MIXED``). None outside an update."""
         counts = self._row_counts
         if counts is None:
             return None
@@ -178,14 +159,12 @@ class Learner:
     # ------------------------------------------------------------------ optimizers
     @property
     def built(self) -> bool:
-        """Whether the optimizers exist (``add_optimizer`` is refused from then on, and so
-        is a sub-module, parameter or buffer the algorithm did not have then)."""
+        """Whether the optimizers exist (``add_optimizer`` and new state are refused then)."""
         return self._entries is not None
 
     def build(self) -> None:
-        """Builds the optimizers and their schedules now (otherwise the first update or
-        ``state_dict`` does), so that a setting they refuse stops a run before anything is
-        written.
+        """Builds the optimizers and their schedules now (else the first update or
+        ``state_dict`` does), so that a setting they refuse stops a run before any write.
 
         Raises:
             ValueError: for a setting an optimizer or schedule refuses.
@@ -204,9 +183,8 @@ class Learner:
 
     @property
     def optimizer_steps(self) -> Dict[str, int]:
-        """How many times each optimizer stepped, by its name (``names``), checkpointed. An
-        optimizer steps on an update where it is due (``is_due``) and received a loss; AMP's
-        GradScaler skipping a step does not count."""
+        """How many times each optimizer stepped (a step AMP skipped does not count), by
+        name."""
         return dict(zip(self.names, self.counters.optimizer_steps))
 
     @property
@@ -234,16 +212,15 @@ class Learner:
 
     def is_due(self, index: int) -> bool:
         """Whether optimizer ``index`` steps in the next update (its ``every`` divides the
-        next update's number, counted from 1)."""
+        next update's number, from 1)."""
         return (self.counters.num_updates + 1) % self._built()[index].every == 0
 
     # ------------------------------------------------------------------ updates
     def update(self, batch: Batch) -> int:
-        """One gradient update on a batch-major ``[B, T]`` mini-batch and its ``[B, T]`` loss
-        mask, both on the algorithm's device, through ``train_step`` as the batch's
-        ``sequences`` say, writing its summaries if ``batch.record``. With a priority sink
-        (``batch.priorities``, prioritised replay) the losses are weighted by the rows'
-        importance weights and ``LossInfo.priority`` goes to the sink.
+        """One gradient update on a ``Batch`` (batch-major ``[B, T]``, on the algorithm's
+        device) through ``train_step`` as its ``sequences`` say. With a priority sink the
+        losses are weighted by the rows' importance weights and ``LossInfo.priority`` goes to
+        the sink.
 
         Returns:
             The number of steps trained on.
@@ -257,8 +234,9 @@ class Learner:
         world = self.settings.world
         with summary.record_if(lambda: batch.record), world.batch_rows(
                 batch.rows, batch.rows_size), world.own_draws_check(
-                f"{self.algorithm.name}.train_step or calc_loss"):
-            return self._update(batch)
+                f"{self.algorithm.name}.train_step or calc_loss"), self._rows(
+                batch.sources or (batch.valid.shape[0], 0, 0)):
+            return self._update_rows(batch)
 
     @contextlib.contextmanager
     def _rows(self, counts: Tuple[int, int, int]):
@@ -268,10 +246,6 @@ class Learner:
             yield
         finally:
             self._row_counts = None
-
-    def _update(self, batch: Batch) -> int:
-        with self._rows(batch.sources or (batch.valid.shape[0], 0, 0)):
-            return self._update_rows(batch)
 
     def _update_rows(self, batch: Batch) -> int:
         alg, sequences, batch_info = self.algorithm, batch.sequences, batch.batch_info
@@ -297,16 +271,9 @@ class Learner:
         return int(valid.numel())
 
     def update_on_rollout(self, experience: Experience, train_info: Any) -> int:
-        """One update whose loss is ``calc_loss`` of the rollout's own ``[T, B]`` infos, with
-        their graph (the ``"rollout_graph"`` path).
-
-        Args:
-            experience: the ``[T, B]`` unroll (``rollout_info`` removed).
-            train_info: its ``[T, B]`` ``rollout_info``, with the graph of ``rollout_step``.
-
-        Returns:
-            The number of steps trained on.
-        """
+        """One update on ``calc_loss`` of the rollout's own infos (``"rollout_graph"``): the
+        ``[T, B]`` unroll ``experience`` (``rollout_info`` removed) and its ``[T, B]``
+        ``train_info`` with the graph of ``rollout_step``; returns the steps trained on."""
         alg = self.algorithm
         valid_masks = valid_step_mask(experience.time_step.step_type)
         with self._rows((valid_masks.shape[1], 0, 0)):
@@ -319,9 +286,8 @@ class Learner:
 
     def summarize_train(self, experience: Experience, train_info: Any, loss_info: LossInfo,
                         params: List[nn.Parameter]) -> None:
-        """Summaries after an update: parameter and gradient histograms and norms when
-        ``config.summaries.summarize_grads_and_vars`` (loss terms, gradient norms and learning rates
-        are written by ``update_with_gradient``).
+        """Parameter and gradient histograms and norms after an update, with
+        ``summarize_grads_and_vars``.
 
         Args:
             experience: the ``[T, B]`` experience of the update.
@@ -344,50 +310,32 @@ class Learner:
     def update_with_gradient(self, loss_info: LossInfo,
                              valid_masks: Optional[torch.Tensor] = None,
                              weight: float = 1.0) -> Tuple[LossInfo, List[nn.Parameter]]:
-        """One gradient update on ``loss_info`` (ALF's ``update_with_gradient``): each due
-        optimizer steps on its loss.
+        """One gradient update on ``loss_info`` (ALF's ``update_with_gradient``).
 
-        Each loss (the single ``loss``, or each term of a dict ``loss``) is reduced to a
-        scalar with ``masked_loss_mean`` under its mask: the loop's step mask ``valid_masks``
-        (``valid_step_mask``: 0 at LAST steps, steps before a cut and the sequence's last
-        step) fitted to its shape: ``[T, B]`` per step, ``[T-k, B]`` the first ``T - k`` rows
-        (``k = 1``: transitions), ``[B]`` (one loss per sequence) by whether the sequence has
-        a valid step, scalars unmasked; times its ``LossInfo.mask`` if given, or replaced by
-        it where it is a ``ReplacingMask`` (``optimization.term_mask``). It is
-        averaged by ``loss_average`` (``"all"``, ALF's: over all entries, so the gradient
-        scale does not depend on how many are masked; or ``"valid"``: over the kept ones),
-        ``scalar_loss`` is added, and the sum is multiplied by ``weight``.
-
-        A single loss is back-propagated once into every due optimizer's parameters; a dict
-        of terms ``{name: loss}`` is back-propagated term by term, each into the parameters
-        of the optimizer of that name only (``Algorithm.add_optimizer(name=...)``), and terms whose
-        optimizer is not due (``is_due``) are left out. Gradients are clipped per optimizer
-        (its ``gradient_clipping``) before its step; its schedule advances only if it
-        stepped. Loss terms, gradient norms and learning rates are kept from the last update
-        that produced each and written at the next update that records summaries, so a term
-        that alternates with the summary interval still reaches TensorBoard.
+        Each loss (``loss``, or each term of a dict ``loss``) is reduced with
+        ``masked_loss_mean`` under ``term_mask``: the step mask ``valid_masks`` fitted to its
+        shape (``[T, B]``, ``[T-k, B]``, ``[B]``; scalars unmasked) times its ``LossInfo.mask``
+        (a ``ReplacingMask`` replaces it); ``scalar_loss`` is added, the sum times ``weight``.
+        A single loss is back-propagated into every due optimizer's parameters, a dict term
+        into those of the optimizer of its name only; terms whose optimizer is not due are
+        left out. Gradients are clipped per optimizer before its step. Loss terms, gradient
+        norms and rates are kept from the last update that produced each and written at
+        the next update that records summaries.
 
         Args:
-            loss_info: from ``calc_loss``: ``loss`` a tensor (``[T-k, B, ...]`` for
-                ``k >= 0``, ``[B]`` or a scalar) or a dict of such tensors keyed by
-                optimizer name; ``mask`` None/``()``, a tensor (the loss's leading dims) or a
-                dict of them keyed like ``loss``; ``scalar_loss`` a scalar (with a dict
-                loss: a dict keyed like it).
+            loss_info: from ``calc_loss``; with a dict ``loss``, ``mask`` and
+                ``scalar_loss`` are dicts keyed like it.
             valid_masks: ``[T, B]`` float or bool, or None (all valid).
-            weight: multiplies the loss (e.g. the size of a last, partial mini-batch relative
-                to a full one).
+            weight: multiplies the loss (a last, partial mini-batch's relative size).
 
         Returns:
             ``(loss_info with the scalar total loss, parameters that received gradients)``.
 
         Raises:
-            NonFiniteLossError: if the loss or any of its terms is NaN or infinite, naming the
-                term and the iteration; no parameter is changed then.
-            UserError: if a learning-rate schedule sets a negative or non-finite rate for
-                the next update; (a ``ValueError``) for a loss term and an ``extra`` entry of
-                the same name, which would write one summary tag (``loss/<name>/<key>``).
-            ValueError: if a loss fits neither its mask nor ``[T-k, B]``/``[B]``, or a term
-                names no optimizer.
+            NonFiniteLossError: for a NaN or infinite loss, naming the term; nothing changes.
+            UserError: (a ``ValueError``) for a schedule's negative or non-finite rate, and a
+                loss term and ``extra`` entry of one summary tag.
+            ValueError: for a loss that fits no mask, or a term that names no optimizer.
         """
         alg = self.algorithm
         entries = self._built()
@@ -412,9 +360,8 @@ class Learner:
 
     def _backward(self, terms: Dict[Optional[str], torch.Tensor], entries: List[_Optimizer],
                   names: List[str]) -> List[int]:
-        """Back-propagates each loss term into its due optimizers' parameters (a single loss
-        into every due one's) after zeroing every gradient, and averages the gradients over
-        the learners; returns the indices of the optimizers that step."""
+        """Back-propagates each term into its due optimizers' parameters and averages the
+        gradients over the learners; returns the indices of the optimizers that step."""
         due = [self.is_due(i) for i in range(len(entries))]
         if None in terms:
             backward = [(terms[None], [i for i in range(len(entries)) if due[i]])]
@@ -433,15 +380,15 @@ class Learner:
                 inputs=inputs, retain_graph=n < len(backward) - 1)
         stepping = sorted({i for _, indices in backward for i in indices})
         if self.settings.world.distributed:
-            average_gradients([p for i in stepping for g in entries[i].optimizer.param_groups
-                               for p in g["params"]], self.settings.world)
+            self.settings.world.average_gradients(
+                [p for i in stepping for g in entries[i].optimizer.param_groups
+                 for p in g["params"]])
         return stepping
 
     def _step(self, stepping: List[int], entries: List[_Optimizer],
               active: bool) -> List[nn.Parameter]:
-        """Clips and steps the optimizers ``stepping`` (and their schedules where they
-        stepped), keeping their rates and gradient norms for the summaries when ``active``;
-        returns the parameters that received gradients."""
+        """Clips and steps the optimizers ``stepping`` and their schedules, keeping rates and
+        norms for the summaries; returns the parameters that received gradients."""
         alg, scaler, pending = self.algorithm, self._grad_scaler, self._pending
         params: List[nn.Parameter] = []
         for i in stepping:
@@ -490,9 +437,8 @@ class Learner:
                             weight: float, names: List[str]
                             ) -> Tuple[Dict[Optional[str], torch.Tensor],
                                        Dict[Optional[str], Optional[torch.Tensor]]]:
-        """``({None: scalar}, ...)`` for a single loss, ``({name: scalar}, ...)`` for a dict of
-        terms: each masked, averaged, plus its ``scalar_loss``, times ``weight``; and the
-        masks (``term_mask``) of the terms that gave a ``LossInfo.mask``, by the same keys."""
+        """``{key: scalar}`` (key None for a single loss): each term reduced, plus its
+        ``scalar_loss``, times ``weight``; and the masks of terms with a ``LossInfo.mask``."""
         alg = self.algorithm
         loss, masks, scalar_loss = loss_info.loss, loss_info.mask, loss_info.scalar_loss
         if isinstance(loss, dict):
@@ -533,10 +479,8 @@ class Learner:
 
     def _summarize_loss(self, total: torch.Tensor, terms: Dict[Optional[str], torch.Tensor],
                         loss_info: LossInfo, mask: Optional[torch.Tensor]) -> None:
-        """Puts the update's total loss, its named terms and ``extra`` terms in the pending
-        summaries, to be written at the next update that records summaries; an ``extra`` term
-        is kept unreduced and reduced (``extra_mean`` under ``mask``) only when written, so
-        updates whose values are overwritten before then pay nothing for it."""
+        """Keeps the total loss, the named and ``extra`` terms for the next recording update; an
+        ``extra`` term is reduced only when written."""
         name, pending = self.algorithm.name, self._pending
         pending[f"loss/{name}"] = total
         for key, term in terms.items():
@@ -574,8 +518,7 @@ def _parameters_of(algorithm, names) -> List[nn.Parameter]:
 
 def _own_parameters(plan: OptimizerPlan, plans: List[OptimizerPlan],
                     claimed=frozenset()) -> List[nn.Parameter]:
-    """Parameters of ``plan``'s algorithm not owned by a sub-algorithm with its own optimizer
-    nor by an ``add_optimizer`` optimizer (``claimed``: their ids)."""
+    """Parameters of ``plan``'s algorithm that no other optimizer claims."""
     excluded = set(claimed)
     modules = {id(m) for m in plan.algorithm.modules()}
     for other in plans:
@@ -587,14 +530,11 @@ def _own_parameters(plan: OptimizerPlan, plans: List[OptimizerPlan],
 
 
 def _build_optimizers(root, plans: List[OptimizerPlan]) -> List[_Optimizer]:
-    """The optimizers of ``root`` and its sub-algorithms (``plans``, root first), in
-    checkpoint order: per algorithm, its added optimizers in the order added, then its
-    default one.
+    """The optimizers of ``root`` and its sub-algorithms (``plans``), in checkpoint order.
 
     Raises:
-        UserError: (a ``ValueError``) naming parameters no optimizer covers, an algorithm
-            with an ``lr_scheduler`` but no ``optimizer`` of its own, repeated names, or a
-            schedule whose length is below 1.
+        UserError: (a ``ValueError``) naming parameters no optimizer covers, a schedule
+            without an optimizer or of length < 1, or repeated names.
     """
     claimed: Set[int] = set()
     for plan in plans:
@@ -646,38 +586,10 @@ def _build_optimizers(root, plans: List[OptimizerPlan]) -> List[_Optimizer]:
 
 
 # ---------------------------------------------------------------------- several learners
-def average_gradients(params: List[nn.Parameter], world: distributed.World) -> None:
-    """Replaces each parameter's gradient by its average over the learners
-    (``torch.distributed``, one message per dtype and device), between the backward pass
-    and clipping: every rank then clips and steps on the gradient of the whole batch, as one
-    learner would. A parameter that received no gradient on a rank counts as a zero gradient
-    there; one that received none on every rank keeps ``grad = None`` (so an optimizer skips
-    it, as it would with one learner)."""
-    if not params:
-        return
-    # One message: each gradient (zeros for none) and, in the gradients' dtype, whether
-    # it was there.
-    missing = [p.grad is None for p in params]
-    for p in params:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-    grads = [cast(torch.Tensor, p.grad) for p in params]
-    flags = torch.tensor([not m for m in missing], dtype=grads[0].dtype, device=grads[0].device)
-    world.all_reduce_sum(grads + [flags])
-    size = world.size
-    for p, grad, received in zip(params, grads, flags.tolist()):
-        if received:
-            grad.div_(size)
-        else:
-            p.grad = None
-
-
 def _average_losses(values: Dict[str, Any], world: distributed.World) -> None:
-    """With several learners, averages the ``loss/...`` summaries over them, in place (the
-    same tags in the same order on every rank, which record at the same updates): a loss
-    (already a mean over its batch, weighted by the batch's share) by its mean over the
-    learners; an ``extra`` term, given as ``extra_sum``'s ``(sum, count)``, by the sums over
-    the learners' summed counts."""
+    """With several learners, averages the ``loss/...`` summaries over them in place: a loss
+    by its mean, an ``extra`` term (``extra_sum``'s ``(sum, count)``) by summed sums over
+    summed counts."""
     if not world.distributed:
         return
     tags = [t for t in values if t.startswith("loss/")]
@@ -699,8 +611,7 @@ def _average_losses(values: Dict[str, Any], world: distributed.World) -> None:
 
 # ---------------------------------------------------------------------- checks and helpers
 def _check_summary_tags(name: str, loss_info: LossInfo) -> None:
-    """Refuses a loss term and an ``extra`` entry that would write one summary tag
-    (``loss/<name>/<key>``), where the later would silently replace the other.
+    """Refuses a loss term and an ``extra`` entry of one summary tag (``loss/<name>/<key>``).
 
     Raises:
         UserError: naming both and the tag.
@@ -717,11 +628,8 @@ def _check_summary_tags(name: str, loss_info: LossInfo) -> None:
 
 
 def _warn_if_masked_out(name: str, key: Optional[str], mask: Optional[torch.Tensor]) -> None:
-    """Logs a warning if ``mask`` keeps no entry of a loss (checked at the first update
-    only: a later all-zero mini-batch can be chance, a first one is most likely a setting).
-    The usual cause: a per-step ``[T, B]`` loss on sampled sequences of one step, which the
-    default step mask (no LAST step, not a sequence's last step) empties; the loss is then 0
-    and nothing learns."""
+    """Warns if ``mask`` keeps no entry of a loss at the first update (most likely a setting:
+    a per-step loss on sequences of one step)."""
     if mask is None or mask.device.type == "meta" or bool(mask.detach().any()):
         return
     term = "the loss" if key is None else f"loss term {key!r}"
@@ -734,8 +642,7 @@ def _warn_if_masked_out(name: str, key: Optional[str], mask: Optional[torch.Tens
 
 def _check_scheduled_rates(name: str, index: int, entry: _Optimizer) -> None:
     """Raises ``UserError`` if optimizer ``index``'s schedule set a negative or non-finite
-    learning rate (``MultiStepLR(gamma=-0.1)``): torch accepts it, and a negative rate
-    ascends the loss without a word."""
+    rate (torch accepts ``MultiStepLR(gamma=-0.1)``)."""
     for group in entry.optimizer.param_groups:
         lr = float(group["lr"])
         if not math.isfinite(lr) or lr < 0:
@@ -749,8 +656,7 @@ def _check_scheduled_rates(name: str, index: int, entry: _Optimizer) -> None:
 
 def _clip_grads(params: List[nn.Parameter], clip: Optional[float], by_global_norm: bool,
                 want_norm: bool) -> Optional[torch.Tensor]:
-    """Clips ``params``' gradients; returns their global L2 norm (before clipping by norm,
-    after clipping by value) if computed (clipping by norm or ``want_norm``)."""
+    """Clips ``params``' gradients; returns their global L2 norm if computed."""
     if not params:
         return None
     if clip is not None and not by_global_norm:

@@ -53,11 +53,9 @@ def masked_loss_mean(loss: torch.Tensor, mask: Optional[torch.Tensor],
                      average: str = "all") -> torch.Tensor:
     r"""Reduces a loss to a scalar under a mask of its leading dims.
 
-    With ``average = "all"`` (ALF's rule) the result is ``sum(mask * loss) / N`` with ``N``
-    the number of entries of ``loss``: the gradient of each entry does not depend on how
-    many others the mask removes. With ``"valid"`` it is ``sum(mask * loss) / sum(mask)``
-    (the mask broadcast over the trailing dims; 0 when the mask is all 0): the mean over the
-    kept entries.
+    ``"all"`` (ALF's rule): ``sum(mask * loss) / N``, ``N`` the entries of ``loss``, so an
+    entry's gradient does not depend on the mask elsewhere; ``"valid"``:
+    ``sum(mask * loss) / sum(mask)`` (0 for an all-0 mask), the mean over the kept entries.
 
     Args:
         loss: ``[...]`` float, e.g. ``[T-k, B]``, ``[B]`` or ``[T, B, A]``.
@@ -88,14 +86,10 @@ def masked_loss_mean(loss: torch.Tensor, mask: Optional[torch.Tensor],
 
 def term_mask(valid_masks: Optional[torch.Tensor], x: torch.Tensor,
               own: Any) -> Optional[torch.Tensor]:
-    """The mask of loss term ``x``: the loop's step mask fitted to its ``[T-k, B]`` rows, or
-    for a ``[B]`` loss (one per sequence) whether the sequence has a valid step at all; none
-    for a scalar or without a step mask. Its own ``LossInfo.mask`` multiplies that mask, a
-    ``ReplacingMask`` replaces it, and an own mask of a loss no step mask fits is used alone.
-
-    A sequence without a valid step holds no transition (``[LAST, FIRST]``, a cut), so its
-    loss is left out whatever it is; with ``T = 2`` this is exactly the transition mask, so a
-    transition loss flattened to ``[B]`` is masked as its ``[1, B]`` form would be."""
+    """The mask of loss term ``x``: the step mask fitted to its ``[T-k, B]`` rows, or for a
+    ``[B]`` loss whether the sequence has a valid step (with ``T = 2``, the transition
+    mask); none for a scalar or without a step mask. Its own ``LossInfo.mask`` multiplies
+    it, a ``ReplacingMask`` replaces it; an own mask no step mask fits is used alone."""
     if isinstance(own, ReplacingMask):
         return own.mask
     if valid_masks is None or x.ndim == 0 or (own is not None and not (
@@ -118,9 +112,8 @@ def _is_per_sequence(valid_masks: torch.Tensor, x: torch.Tensor) -> bool:
 
 
 def extra_mean(value: torch.Tensor, valid_masks: Optional[torch.Tensor]) -> torch.Tensor:
-    """The summary of an ``extra`` loss term: its mean over the step mask (the loop's, or the
-    loss's own ``LossInfo.mask``) where it fits the mask (``[T-k, B, ...]``), else its plain
-    mean."""
+    """The summary of an ``extra`` loss term: its mean under the mask where it fits
+    (``[T-k, B, ...]``), else its plain mean."""
     value = value.float()
     if valid_masks is not None and _fits_mask(valid_masks, value):
         m = _fit_mask(valid_masks, value).expand_as(value)
@@ -139,10 +132,7 @@ def extra_sum(value: torch.Tensor, valid_masks: Optional[torch.Tensor]
     return value.sum(), torch.tensor(float(value.numel()), device=value.device)
 
 
-#: Lengths of torch's schedules, in updates, that torch accepts below 1: ``LinearLR``,
-#: ``ConstantLR`` and ``PolynomialLR`` then keep the start factor's rate for ever;
-#: ``CosineAnnealingLR`` and ``StepLR`` divide by zero at the first update (0) or count
-#: backwards (negative).
+#: Schedule lengths (updates) torch accepts below 1, which then never end or divide by 0.
 _SCHEDULE_LENGTHS = ("total_iters", "T_max", "step_size")
 
 
@@ -162,10 +152,8 @@ def checked_schedule(schedule: Any) -> Any:
 
 def check_optimizer_args(name: str, optimizer: Any, lr_scheduler: Any,
                          gradient_clipping: Optional[float] = None) -> None:
-    """Refuses an ``optimizer`` that is neither None, an optimizer nor callable, an
-    ``lr_scheduler`` that is neither None nor callable (both are only called at the first
-    update, too late for a clear error), and a ``gradient_clipping`` <= 0 (a negative norm
-    would flip the gradients' sign).
+    """Refuses an ``optimizer`` or ``lr_scheduler`` that cannot be called (else found only at
+    the first update) and a ``gradient_clipping`` <= 0.
 
     Raises:
         ValueError: naming ``name`` and the value.
@@ -184,12 +172,11 @@ def check_optimizer_args(name: str, optimizer: Any, lr_scheduler: Any,
 
 
 def check_required_optimizers(name: str, configurable: str, **optimizers: Any) -> None:
-    """Checks the optimizers of an algorithm that trains each part with its own (SAC's,
-    TD3's, IQL's ``actor_optimizer``, ...): each is set and callable.
+    """Checks that each of an algorithm's per-part optimizers (SAC's ``actor_optimizer``,
+    ...) is set and callable.
 
     Args:
-        name: the algorithm's name, for the message.
-        configurable: its class name, for the gin fix in the message.
+        name: the algorithm's name; ``configurable``: its class name (the gin fix).
         **optimizers: argument name -> the optimizer class or factory given.
 
     Raises:

@@ -1,12 +1,7 @@
-"""The members of rlf 0.1's ``Algorithm`` and ``RLAlgorithm`` that rlf 0.3 removed (rlf 0.2 kept
-them as deprecated shims), each with what replaces it.
-
-A subclass that still defines one of the hooks the framework called on the algorithm in 0.1
-(``REMOVED_HOOKS``) is refused at construction with one line naming the replacement, so that
-an override is never silently left uncalled. Reading a removed member raises an
-``AttributeError`` that names the replacement (``removed_member_error``). An
-``observe_for_replay`` written for rlf 0.1's store-time relabelling is refused too
-(``check_observe_for_replay``).
+"""The members of rlf 0.1's ``Algorithm`` and ``RLAlgorithm`` that rlf 0.3 removed, each with
+its replacement: a subclass defining a removed hook is refused at construction, reading a
+removed member raises an ``AttributeError`` naming it, and an ``observe_for_replay`` written
+for 0.1's store-time relabelling is refused.
 """
 
 from __future__ import annotations
@@ -102,12 +97,8 @@ def removed_member_error(obj, name: str) -> AttributeError:
 
 
 def check_observe_for_replay(cls: type) -> None:
-    """Refuses an ``observe_for_replay`` written for rlf 0.1, where the base class's hook stored
-    the step it was given: an override that changed the step and passed it to ``super()``
-    relabelled what was stored. Since rlf 0.2 the data path stores each step before it calls
-    the hook, so such an override would silently store the unchanged step. It is recognised
-    as an override whose ``super().observe_for_replay`` call reaches rlf's base class (a call
-    that reaches a built-in algorithm's hook, IMPALA's memory, is kept).
+    """Refuses an ``observe_for_replay`` whose ``super()`` call reaches rlf's base class: in rlf
+    0.1 that stored the changed step; since 0.2 each step is stored before the hook runs.
 
     Raises:
         UserError: (a ``ValueError``) naming the class and the way to relabel now.

@@ -1,14 +1,8 @@
-"""The names that rlf's ``Algorithm`` and ``RLAlgorithm`` reserve: properties and counters a
-subclass reads but must not replace (hooks meant to be overridden are not among them), and the
-attributes that hold the base classes' state.
-
-The base classes keep their state in attributes named ``_rlf_*`` (``FRAMEWORK_PREFIX``), set
-through ``set_framework_state``, and in the ``_reward_weights`` buffer (a checkpoint key since
-rlf 0.1), so that no name a subclass may reasonably use (``_actor``, ``_critic``, ``_loop``,
-``_env``, ...) is theirs: a subclass that assigns or defines one of their names is refused in
-one line. ALF's protected names (``_name``, ``_config``, ``_env``, ``_device``,
-``_observation_spec``, ``_action_spec``, ``_reward_spec``, ``_debug_summaries``) are set for
-subclasses to read; rlf never reads them, so a subclass may replace them.
+"""The names rlf's ``Algorithm`` and ``RLAlgorithm`` reserve: properties and counters a subclass
+reads but must not replace, and the base classes' state, kept in ``_rlf_*`` attributes
+(``set_framework_state``) and the ``_reward_weights`` buffer so that no name a subclass may
+reasonably use (``_actor``, ``_critic``, ...) is theirs. ALF's protected names (``_name``,
+``_env``, ...) are set for subclasses to read; rlf never reads them.
 """
 
 from __future__ import annotations
@@ -55,16 +49,13 @@ def _refuse_framework_name(owner: str, name: str, what: str) -> None:
 
 
 def set_framework_state(module: nn.Module, **values: Any) -> None:
-    """Sets the base classes' state attributes of an algorithm (``nn.Module``'s
-    ``__setattr__``, past the refusal of ``check_reserved_name``); only rlf's base classes and
-    their training loop call it."""
+    """Sets the base classes' state attributes of an algorithm, past ``check_reserved_name``."""
     for name, value in values.items():
         nn.Module.__setattr__(module, name, value)
 
 
 def check_reserved_name(owner: str, name: str, what: str) -> None:
-    """Refuses a buffer, parameter, module or attribute ``name`` that the base classes
-    reserve.
+    """Refuses a ``name`` the base classes reserve or keep their state in.
 
     Args:
         owner: the algorithm's class name, for the message.
@@ -72,8 +63,7 @@ def check_reserved_name(owner: str, name: str, what: str) -> None:
         what: ``"buffer"``, ``"parameter"``, ``"module"`` or ``"attribute"``.
 
     Raises:
-        UserError: (a ``ValueError``) naming it and the version that reserved it, or, for a
-            name of the base classes' state (``_rlf_*``, ``_reward_weights``), naming it.
+        UserError: (a ``ValueError``) naming it (and the version that reserved it).
     """
     if name in RESERVED_NAMES:
         _refuse(owner, name, what)

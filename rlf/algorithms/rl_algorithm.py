@@ -1,28 +1,9 @@
 """RLAlgorithm: an ``Algorithm`` that acts in an environment (ALF's ``RLAlgorithm``).
 
 It adds the environment's specs, the reward's weighting, the actor's identity and the hooks of
-acting and replay to ``Algorithm``. A ``TrainingLoop`` (``rlf.algorithms.training_loop``) trains
-it, through the data path the settings select:
-
-- on-policy (``is_on_policy=True``) with one update per unroll (``num_updates_per_train_iter =
-  1``, no mini-batch settings): an unroll with gradients enabled, then one update on
-  ``calc_loss`` of the rollout's own ``[T, B]`` infos (A2C);
-- on-policy with epochs (PPO, ``rollout_graph_training=False``): an unroll without gradients,
-  ``preprocess_experience`` once on the whole unroll (preceded by the previous unroll's last
-  step), then ``num_updates_per_train_iter`` epochs over shuffled mini-batches of
-  ``mini_batch_size`` sequences of ``mini_batch_length`` steps (1: single transitions), each
-  recomputed by ``train_step``;
-- off-policy: an unroll into the replay buffer, then sampled batches, or epochs over the
-  whole buffer, again with ``preprocess_experience`` on the whole batch before it is split.
-
-``calc_loss`` returns a ``[T, B]`` per-step loss, a ``[T-k, B]`` loss over the sequence's
-first ``T - k`` steps (``k = 1``: transitions), a ``[B]`` or a scalar one, each masked by
-``valid_step_mask`` (LAST steps, steps before an episode cut, the final step), computed before
-the split, times its own ``LossInfo.mask`` (a ``ReplacingMask`` replaces it). Several
-optimizers: ``add_optimizer``, with a dict of loss terms keyed by optimizer name.
-
-A research variant subclasses it and writes ``rollout_step``, ``calc_loss`` and (off-policy)
-``train_step``; see ``examples/a2c.py``.
+acting and replay to ``Algorithm``. A ``TrainingLoop`` trains it through the data path the
+settings select (``rlf.algorithms.data_paths``). A research variant subclasses it and writes
+``rollout_step``, ``calc_loss`` and (off-policy) ``train_step``; see ``examples/a2c.py``.
 """
 
 from __future__ import annotations
@@ -56,15 +37,11 @@ logger = logging.getLogger(__name__)
 
 
 def check_unit_interval(owner: str, **values: float) -> None:
-    """Checks that each of ``values`` (a discount ``gamma``, a ``td_lambda``, ...) is in
+    """Checks that each of ``values`` (name -> value: ``gamma``, ``td_lambda``, ...) is in
     ``[0, 1]``.
 
-    Args:
-        owner: the algorithm's name, for the message.
-        values: parameter name -> value.
-
     Raises:
-        ValueError: naming ``owner`` and the first parameter outside ``[0, 1]``.
+        ValueError: naming ``owner`` (the algorithm) and the first value outside.
     """
     for key, value in values.items():
         if not 0.0 <= value <= 1.0:
@@ -78,83 +55,43 @@ adjust_replay_buffer_length = replay_buffer_length
 class RLAlgorithm(Algorithm):
     """Base class of reinforcement-learning algorithms: a policy, its hooks and its specs.
 
-    A ``TrainingLoop`` (``rlf.algorithms.training_loop``) trains it: it unrolls through an
-    unroller, gives each unroll to the data path that the settings select
-    (``rlf.algorithms.data_paths.make_data_path``; settings the path would ignore are refused
-    with one line), and has the ``learner`` update on each of the path's batches:
+    A ``TrainingLoop`` trains it: it unrolls, gives each unroll to the data path the settings
+    select (``rlf.algorithms.data_paths.make_data_path``, whose module docstring tabulates
+    them) and has the ``learner`` update on each of the path's batches.
 
-    | ``is_on_policy`` | ``TrainerConfig`` settings | data path: what trains |
-    |---|---|---|
-    | True | ``num_updates_per_train_iter = 1``, no ``mini_batch_size``/``_length`` | ``"rollout_graph"``: one update on ``calc_loss`` of the rollout's own ``[T, B]`` infos, with their graph (A2C) |
-    | True | otherwise, or ``rollout_graph_training=False`` | ``"unroll_epochs"``: the unroll (after the previous one's last step), without graph, in epochs of shuffled mini-batches through ``train_step`` (PPO) |
-    | False | ``whole_replay_buffer_training`` | ``"replay_epochs"``: epochs over all the buffer holds (IMPALA's conf, with ``clear_replay_buffer``) |
-    | False | otherwise | ``"replay_samples"``: sampled mini-batches of ``mini_batch_size`` sequences of ``mini_batch_length`` steps (SAC, TD3, DQN) |
-    | False | ``unroll_length = 0``, ``offline_buffer_dir`` | ``"offline"``: sampled mini-batches of the offline data only |
-
-    ``unroll_with_grad`` (off-policy only; on-policy paths decide it themselves) keeps
-    ``rollout_step``'s graph for ``after_train_iter``. ``use_rollout_state``,
-    ``burn_in_steps`` and ``temporally_independent_train_step`` choose how ``train_step`` runs
-    over a sequence (every path but ``"rollout_graph"``, which calls no ``train_step`` and
-    refuses them).
-
-    What a subclass writes (the module docstring has the details):
-
-    - the policy: ``rollout_step``, ``predict_step`` (by default ``rollout_step`` without its
-      info), ``train_step`` (every path but ``"rollout_graph"``) and ``calc_loss``;
-    - the hooks: ``preprocess_experience(root_inputs, rollout_info, batch_info)``, called
-      once on the whole batch-major ``[B, T]`` experience before it is split (compute GAE or
-      returns there, ALF's semantics); ``mix_experience`` on each mini-batch;
-      ``observe_for_replay`` on each stored step; ``after_update(root_inputs, info)`` after
-      each update and ``after_train_iter(root_inputs, rollout_info)`` after each iteration,
-      both with a ``[T, B]`` ``TimeStep`` and ``[T, B]`` infos;
-      ``train_state_from_rollout_state``, ``actor_modules`` and ``offline_layout``;
-    - ``calc_loss`` may return a ``[T-k, B]`` loss (``k = 1``: transitions), a ``[B]`` or a
-      scalar one instead of a ``[T, B]`` per-step one; the learner masks it with
-      ``valid_step_mask``'s first ``T - k`` rows, times its own ``LossInfo.mask`` (a
-      ``ReplacingMask`` replaces them); ``learner.row_sources`` says where each row came from;
-    - ``add_optimizer(optimizer, modules, name=..., every=..., lr_scheduler=...)`` gives
-      sub-modules optimizers of their own (SAC's actor, critics and temperature; TD3's
-      delayed actor), each trained by its named term of a dict loss; ``is_due(name)`` says
-      whether one steps in the next update.
-
-    It reads the counters (``num_updates``, ``get_env_steps()``; all of them in
-    ``learner.counters``), which reach actor copies with the parameters, and knows which
-    actor a copy is (``actor_identity``; None on the learner).
+    A subclass writes the policy (``rollout_step``, ``train_step`` on every path but
+    ``"rollout_graph"``, ``calc_loss``; ``predict_step`` is ``rollout_step`` without its info
+    by default) and may override the hooks: ``preprocess_experience`` (once on the whole
+    batch-major ``[B, T]`` experience before it is split: GAE, returns), ``mix_experience``,
+    ``observe_for_replay``, ``after_update``, ``after_train_iter``,
+    ``train_state_from_rollout_state``, ``actor_modules`` and ``offline_layout``. Several
+    optimizers: ``add_optimizer``. It reads the counters (``num_updates``,
+    ``get_env_steps()``, ``learner.counters``), which reach actor copies with the parameters,
+    and knows which actor a copy is (``actor_identity``; None on the learner).
 
     Args:
         observation_spec: nest of ``TensorSpec`` of one observation.
         action_spec: nest of ``BoundedTensorSpec`` of one action.
-        train_state_spec: and the other arguments ``Algorithm`` takes (``rollout_state_spec``,
-            ``predict_state_spec``, ``is_on_policy``, ``optimizer``, ``checkpoint``,
-            ``debug_summaries``, ``name``, ``gradient_clipping``, ``clip_by_global_norm``,
-            ``lr_scheduler``): see ``Algorithm``.
+        train_state_spec: and ``Algorithm``'s other arguments: see ``Algorithm``.
         reward_spec: ``TensorSpec(())`` or ``TensorSpec((k,))`` for vector rewards.
         reward_weights: ``k`` weights for vector rewards (``weighted_reward``); ones if None.
-        reward_scale: a constant factor on the training reward (``weighted_reward``; ALF's
-            ``RewardScaling``), to bring value targets near unit scale; the metrics keep the
-            environment's reward.
+        reward_scale: a factor on the training reward (ALF's ``RewardScaling``); the
+            metrics keep the environment's.
         env: the batched training environment; only the root algorithm gets one.
         config: the ``TrainerConfig``; only the root algorithm gets one.
         metric_discount: ``gamma`` of the discounted-return metrics.
-        replay_buffer_ctor: builds the replay buffer, called with ``data_spec``,
-            ``num_environments``, ``max_length``, ``prioritized_sampling``, ``alpha``,
-            ``beta``, ``name`` (gin: ``ReplayBuffer.stacked_frames = {...}``).
-        rollout_graph_training: an on-policy algorithm whose ``calc_loss`` can take the
-            rollout's own infos trains on the rollout's graph when the settings allow one
-            update per unroll (``"rollout_graph"``); False: always in epochs through
-            ``train_step`` (PPO, whose loss needs ``train_step``'s recomputed policy).
+        replay_buffer_ctor: builds the replay buffer (``ReplayBuffer``'s arguments).
+        rollout_graph_training: an on-policy algorithm trains on the rollout's own graph
+            where the settings allow one update per unroll (``"rollout_graph"``); False:
+            always in epochs through ``train_step`` (PPO).
         data_needs: what ``train_step`` and ``calc_loss`` need of the data path
-            (``DataNeeds``: the shortest sequence, the stored rollout state), which
-            ``make_data_path`` checks against the settings before anything runs; the
-            default: sequences of one step, no stored state.
+            (``DataNeeds``), checked by ``make_data_path`` before anything runs.
 
     Raises:
         ValueError: for a reward spec of rank > 1, ``reward_weights`` that do not fit it, a
-            ``reward_scale`` that is not positive, or an ``env`` without ``config``.
-        UserError: (a ``ValueError``) for an ``observe_for_replay`` written for rlf 0.1 that
-            passes a changed step to ``super()`` (``check_observe_for_replay``), and for a
-            subclass that assigns or defines a name of the base classes' state
-            (``reserved.py``).
+            ``reward_scale`` <= 0, or an ``env`` without ``config``.
+        UserError: (a ``ValueError``) for a 0.1-style ``observe_for_replay``, and as
+            ``Algorithm``.
     """
 
     _rlf_base_class = True  # defines reserved names (``reserved.py``)
@@ -250,10 +187,8 @@ class RLAlgorithm(Algorithm):
 
     @property
     def actor_identity(self) -> Optional[ActorIdentity]:
-        """Which actor this copy is (``ActorIdentity(index, num_actors)``; ``build_actor``
-        sets it in each actor process and Ray actor), for per-actor behaviour such as Ape-X's
-        exploration (``DQNAlgorithm.actor_epsilons``); None on the learner (and in a
-        synchronous unroll).
+        """Which actor this copy is (``ActorIdentity(index, num_actors)``), for per-actor
+        behaviour (Ape-X's epsilons); None on the learner.
 
         Raises:
             ValueError: when set to an index outside ``[0, num_actors)``.
@@ -286,38 +221,30 @@ class RLAlgorithm(Algorithm):
 
     @property
     def training_loop(self) -> Optional["TrainingLoop"]:
-        """The ``TrainingLoop`` training this algorithm (read-only): the last one built over
-        it (by ``train_iter``, a ``Trainer`` or a script), or None. A hook reaches what the
-        loop owns through it: ``replay_buffer``, ``offline_replay_buffer``, ``data_path``,
-        ``unroller``, ``metrics``."""
+        """The ``TrainingLoop`` last built over this algorithm, or None: a hook reaches the
+        replay buffers, data path, unroller and metrics through it."""
         return self._rlf_loop
 
     def train_iter(self) -> int:
-        """One training iteration (ALF's ``RLAlgorithm.train_iter``): unroll, store or train on
-        the unroll through the data path the settings select, update, then
-        ``after_train_iter``.
-
-        An algorithm built with ``env=`` and ``config=`` trains on its own environment::
+        """One training iteration (ALF's ``RLAlgorithm.train_iter``): unroll, train through
+        the data path the settings select, then ``after_train_iter``. An algorithm built with
+        ``env=`` and ``config=`` trains on its own environment::
 
             alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env,
                                config=TrainerConfig(...), ...)
             for _ in range(100):
                 alg.train_iter()
 
-        The first call builds ``build_training(self, SyncUnroller(env, self))`` (the
-        composition root, ``rlf.algorithms.builder``: the optimizers, the loop and its data
-        path, the offline data the config names; without ``env``, a purely offline config
-        trains on that alone); an algorithm already in a loop (a ``Trainer``'s, with its actors, or
-        one a script built) trains through that loop. The ``Trainer`` adds summaries,
-        evaluation and checkpoints.
+        The first call builds ``build_training(self, SyncUnroller(env, self))`` (without
+        ``env``, a purely offline config trains on its data alone); an algorithm already in a
+        loop (a ``Trainer``'s) trains through that loop.
 
         Returns:
             The steps trained on (with repetitions).
 
         Raises:
-            UserError: (a ``ValueError``) for an algorithm built without ``config`` and in
-                no loop, for settings the data path refuses, or offline data it cannot
-                read.
+            UserError: (a ``ValueError``) without ``config`` and loop, for settings the data
+                path refuses, or offline data it cannot read.
             RuntimeError: for a config that unrolls, without ``env`` or an unroller.
             ActorError: if an actor of the loop's unroller failed.
         """
@@ -333,9 +260,7 @@ class RLAlgorithm(Algorithm):
         return loop.train_iter()
 
     def get_env_steps(self) -> int:
-        """Environment steps taken so far (``EnvironmentSteps``, which the ``TrainingLoop``
-        keeps in the learner's counters); on an actor, the learner's count as of the
-        parameters it acts with."""
+        """Environment steps so far; on an actor, as of the parameters it acts with."""
         return self._rlf_learner.counters.env_steps
 
     def weighted_reward(self, reward: torch.Tensor) -> torch.Tensor:
@@ -348,10 +273,8 @@ class RLAlgorithm(Algorithm):
 
     # ------------------------------------------------------------------ hooks
     def actor_modules(self) -> List[str]:
-        """The names (``named_modules``) of the sub-modules an actor needs to act: by default
-        those whose ``forward`` runs in ``rollout_step`` (found once, by a probe step on a
-        zero ``FIRST`` step), not the critics or target networks. Override it for a
-        ``rollout_step`` that uses a module without calling it (its parameters directly)."""
+        """The names of the sub-modules an actor needs: by default those whose ``forward`` runs
+        in a probe ``rollout_step``. Override it for a module used without being called."""
         names = self._rlf_actor_module_names
         if names is None:
             called = []
@@ -367,9 +290,7 @@ class RLAlgorithm(Algorithm):
         return list(names)
 
     def observe_for_replay(self, exp: Experience) -> None:
-        """Hook on each ``[B]`` step of experience (on CPU) that the data path has just
-        stored in the replay buffer (off-policy; IMPALA keeps its experience-replay memory
-        here). The default does nothing.
+        """Hook on each ``[B]`` step (CPU) just stored in the replay buffer (IMPALA's memory).
 
         Args:
             exp: the ``[B]`` ``Experience`` of one step.
@@ -379,13 +300,9 @@ class RLAlgorithm(Algorithm):
         """How offline replay files are read (``TrainingLoop.load_offline_data``): the spec
         of one step and the aliases of its keys.
 
-        The default spec is the time step (without ``env_info``), the action, and the
-        ``rollout_info`` that ``rollout_step`` records (found by one ``rollout_step`` on a
-        zero ``FIRST`` step), with no state: ``train_step`` gets offline steps in the layout
-        of online ones, the recorded action included (``rollout_info|action``). The default
-        aliases find that action under ALF's name (``rollout_info|rl|action``) or as the
-        file's top-level ``action`` (every rlf and ALF file has it). Override it to read less
-        or more (IMPALA adds its behaviour policy).
+        By default the layout of online steps: the time step (no ``env_info``), the action
+        and a probe ``rollout_step``'s ``rollout_info``, no state; its action also found
+        under ALF's ``rollout_info|rl|action`` or the top-level ``action``.
 
         Returns:
             ``OfflineLayout(spec, aliases)``.
@@ -407,15 +324,13 @@ class RLAlgorithm(Algorithm):
                                                               "action"]})
 
     def _rlf_rollout_info_spec_probe(self) -> Any:
-        """The spec of ``rollout_step``'s info (one step, no batch dim; ``()`` if it records
-        none), found by ``_probe_rollout_step`` before any unroll."""
+        """The spec of ``rollout_step``'s info (one step), from a probe step."""
         info = self._rlf_probe_rollout_step().info
         return spec_from_tensors(nest.map_structure(lambda x: x.cpu(), info))
 
     def _rlf_probe_rollout_step(self) -> AlgStep:
-        """``rollout_step`` on a zero ``FIRST`` step of one environment, in eval mode,
-        without gradients, with torch's random state restored afterwards (so that a run's
-        random numbers do not depend on it)."""
+        """``rollout_step`` on a zero ``FIRST`` step, in eval mode, without gradients and
+        random draws that count."""
         ts_spec = time_step_spec(self._rlf_observation_spec, self._rlf_action_spec,
                                  self._rlf_reward_spec)
         time_step = nest.map_structure(lambda spec: spec.zeros((1,)).to(self._rlf_device),
@@ -432,10 +347,8 @@ class RLAlgorithm(Algorithm):
 
     # ------------------------------------------------------------------ checkpoints
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign=False):
-        """``Algorithm.load_state_dict``; the training loop's entries of a run checkpoint
-        (``_metrics.*``, which ``RunCheckpoint`` restores) are left out, and so is the
-        ``_num_updates`` buffer of SAC's and TD3's checkpoints of rlf 0.1 (``num_updates``, in
-        the extra state, replaces it).
+        """``Algorithm.load_state_dict`` without a run checkpoint's ``_metrics.*`` and rlf
+        0.1's ``_num_updates``.
 
         Raises:
             ValueError: see ``Algorithm.load_state_dict``.

@@ -1,26 +1,15 @@
 """The training loop: unroller -> data path -> learner -> the algorithm's hooks, one iteration at a
 time (ALF's ``RLAlgorithm.train_iter``; Acme's learner loop).
 
-``TrainingLoop(algorithm, unroller)`` builds the data path the settings select
-(``make_data_path``, which refuses settings it would ignore), gives the learner its sequence
-handling, and owns what a run has beside the algorithm: the unroller, the episode metrics, the
-replay and offline buffers (through the data path), the carried fraction of ``unroll_length``
-and the spec of ``rollout_step``'s info. An iteration reads::
+``TrainingLoop(algorithm, unroller)`` builds the data path the settings select and owns what
+a run has beside the algorithm: the unroller, the episode metrics, the replay and offline
+buffers (through the data path) and the carried fraction of ``unroll_length``. An iteration::
 
     exp = unroller.unroll(T); path.observe(exp)
     for batch in path.batches(): learner.update(batch)
     algorithm.after_train_iter(...)
 
-The ``Trainer`` builds one and checkpoints it with the algorithm (``RunCheckpoint``: the keys of
-rlf 0.1's algorithm checkpoints, ``_metrics.*`` and two entries of ``_extra_state``). A
-script drives one directly::
-
-    loop = TrainingLoop(algorithm, SyncUnroller(env, algorithm))
-    for _ in range(n):
-        loop.train_iter()
-
-It reads the algorithm's constructor arguments ``config``, ``env``, ``metric_discount`` and
-``replay_buffer_ctor``, and its learner's counters (it keeps ``EnvironmentSteps`` there).
+``RunCheckpoint`` saves it with the algorithm in the layout of rlf 0.1's checkpoints.
 """
 
 from __future__ import annotations
@@ -58,8 +47,7 @@ _METRICS_PREFIX = "_metrics."
 
 
 def observation_normalizers(algorithm: nn.Module) -> List[ObservationNormalizer]:
-    """Every ``ObservationNormalizer`` among ``algorithm``'s modules (its networks', its target
-    networks', its sub-algorithms'), in ``named_modules`` order."""
+    """Every ``ObservationNormalizer`` among ``algorithm``'s modules, in order."""
     return [m for m in algorithm.modules() if isinstance(m, ObservationNormalizer)]
 
 
@@ -67,17 +55,15 @@ class TrainingLoop:
     """Trains an ``RLAlgorithm`` one iteration at a time (the module docstring).
 
     Args:
-        algorithm: the root ``RLAlgorithm``, built with ``config``.
-        unroller: the ``Unroller`` it acts through (``set_unroller``), or None to set it
-            later.
+        algorithm: the root ``RLAlgorithm``.
+        unroller: the ``Unroller`` it acts through, or None to set it later.
         config: the ``TrainerConfig``; the algorithm's if None.
-        world: the learners of the run (``rlf.utils.distributed.World``); the learner's
-            (``algorithm.learner.settings.world``) if None.
+        world: the learners of the run; the learner's if None.
 
     Raises:
         ValueError: without a config.
-        UserError: (a ``ValueError``) for settings the data path refuses
-            (``make_data_path``), or those of ``set_unroller``.
+        UserError: (a ``ValueError``) for settings the data path or ``set_unroller``
+            refuses.
     """
 
     def __init__(self, algorithm, unroller: Optional[Unroller] = None, config=None,
@@ -102,8 +88,7 @@ class TrainingLoop:
         self._num_envs = 0
         self._rollout_info_spec = None
         self._remaining_unroll_length_fraction = 0.0
-        # The algorithm's train_iter and training_loop reach it (the algorithm holds its loop,
-        # as an ALF algorithm does: alg.train_iter() trains through the loop built over it).
+        # alg.train_iter() and alg.training_loop reach it, as in ALF.
         set_framework_state(algorithm, _rlf_loop=self)
         if unroller is not None:
             self.set_unroller(unroller)
@@ -111,8 +96,7 @@ class TrainingLoop:
     # ------------------------------------------------------------------ parts
     @property
     def data_path(self) -> DataPath:
-        """The data path (``make_data_path``); its ``name`` is ``"rollout_graph"``,
-        ``"unroll_epochs"``, ``"replay_epochs"``, ``"replay_samples"`` or ``"offline"``."""
+        """The data path (``make_data_path``)."""
         return self._path
 
     @property
@@ -122,8 +106,7 @@ class TrainingLoop:
 
     @property
     def replay_buffer(self) -> Optional[ReplayBuffer]:
-        """The replay buffer (the data path's), or None (on-policy, or before the first
-        unroll)."""
+        """The replay buffer, or None (on-policy, or before the first unroll)."""
         return None if self._replay is None else self._replay.buffer
 
     @property
@@ -133,8 +116,7 @@ class TrainingLoop:
 
     @property
     def metrics(self) -> List[StepMetric]:
-        """The episode metrics, in ALF's order (``NumberOfEpisodes`` and
-        ``EnvironmentSteps`` first); empty before ``set_unroller``."""
+        """The episode metrics, in ALF's order; empty before ``set_unroller``."""
         return [] if self._metrics is None else [cast(StepMetric, m) for m in self._metrics]
 
     @property
@@ -144,7 +126,7 @@ class TrainingLoop:
 
     @property
     def rollout_info_spec(self) -> Any:
-        """Spec of ``rollout_step``'s info (one step), known after the first unroll.
+        """Spec of ``rollout_step``'s info (one step).
 
         Raises:
             RuntimeError: before the first unroll.
@@ -155,18 +137,13 @@ class TrainingLoop:
         return self._rollout_info_spec
 
     def set_unroller(self, unroller: Unroller) -> None:
-        """Takes the ``Unroller`` the algorithm acts through (the ``Trainer`` builds it:
-        ``SyncUnroller(env, algorithm)``, or an actor unroller over ``num_actors * B``
-        environments) and sizes the episode metrics for its ``batch_size``. Call it before
-        the first ``train_iter`` and before restoring a checkpoint (the metrics are part of
-        the state).
+        """Takes the ``Unroller`` the algorithm acts through and sizes the episode metrics for
+        its ``batch_size``; call it before the first ``train_iter`` and before restoring a
+        checkpoint.
 
         Raises:
             ValueError: for a second unroller of another batch size.
-            UserError: (a ``ValueError``) for an off-policy algorithm whose
-                ``initial_collect_steps`` exceed what the replay buffer holds, or whose
-                sampled sequences are longer than a replay ring (training would never
-                start), or whose replay buffer refuses its settings.
+            UserError: (a ``ValueError``) as ``check_replay_fits``.
         """
         alg, config = self.algorithm, self.config
         learners = self.world.size
@@ -179,8 +156,7 @@ class TrainingLoop:
         if self._metrics is None:
             self._num_envs = unroller.batch_size
             env = alg.run_args.env
-            # With several learners every rank's metrics see every rank's steps
-            # (all_environments): they are the one learner's metrics of all N*B environments.
+            # With several learners each rank's metrics see all N*B environments.
             num_envs = self._num_envs * learners
             self._metrics = make_default_metrics(
                 batch_size=num_envs, reward_shape=tuple(alg.reward_spec.shape),
@@ -189,13 +165,13 @@ class TrainingLoop:
                 discount=alg.run_args.metric_discount)
 
     def check_replay_fits(self, batch_size: int) -> None:
-        """The replay checks of ``set_unroller`` for an unroller of ``batch_size``
-        environments, before it is made (before its actors start): the replay buffer's
-        settings (a one-step probe, ``_probe_replay_buffer``), ``initial_collect_steps`` and
-        the sampled sequences' length against a ring; nothing for an on-policy algorithm.
+        """The replay checks for an unroller of ``batch_size`` environments, before its actors
+        start: the buffer's settings (a one-step probe), ``initial_collect_steps`` and the
+        sequences' length against a ring; nothing on-policy.
 
         Raises:
-            UserError: (a ``ValueError``) as ``set_unroller``.
+            UserError: (a ``ValueError``) for settings under which training would never
+                start, or that the buffer refuses.
         """
         if self._replay is not None:
             path = self._replay
@@ -205,10 +181,10 @@ class TrainingLoop:
 
     # ------------------------------------------------------------------ replay buffers
     def _replay_path(self) -> Replay:
-        """The replay path (off-policy algorithms only).
+        """The replay path.
 
         Raises:
-            RuntimeError: for an on-policy algorithm, which has none.
+            RuntimeError: for an on-policy algorithm.
         """
         if self._replay is None:
             raise RuntimeError(f"{self.algorithm.name} is on-policy: it has no replay buffer")
@@ -216,12 +192,10 @@ class TrainingLoop:
 
     def _make_replay_buffer(self, data_spec, num_environments: int,
                             max_length: int) -> ReplayBuffer:
-        """The algorithm's ``replay_buffer_ctor`` with the data path's prioritised-replay
-        settings.
+        """The algorithm's ``replay_buffer_ctor`` with the path's prioritised-replay settings.
 
         Raises:
-            UserError: (a ``ValueError``) for a configured setting the buffer refuses (e.g.
-                a ``ReplayBuffer.stacked_frames`` path that is not a field of the spec).
+            UserError: (a ``ValueError``) for a setting the buffer refuses.
         """
         alg = self.algorithm
         try:
@@ -232,17 +206,13 @@ class TrainingLoop:
             raise UserError(one_line(e)) from e
 
     def _make_online_buffer(self, data_spec) -> ReplayBuffer:
-        """The replay buffer of the data path (``Replay.make_buffer``), built from the first
-        step's structure."""
+        """The data path's replay buffer (``Replay.make_buffer``)."""
         return self._make_replay_buffer(data_spec, self._num_envs, self._replay_path().length)
 
     def _probe_replay_buffer(self) -> int:
-        """Builds a one-step replay buffer over the experience's spec as far as it is known
-        before the first step (all of it but ``rollout_info``), so that a setting the buffer
-        refuses (a ``ReplayBuffer.stacked_frames`` path or shape) stops the run before
-        anything is written. Returns the probe's ``num_earliest_frames_ignored`` (frame
-        stacking's). A ``stacked_frames`` path inside ``rollout_info`` is left to the buffer
-        built at the first step.
+        """Builds a one-step buffer over the experience's spec but ``rollout_info``, so that a
+        setting the buffer refuses stops the run before anything is written; returns its
+        ``num_earliest_frames_ignored``.
 
         Raises:
             UserError: (a ``ValueError``) for a setting the buffer refuses.
@@ -270,16 +240,11 @@ class TrainingLoop:
         return {f"_replay_buffer.{k}": v for k, v in self.replay_buffer.state_dict().items()}
 
     def load_replay_buffer_state_dict(self, state_dict: dict) -> None:
-        """Restores ``replay_buffer_state_dict()`` output; if the buffer does not exist yet
-        (it is built from the first unroll's experience), it is restored right after it is
-        built.
+        """Restores ``replay_buffer_state_dict()`` output, into the buffer once it is built.
 
         Raises:
-            ValueError: from ``ReplayBuffer.load_state_dict`` (naming the keys that differ),
-                if the buffer exists; if it does not, when the state's environments x steps
-                differ from what the configuration builds (``load.num_envs`` x
-                ``replay_buffer_length``), so that the mismatch is found before training
-                resumes rather than at the first unroll.
+            ValueError: naming the keys that differ, or environments x steps other than the
+                configuration's.
         """
         prefix = "_replay_buffer."
         state = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
@@ -299,25 +264,15 @@ class TrainingLoop:
         path.pending_state = state
 
     def load_offline_data(self) -> None:
-        """Builds the offline buffer from ``config.offline_buffer_dir`` (a replay checkpoint
-        file, a list of them or a directory of ``*.pt``; rlf's ``replay_buffer-<iteration>.pt``
-        or ALF's), taking ``config.offline_buffer_length`` steps per environment (all if
-        None), matched by key to the algorithm's ``offline_layout()``. Bounded actions are
-        checked against the action spec's bounds, and rescaled from [-1, 1] with
-        ``config.offline_normalized_actions`` (ALF's files). With ``use_rollout_state`` the
-        files must hold the rollout state each sequence starts from (rlf's replay files of
-        such a run do). Without offline settings it does nothing.
-
-        Training then samples from it: only from it while there is no online data
-        (``unroll_length = 0`` trains purely offline), and for ``config.offline_fraction`` of
-        each batch in hybrid training. Observation normalizers that have seen nothing yet
-        are fitted to the whole buffer once (a resumed run's checkpoint then restores their
-        statistics).
+        """Builds the offline buffer from ``offline_buffer_dir`` (rlf's or ALF's replay files,
+        a list or a directory), ``offline_buffer_length`` steps per environment, matched by
+        key to ``offline_layout()``, actions checked against their bounds (rescaled with
+        ``offline_normalized_actions``); with ``use_rollout_state`` the files must hold the
+        stored state. Observation normalizers that have seen nothing are fitted to it once.
+        Nothing without offline settings.
 
         Raises:
-            OfflineDataError: (a ``ValueError``) for a missing file or key, an inconsistent
-                file, a shape that does not fit the spec, or actions outside the bounds or
-                looking normalised (``make_offline_replay_buffer``), naming the file and key.
+            OfflineDataError: (a ``ValueError``) naming the file and key that do not fit.
         """
         settings = offline_data_settings(self.config.data_path)
         if settings is None:
@@ -341,8 +296,8 @@ class TrainingLoop:
 
     # ------------------------------------------------------------------ metrics
     def observe_for_metrics(self, time_step) -> None:
-        """Feeds a ``[B]`` time step or a ``[T, B]`` unroll of them (CPU) to every metric and
-        keeps ``EnvironmentSteps`` in the learner's counters (``get_env_steps()``)."""
+        """Feeds a ``[B]`` or ``[T, B]`` time step (CPU) to every metric; keeps
+        ``EnvironmentSteps`` in the counters."""
         for m in self.metrics:
             m(time_step)
         self._sync_env_steps()
@@ -360,8 +315,7 @@ class TrainingLoop:
             m.gen_summaries(step_metrics=env_steps)
 
     def summarize_rollout(self, experience: Optional[Experience]) -> None:
-        """Summaries of an unroll: rewards and (with
-        ``config.summaries.summarize_action_distributions``) actions.
+        """Summaries of an unroll's rewards and (``summarize_action_distributions``) actions.
 
         Args:
             experience: the ``[T, B]`` unroll, or None.
@@ -384,20 +338,15 @@ class TrainingLoop:
 
     # ------------------------------------------------------------------ normalizers
     def update_observation_normalizers(self, observation: Any) -> None:
-        """Merges observations into the statistics of every ``observation_normalizers``, so
-        that all of them (online and target networks alike) hold the same statistics.
-
-        ``train_iter`` calls it with each new unroll's ``[T, B, ...]`` observations after
-        training on that unroll, so a rollout and the training on its experience standardise
-        with the same statistics (PPO's importance ratios start at 1), and actors receive the
-        new ones with the next parameter update.
+        """Merges observations into every ``observation_normalizers``' statistics; ``train_iter``
+        calls it after training on each unroll, so a rollout and the training on it
+        standardise alike (PPO's importance ratios start at 1).
 
         Args:
             observation: ``[..., *shape]`` observations, one tensor.
 
         Raises:
-            ValueError: for a nested observation, or one whose shape does not end with a
-                normalizer's.
+            ValueError: for a nested observation, or one of another shape.
         """
         normalizers = observation_normalizers(self.algorithm)
         if not normalizers:
@@ -406,18 +355,15 @@ class TrainingLoop:
             raise ValueError(f"{self.algorithm.name}: ObservationNormalizer takes one "
                              f"observation tensor, the observation is a "
                              f"{type(observation).__name__}")
-        # With several learners, each merges every learner's observations, in rank order (as
-        # one learner would merge the N*B environments' unroll).
+        # Several learners: every learner's observations, in rank order.
         observation = all_environments(observation, self.world)
         for normalizer in normalizers:
             normalizer.update(observation)
 
     # ------------------------------------------------------------------ unroll
     def unroll(self, unroll_length: int) -> Optional[Experience]:
-        """Collects ``unroll_length`` steps of every environment with ``rollout_step``.
-
-        Every time step is fed to the metrics and, off-policy, every step of experience to
-        the data path (the replay buffer, then the algorithm's ``observe_for_replay``).
+        """Collects ``unroll_length`` steps of every environment with ``rollout_step``, feeding
+        the metrics and, off-policy, the data path.
 
         Returns:
             ``[T, B]`` ``Experience`` (``rollout_info`` keeps its graph when gradients are
@@ -460,15 +406,14 @@ class TrainingLoop:
     # ------------------------------------------------------------------ training
     def train_iter(self) -> int:
         """One training iteration: unroll, observe, train on the data path's batches, then
-        ``after_train_iter``; every ``unroll_parameter_update_period`` iterations the actors
-        get the new parameters.
+        ``after_train_iter``; the actors get new parameters every
+        ``unroll_parameter_update_period`` iterations.
 
         Returns:
             Steps trained on (with repetitions).
 
         Raises:
-            ActorError: if an actor of an async unroller failed; the iteration then changed
-                nothing (its unroll is where actors are waited for).
+            ActorError: if an actor failed; the iteration then changed nothing.
         """
         counters = self.algorithm.learner.counters
         counter = summary.get_global_counter()
@@ -481,8 +426,7 @@ class TrainingLoop:
             else:
                 steps = self._train_iter_off_policy()
         except ActorError:
-            # The unroll failed before anything was observed or trained: undo the counters,
-            # so that a checkpoint written now is the state after the last whole iteration.
+            # Nothing was trained: a checkpoint now is the last whole iteration's state.
             counters.train_iter_num -= 1
             summary.set_global_counter(counter)
             raise
@@ -541,9 +485,7 @@ class TrainingLoop:
         return steps
 
     def _train_on_unroll(self, experience: Experience, train_info: Any) -> int:
-        """Trains on one on-policy unroll (``[T, B]``, ``rollout_info`` removed; its
-        ``[T, B]`` ``train_info`` with the rollout's graph on the ``"rollout_graph"`` path)
-        through the data path; returns the steps trained on."""
+        """Trains on one on-policy ``[T, B]`` unroll and its ``train_info``; returns the steps."""
         path = self._path
         if isinstance(path, RolloutGraph):
             return self.algorithm.learner.update_on_rollout(experience, train_info)
@@ -569,24 +511,21 @@ class TrainingLoop:
         return self._metrics.state_dict(prefix=_METRICS_PREFIX)
 
     def extra_state(self) -> Dict[str, Any]:
-        """The carried fraction of ``unroll_length`` and the data path's state (on-policy
-        epochs: the previous unroll's last step, ``last_unroll_step``; None otherwise)."""
+        """The carried fraction of ``unroll_length`` and the data path's state."""
         state: Dict[str, Any] = {"last_unroll_step": None}
         state.update(self._path.get_extra_state())
         state["remaining_unroll_length_fraction"] = self._remaining_unroll_length_fraction
         return state
 
     def state_problems(self, state: Dict[str, Any]) -> List[str]:
-        """What keeps ``state`` (``_metrics.*`` tensors) from loading: metrics the
-        configuration does not have."""
+        """What keeps ``state`` (``_metrics.*``) from loading: metrics this run has not."""
         own = self.state_dict()
         unexpected = sorted(k for k in state if k not in own)
         return [f"unexpected keys {unexpected}"] if unexpected else []
 
     def load_state_dict(self, state: Dict[str, Any], extra: Dict[str, Any]) -> None:
-        """Restores ``state_dict()`` and ``extra_state()`` output. Metric state the
-        checkpoint lacks (added to rlf after it was written) keeps its initial value: a whole
-        metric starts fresh, with a warning; a metric's new counters silently.
+        """Restores ``state_dict()`` and ``extra_state()`` output; metric state an older
+        checkpoint lacks starts fresh (a whole metric with a warning).
 
         Raises:
             ValueError: for metrics this configuration does not have (``state_problems``).
@@ -617,10 +556,9 @@ class TrainingLoop:
 
 
 def all_environments(unroll: Any, world: distributed.World) -> Any:
-    """With several learners, every learner's ``[T, B, ...]`` tensors of ``unroll`` (a nest,
-    on CPU), concatenated in rank order along the environment dim (``[T, N*B, ...]``, as one
-    learner with all ``N*B`` environments would hold them; a ``TimeStep``'s observation is
-    left out: ``()``); ``unroll`` itself for one learner."""
+    """With several learners, every learner's ``[T, B, ...]`` tensors of ``unroll`` (CPU),
+    concatenated in rank order: ``[T, N*B, ...]`` (a ``TimeStep``'s observation left out);
+    ``unroll`` itself for one learner."""
     if not world.distributed:
         return unroll
     if hasattr(unroll, "observation") and hasattr(unroll, "step_type"):
@@ -632,10 +570,8 @@ def all_environments(unroll: Any, world: distributed.World) -> Any:
 
 
 class RunCheckpoint:
-    """The algorithm's checkpoint state together with its training loop's, in the layout of
-    rlf 0.1's algorithm checkpoints (the loop's metrics under ``_metrics.*``, its extra state
-    in the algorithm's ``_extra_state``), so that old checkpoints load and new ones read as
-    before.
+    """The algorithm's checkpoint state with its training loop's, in rlf 0.1's layout (the
+    metrics under ``_metrics.*``, the loop's extra state in ``_extra_state``).
 
     Args:
         algorithm: the ``RLAlgorithm``.
@@ -653,8 +589,7 @@ class RunCheckpoint:
         return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Restores ``state_dict()`` output (or an rlf 0.1 algorithm checkpoint), checking
-        the loop's part before anything is loaded.
+        """Restores ``state_dict()`` output (or an rlf 0.1 checkpoint), checking all first.
 
         Raises:
             ValueError: naming what does not fit (``Algorithm.load_state_dict``,

@@ -193,26 +193,25 @@ def amend_last_event(run_dir: Path, event: Dict[str, Any]) -> None:
 
 
 def optimizer_settings(algorithm) -> List[List[Dict[str, Any]]]:
-    """Deprecated (removed in rlf 0.4): ``rlf.algorithms.algorithm_state.optimizer_settings(
+    """Deprecated (removed in rlf 0.4): ``rlf.trainers.optimizer_settings.optimizer_settings(
     algorithm.learner.optimizers)``."""
-    from rlf.algorithms import algorithm_state
+    from rlf.trainers import optimizer_settings as settings
     _deprecated("optimizer_settings", "optimizer_settings(alg.learner.optimizers)")
-    return algorithm_state.optimizer_settings(algorithm.learner.optimizers)
+    return settings.optimizer_settings(algorithm.learner.optimizers)
 
 
 def apply_optimizer_settings(algorithm, configured: List[List[Dict[str, Any]]]) -> List[str]:
-    """Deprecated (removed in rlf 0.4): ``rlf.algorithms.algorithm_state.
+    """Deprecated (removed in rlf 0.4): ``rlf.trainers.optimizer_settings.
     apply_optimizer_settings(alg.learner.optimizers, alg.learner.schedules, configured)``."""
-    from rlf.algorithms import algorithm_state
+    from rlf.trainers import optimizer_settings as settings
     _deprecated("apply_optimizer_settings", "apply_optimizer_settings(alg.learner.optimizers, "
                 "alg.learner.schedules, configured)")
     learner = algorithm.learner
-    return algorithm_state.apply_optimizer_settings(learner.optimizers, learner.schedules,
-                                                    configured)
+    return settings.apply_optimizer_settings(learner.optimizers, learner.schedules, configured)
 
 
 def _deprecated(name: str, replacement: str) -> None:
     import warnings
     warnings.warn(f"rlf.experiments.clone.{name} is deprecated and will be removed in rlf 0.4: "
-                  f"use rlf.algorithms.algorithm_state.{replacement}", DeprecationWarning,
+                  f"use rlf.trainers.optimizer_settings.{replacement}", DeprecationWarning,
                   stacklevel=3)

@@ -20,8 +20,7 @@ import torch
 from tqdm import tqdm
 
 from rlf.algorithms.algorithm import NonFiniteLossError
-from rlf.algorithms.algorithm_state import (apply_optimizer_settings, load_initial_checkpoint,
-                                            optimizer_settings, replaced_hyperparameters)
+from rlf.algorithms.algorithm_state import load_initial_checkpoint
 from rlf.algorithms.config import RANDOM_SEED_LIMIT
 from rlf.algorithms.builder import build_training
 from rlf.algorithms.training_loop import RunCheckpoint, TrainingLoop
@@ -29,6 +28,8 @@ from rlf.environments import load_configured
 from rlf.metrics import metric_results
 from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
 from rlf.trainers.learners import environments_per_learner
+from rlf.trainers.optimizer_settings import (apply_optimizer_settings, optimizer_settings,
+                                            replaced_hyperparameters)
 from rlf.trainers.signal_arrivals import SignalArrivals
 from rlf.trainers.run_dir import (REPLAY_BUFFER_COMPANION, changed_settings,
                                   check_run_directory, config_bindings, learner_dir,

@@ -26,7 +26,7 @@ import contextlib
 import dataclasses
 import functools
 import warnings
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, cast
 
 import torch
 
@@ -153,6 +153,27 @@ class World:
             for t in group:
                 t.copy_(flat[offset:offset + t.numel()].view_as(t))
                 offset += t.numel()
+
+    def average_gradients(self, params: List[torch.Tensor]) -> None:
+        """Replaces each parameter's gradient by its average over the ranks (one message), so
+        that every rank clips and steps on the whole batch's gradient, as one learner would;
+        a gradient missing on a rank counts as zeros there, one missing on every rank stays
+        None. Nothing for one learner."""
+        if not self.distributed or not params:
+            return
+        missing = [p.grad is None for p in params]
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        grads = [cast(torch.Tensor, p.grad) for p in params]
+        flags = torch.tensor([not m for m in missing], dtype=grads[0].dtype,
+                             device=grads[0].device)
+        self.all_reduce_sum(grads + [flags])
+        for p, grad, received in zip(params, grads, flags.tolist()):
+            if received:
+                grad.div_(self.size)
+            else:
+                p.grad = None
 
     def all_reduce_max(self, value: float) -> float:
         """The largest ``value`` over the ranks (``value`` itself for one learner)."""

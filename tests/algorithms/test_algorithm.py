@@ -148,7 +148,7 @@ def test_a_schedule_that_makes_the_rate_negative_is_refused():
 def test_the_hyperparameters_a_restore_replaced_are_named_and_can_be_put_back():
     # torch's Optimizer.load_state_dict restores the checkpoint's learning rate: a rate
     # changed in the conf before a resume would have no effect, silently.
-    from rlf.algorithms.algorithm_state import (apply_optimizer_settings, optimizer_settings,
+    from rlf.trainers.optimizer_settings import (apply_optimizer_settings, optimizer_settings,
                                                 replaced_hyperparameters)
 
     class Net(Algorithm):
