@@ -358,7 +358,7 @@ def test_sampled_batch_is_split_in_order_into_mini_batches(monkeypatch):
     get_batch = alg.training_loop.replay_buffer.get_batch
     monkeypatch.setattr(alg.training_loop.replay_buffer, "get_batch",
                         lambda *a: sampled.append(get_batch(*a)) or sampled[-1])
-    monkeypatch.setattr(alg.learner, "_update", lambda batch: updates.append(
+    monkeypatch.setattr(alg.learner, "_update_rows", lambda batch: updates.append(
         (batch.experience.time_step.observation, batch.batch_info.positions, batch.weight))
         or 0)
     for batch in alg.training_loop.data_path.batches():

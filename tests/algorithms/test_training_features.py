@@ -103,8 +103,8 @@ def _train_summaries(tmp_path, iterations, on_policy=False, **config):
     summary.set_summary_interval(1)
     summary.set_global_counter(0)
     losses = []
-    update = alg.learner._update
-    alg.learner._update = lambda batch: losses.append(
+    update = alg.learner._update_rows
+    alg.learner._update_rows = lambda batch: losses.append(
         float(alg.w.detach()) * batch.weight) or update(batch)
     try:
         for _ in range(iterations):
@@ -146,8 +146,8 @@ def test_whole_buffer_split_into_single_steps_keeps_the_whole_experiences_mask(m
     alg, env = _recorder(unroll_length=5, whole_replay_buffer_training=True,
                          clear_replay_buffer=True, mini_batch_length=1, mini_batch_size=6)
     masks = []
-    update = alg.learner._update
-    monkeypatch.setattr(alg.learner, "_update", lambda batch: masks.append(
+    update = alg.learner._update_rows
+    monkeypatch.setattr(alg.learner, "_update_rows", lambda batch: masks.append(
         (batch.experience.time_step.env_id, batch.valid)) or update(batch))
     alg.train_iter()
     alg.train_iter()  # trains on the 6-step ring (the previous unroll's last step included)
