@@ -284,24 +284,18 @@ class Algorithm(nn.Module):
         ``every, 2 every, ...`` (``is_due``); its schedule advances only when it stepped.
 
         Args:
-            optimizer: a ``torch.optim.Optimizer`` class or factory called with the
-                parameters (gin: ``@torch.optim.Adam``), or None to leave these modules to
-                the default optimizer.
+            optimizer: as ``Algorithm``'s, or None to leave these modules to the default one.
             modules: an ``nn.Module``, an ``nn.Parameter``, or a list of them.
-            lr_scheduler: like ``Algorithm``'s ``lr_scheduler``, for this optimizer.
-            gradient_clipping: like ``Algorithm``'s, for this optimizer; by default the
-                algorithm's.
-            clip_by_global_norm: like ``Algorithm``'s; by default the algorithm's.
+            lr_scheduler, gradient_clipping, clip_by_global_norm: as ``Algorithm``'s, for
+                this optimizer (clipping: by default the algorithm's).
             name: the key of its term in a dict ``LossInfo.loss``, of
                 ``learner.optimizer_steps`` and of its summaries; by default its index.
             every: it steps on every ``every``-th update (TD3's ``policy_delay``: 2).
 
         Raises:
             RuntimeError: once the optimizers exist: call it in the constructor.
-            ValueError: for a module or parameter that is not an attribute of this
-                algorithm (or of its sub-modules), an ``optimizer`` or ``lr_scheduler``
-                that cannot be called, a ``gradient_clipping`` <= 0, ``every`` < 1 or a
-                ``name`` used already.
+            ValueError: for a module that is not part of this algorithm, an argument
+                ``Algorithm`` refuses, ``every`` < 1 or a ``name`` used already.
         """
         if self._rlf_learner.built:
             raise RuntimeError(f"{self._rlf_name}: add_optimizer must be called before the "
