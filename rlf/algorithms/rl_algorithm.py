@@ -329,8 +329,8 @@ class RLAlgorithm(Algorithm):
         return spec_from_tensors(nest.map_structure(lambda x: x.cpu(), info))
 
     def _rlf_probe_rollout_step(self) -> AlgStep:
-        """``rollout_step`` on a zero ``FIRST`` step, in eval mode, without gradients and
-        random draws that count."""
+        """``rollout_step`` on a zero ``FIRST`` step, in eval mode, without gradients, torch's
+        random state restored after it."""
         ts_spec = time_step_spec(self._rlf_observation_spec, self._rlf_action_spec,
                                  self._rlf_reward_spec)
         time_step = nest.map_structure(lambda spec: spec.zeros((1,)).to(self._rlf_device),
