@@ -379,10 +379,8 @@ class Learner:
             (scaler.scale(term) if scaler is not None else term).backward(
                 inputs=inputs, retain_graph=n < len(backward) - 1)
         stepping = sorted({i for _, indices in backward for i in indices})
-        if self.settings.world.distributed:
-            self.settings.world.average_gradients(
-                [p for i in stepping for g in entries[i].optimizer.param_groups
-                 for p in g["params"]])
+        self.settings.world.average_gradients(
+            [p for i in stepping for g in entries[i].optimizer.param_groups for p in g["params"]])
         return stepping
 
     def _step(self, stepping: List[int], entries: List[_Optimizer],

@@ -161,13 +161,12 @@ class World:
         None. Nothing for one learner."""
         if not self.distributed or not params:
             return
-        missing = [p.grad is None for p in params]
+        received = [p.grad is not None for p in params]
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
         grads = [cast(torch.Tensor, p.grad) for p in params]
-        flags = torch.tensor([not m for m in missing], dtype=grads[0].dtype,
-                             device=grads[0].device)
+        flags = torch.tensor(received, dtype=grads[0].dtype, device=grads[0].device)
         self.all_reduce_sum(grads + [flags])
         for p, grad, received in zip(params, grads, flags.tolist()):
             if received:
