@@ -15,7 +15,15 @@ __all__ = ["optimizer_settings", "replaced_hyperparameters", "apply_optimizer_se
 
 def optimizer_settings(optimizers: List[torch.optim.Optimizer]) -> List[List[Dict[str, Any]]]:
     """Every optimizer's parameter groups' settings (``lr``, ``betas``, ``eps``, ...; no
-    parameters): read before a restore, they are the configured ones."""
+    parameters): read before a restore, they are the configured ones.
+
+    Args:
+        optimizers: the learner's optimizers (``algorithm.learner.optimizers``).
+
+    Returns:
+        Per optimizer, per parameter group, ``{name: value}`` (floats, tuples, or tensors
+        for tensor-valued settings).
+    """
     return [[{k: v for k, v in group.items() if k != "params"} for group in opt.param_groups]
             for opt in optimizers]
 
@@ -26,6 +34,10 @@ def replaced_hyperparameters(configured: List[List[Dict[str, Any]]],
     restored optimizers no longer have: torch's ``Optimizer.load_state_dict`` replaced them
     with the checkpoint's. With a schedule the configured rate is compared as its
     ``initial_lr``.
+
+    Args:
+        configured: ``optimizer_settings`` read before the restore.
+        optimizers: the restored optimizers, in the same order.
 
     Returns:
         ``["optimizer i (Adam): lr = <checkpoint's> (configured: <configured>)", ...]``.
@@ -53,6 +65,11 @@ def apply_optimizer_settings(optimizers: List[torch.optim.Optimizer], schedules:
     A learning rate under a schedule keeps its place in the schedule: the current rate and the
     schedule's base rate are scaled by the configured base rate over the checkpoint's. With
     the checkpoint's own settings nothing changes, so a plain resume stays exact.
+
+    Args:
+        optimizers: the restored optimizers; ``schedules``: their schedules (None for none),
+            in the same order.
+        configured: ``optimizer_settings`` read before the restore.
 
     Returns:
         ``["optimizer i group j: name old -> new", ...]`` for what changed.

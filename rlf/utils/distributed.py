@@ -158,7 +158,16 @@ class World:
         """Replaces each parameter's gradient by its average over the ranks (one message), so
         that every rank clips and steps on the whole batch's gradient, as one learner would;
         a gradient missing on a rank counts as zeros there, one missing on every rank stays
-        None. Nothing for one learner."""
+        None. Nothing for one learner.
+
+        Args:
+            params: the parameters (any shape and float dtype), the same list in the same
+                order on every rank; their ``.grad`` (the parameter's shape and dtype, or
+                None) is replaced in place.
+
+        Raises:
+            RuntimeError: from ``torch.distributed`` if a rank is gone.
+        """
         if not self.distributed or not params:
             return
         received = [p.grad is not None for p in params]
