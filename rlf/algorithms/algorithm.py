@@ -388,7 +388,7 @@ class Algorithm(nn.Module):
                              + "; ".join(problems) + " (nothing was loaded)")
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
         if opt_states is not None:
-            load_optimizer_states(self._rlf_name, optimizers, schedules, opt_states, sched_states)
+            load_optimizer_states(optimizers, schedules, opt_states, sched_states)
         return result
 
     def get_extra_state(self) -> Dict[str, Any]:

@@ -77,11 +77,10 @@ def _optimizer_problems(optimizers: List[torch.optim.Optimizer], opt_states) -> 
     return problems
 
 
-def load_optimizer_states(name: str, optimizers: List[torch.optim.Optimizer],
-                          schedules: List[Any], opt_states, sched_states) -> None:
+def load_optimizer_states(optimizers: List[torch.optim.Optimizer], schedules: List[Any],
+                          opt_states, sched_states) -> None:
     """Loads checked optimizer and schedule states; the hyperparameters become the
     checkpoint's, as torch does (see ``replaced_hyperparameters``)."""
-    del name
     for opt, st in zip(optimizers, opt_states):
         opt.load_state_dict(st)
     for schedule, st in zip(schedules, sched_states or []):
