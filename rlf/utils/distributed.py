@@ -177,8 +177,8 @@ class World:
         grads = [cast(torch.Tensor, p.grad) for p in params]
         flags = torch.tensor(received, dtype=grads[0].dtype, device=grads[0].device)
         self.all_reduce_sum(grads + [flags])
-        for p, grad, received in zip(params, grads, flags.tolist()):
-            if received:
+        for p, grad, ranks_with_grad in zip(params, grads, flags.tolist()):
+            if ranks_with_grad:
                 grad.div_(self.size)
             else:
                 p.grad = None
