@@ -22,6 +22,7 @@ from rlf.experiments.schedulers import make_scheduler
 from rlf.experiments.space import ENV_KEY, SearchSpace, trial_bindings
 from rlf.experiments.trainable import (BUDGET_REACHED, RESULT_METRICS, ExperimentSpec,
                                        RlfTrainable)
+from rlf.experiments.tune_state import check_tune_state
 from rlf.trainers.run_dir import check_run_directory, make_directory
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.errors import UserError
@@ -309,6 +310,8 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
     check_run_directory(root_dir)
     settings = options.settings()
     _check_restart(root_dir, settings)
+    if tune.Tuner.can_restore(str(root_dir / TUNE_DIR)):
+        check_tune_state(root_dir / TUNE_DIR, options.space.num_trials(options.num_samples))
     spec = ExperimentSpec(conf=str(Path(options.conf).resolve()),
                           conf_params=tuple(options.conf_params), root_dir=str(root_dir),
                           keys=tuple(options.space.keys),

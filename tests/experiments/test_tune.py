@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -19,6 +18,8 @@ pytest.importorskip("ray.tune")
 from rlf.experiments.clone import read_lineage, state_digest  # noqa: E402
 from rlf.experiments.runner import TUNE_DIR, ExperimentOptions, run_experiment  # noqa: E402
 from rlf.experiments.space import SearchSpace  # noqa: E402
+from rlf.experiments.tune_state import SET_ASIDE, check_tune_state  # noqa: E402
+from rlf.utils.errors import UserError  # noqa: E402
 from rlf.utils.tensorboard_reader import read_scalar_tags  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,12 +137,63 @@ def test_asha_ranks_trials_by_the_metric_their_runs_summarise(ray_cluster, tmp_p
             assert r["AverageReturn"] == pytest.approx(summarised[r["iterations"]], rel=1e-6)
 
 
+def test_a_tune_state_cut_short_by_a_killed_driver_is_set_aside_or_refused(ray_cluster,
+                                                                           tmp_path):
+    # Killed while Tune copied its state, a driver left the search algorithm's file empty;
+    # Tune's resume then failed and started the experiment anew: one trial without the
+    # experiment's values, in a new run directory.
+    root = tmp_path / "grid"
+    options = ExperimentOptions(
+        conf="confs/ppo_cartpole.gin", root_dir=str(root),
+        conf_params=SHORT + ["TrainerConfig.num_iterations=2"],
+        space=SearchSpace.from_flags(grids=["torch.optim.Adam.lr=[1e-4, 1e-3]"]),
+        step_iterations=2)
+    first = run_experiment(options, verbose=0)
+    runs = sorted(d.name for d in root.iterdir())
+    (searcher,) = (root / TUNE_DIR).glob("basic-variant-state-*.json")
+    searcher.write_bytes(b"")  # as the killed copy left it
+    # with a trial not created yet the resume cannot go on: refused, nothing renamed
+    with pytest.raises(UserError, match=r"search state .* cannot be read .* 1 of the "
+                                        r"experiment's 3 trials are not created yet"):
+        check_tune_state(root / TUNE_DIR, 3)
+    assert searcher.is_file()
+    # every trial exists: the resume goes on without it, the same trials and run directories
+    rows = run_experiment(options, verbose=0)
+    assert [(r["trial"], r["status"], r["iterations"]) for r in rows] == \
+        [(r["trial"], r["status"], r["iterations"]) for r in first]
+    assert sorted(d.name for d in root.iterdir()) == runs
+    # (kept; in this process Tune may copy its own staging copy back under the old name)
+    assert searcher.with_name(searcher.name + SET_ASIDE).stat().st_size == 0
+    # an experiment state cut short: refused in one line
+    state = max((root / TUNE_DIR).glob("experiment_state-*.json"))
+    state.write_text(state.read_text()[:100])
+    with pytest.raises(UserError, match=r"experiment state .* cannot be read"):
+        run_experiment(options, verbose=0)
+
+
 def _tune_command(root):
     return [sys.executable, "-m", "rlf.bin.tune", "--conf", "confs/ppo_cartpole.gin",
             "--root_dir", str(root), "--grid", "TrainerConfig.num_iterations=[4, 80]",
             "--step_iterations", "2", "--checkpoint_every", "1", "--num_cpus", "2",
             "--conf_param", "TrainerConfig.num_env_steps=0",
             "--conf_param", "TrainerConfig.evaluate=False"]
+
+
+class _Driver:
+    """A ``rlf.bin.tune`` driver in its own process group, its stdout and stderr in a file.
+
+    A file, not a pipe: Ray's processes may hold a pipe open after the driver exits, and a
+    reader thread then races the assertions; the file holds all the driver wrote once it ends.
+    """
+
+    def __init__(self, cmd, log: Path, env):
+        self._log = log
+        with open(log, "w") as f:
+            self.process = subprocess.Popen(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
+                                            text=True, start_new_session=True, env=env)
+
+    def output(self) -> str:
+        return self._log.read_text(errors="replace")
 
 
 def _wait_for(predicate, process, seconds=300, output=lambda: ""):
@@ -158,10 +210,8 @@ def test_an_experiment_stopped_or_killed_resumes_without_restarting_a_trial(tmp_
     short = root / "00000_num_iterations=4"
     long_ = root / "00001_num_iterations=80"
 
-    def start():
-        return subprocess.Popen(_tune_command(root), cwd=REPO, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                env=env)
+    def start(name):
+        return _Driver(_tune_command(root), tmp_path / f"{name}.log", env)
 
     def tune_checkpoints():
         return len(list((root / TUNE_DIR).glob(f"{long_.name}/checkpoint_*")))
@@ -171,28 +221,26 @@ def test_an_experiment_stopped_or_killed_resumes_without_restarting_a_trial(tmp_
                    default=0)
 
     # SIGTERM: every running trial stops with a checkpoint, and the driver exits with 0
-    first = start()
+    first = start("first")
     _wait_for(lambda: (root / TUNE_DIR / short.name / "result.json").is_file()
-              and (short / "ckpt" / "ckpt-4.pt").is_file() and tune_checkpoints() >= 1, first)
+              and (short / "ckpt" / "ckpt-4.pt").is_file() and tune_checkpoints() >= 1,
+              first.process, output=first.output)
     time.sleep(2)  # the finished trial's end reaches Tune's experiment state
-    first.send_signal(signal.SIGTERM)
-    out = first.communicate(timeout=120)[0]
-    assert first.returncode == 0, out[-3000:]
-    assert "[tune] stopped: 1 of 2 trials unfinished" in out
+    first.process.send_signal(signal.SIGTERM)
+    first.process.wait(timeout=120)
+    out = first.output()
+    assert first.process.returncode == 0, out[-3000:]
+    assert "[tune] stopped: 1 of 2 trials unfinished" in out, out[-3000:]
     stopped_at = newest(long_)
     finished_files = {p: p.stat().st_mtime_ns for p in short.rglob("*") if p.is_file()}
     # started again, then SIGKILL of the driver and its process group
-    second = start()
-    lines = []
-    reader = threading.Thread(target=lambda: lines.extend(second.stdout), daemon=True)
-    reader.start()
+    second = start("second")
     resumed = f"Resuming from iteration {stopped_at} "  # the checkpoint written at the stop
-    _wait_for(lambda: newest(long_) >= stopped_at + 6 and any(resumed in ln for ln in lines),
-              second, output=lambda: "".join(lines))
-    os.killpg(second.pid, signal.SIGKILL)
-    second.wait()
-    reader.join(timeout=10)
-    out = "".join(lines)
+    _wait_for(lambda: newest(long_) >= stopped_at + 6 and resumed in second.output(),
+              second.process, output=second.output)
+    os.killpg(second.process.pid, signal.SIGKILL)
+    second.process.wait()
+    out = second.output()
     assert resumed in out
     # started again: it finishes
     r = subprocess.run(_tune_command(root), cwd=REPO, capture_output=True, text=True,
@@ -223,21 +271,17 @@ def _resumes_after(signum, scheduler_flags, root, stop_when, iterations=12):
            "--conf_param", "TrainerConfig.num_env_steps=0",
            "--conf_param", "TrainerConfig.evaluate=False",
            "--conf_param", f"TrainerConfig.num_iterations={iterations}", *scheduler_flags]
-    first = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, start_new_session=True, env=env)
-    lines = []
-    reader = threading.Thread(target=lambda: lines.extend(first.stdout), daemon=True)
-    reader.start()
-    _wait_for(stop_when, first, output=lambda: "".join(lines))
+    first = _Driver(cmd, root.parent / f"{root.name}-first.log", env)
+    _wait_for(stop_when, first.process, output=first.output)
     if signum == signal.SIGKILL:
-        os.killpg(first.pid, signal.SIGKILL)
+        os.killpg(first.process.pid, signal.SIGKILL)
     else:
-        first.send_signal(signum)
-    first.wait(timeout=180)
-    reader.join(timeout=10)
+        first.process.send_signal(signum)
+    first.process.wait(timeout=180)
+    first_out = first.output()
     if signum != signal.SIGKILL:
-        assert first.returncode == 0, "".join(lines)[-3000:]
-        assert "[tune] stopped:" in "".join(lines)
+        assert first.process.returncode == 0, first_out[-3000:]
+        assert "[tune] stopped:" in first_out, first_out[-3000:]
     # The same command again: it ends (a hung scheduler would wait for ever) with every trial
     # continued from its checkpoint.
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=400, env=env)
@@ -247,7 +291,7 @@ def _resumes_after(signum, scheduler_flags, root, stop_when, iterations=12):
     assert "Starting a new run" not in out, out[-3000:]
     rows = list(csv.DictReader(open(root / "trials.csv")))
     assert rows
-    return rows, "".join(lines) + out
+    return rows, first_out + out
 
 
 def _tune_checkpoints(root, at_least):
@@ -275,10 +319,10 @@ def test_pbt_resumes_after_ctrl_c_past_its_first_perturbation(tmp_path):
 
 def test_asha_resumes_after_the_driver_is_killed(tmp_path):
     root = tmp_path / "asha"
-    rows, _ = _resumes_after(signal.SIGKILL, [
+    rows, out = _resumes_after(signal.SIGKILL, [
         "--grid", "torch.optim.Adam.lr=[1e-5, 3e-3]", "--scheduler", "asha",
         "--metric", "AverageReturn", "--grace_period", "2", "--checkpoint_every", "1"], root,
         lambda: _tune_checkpoints(root, 2), iterations=40)
     # the trial ASHA stops early is a finished trial too, not one left to resume
-    assert {r["status"] for r in rows} <= {"FINISHED", "EARLY_STOPPED"}
-    assert "40" in {r["iterations"] for r in rows}
+    assert {r["status"] for r in rows} <= {"FINISHED", "EARLY_STOPPED"}, rows
+    assert "40" in {r["iterations"] for r in rows}, (rows, out[-3000:])
