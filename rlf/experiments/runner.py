@@ -294,7 +294,8 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
 
     Raises:
         MissingExtraError: without Ray Tune (``pip install -e '.[tune]'``).
-        UserError: see ``check_options``; a restart with other settings; a cluster address
+        UserError: see ``check_options``; a restart with other settings; Tune's saved state
+            cut short where the resume needs it (``check_tune_state``); a cluster address
             that cannot be reached.
         ExperimentFailed: if trials failed (the others ran to their end).
     """
