@@ -182,8 +182,8 @@ def _tune_command(root):
 class _Driver:
     """A ``rlf.bin.tune`` driver in its own process group, its stdout and stderr in a file.
 
-    A file, not a pipe: Ray's processes may hold a pipe open after the driver exits, and a
-    reader thread then races the assertions; the file holds all the driver wrote once it ends.
+    A file, not a pipe read by a thread: once the driver has exited the file holds all it
+    wrote, with no reader to wait for (a driver's last lines once went missing from a pipe).
     """
 
     def __init__(self, cmd, log: Path, env):
