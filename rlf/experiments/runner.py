@@ -311,8 +311,10 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
     check_run_directory(root_dir)
     settings = options.settings()
     _check_restart(root_dir, settings)
-    if tune.Tuner.can_restore(str(root_dir / TUNE_DIR)):
-        check_tune_state(root_dir / TUNE_DIR, options.space.num_trials(options.num_samples))
+    experiment_dir = root_dir / TUNE_DIR
+    resuming = tune.Tuner.can_restore(str(experiment_dir))
+    if resuming:
+        check_tune_state(experiment_dir, options.space.num_trials(options.num_samples))
     spec = ExperimentSpec(conf=str(Path(options.conf).resolve()),
                           conf_params=tuple(options.conf_params), root_dir=str(root_dir),
                           keys=tuple(options.space.keys),
@@ -333,13 +335,12 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
     make_directory(root_dir)
     with atomic_write(root_dir / SETTINGS_FILE) as tmp:
         tmp.write_text(json.dumps(settings, indent=1))
-    experiment_dir = root_dir / TUNE_DIR
     # Tune saves its experiment state at most every 10 s by default, and deletes a trial's
     # checkpoints beyond the newest 2 as new ones arrive: a driver killed in between left a
     # state naming a deleted checkpoint, which no resume could restore. Saved at the end of
     # each of Tune's steps, the state names a checkpoint that still exists.
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "0")
-    if tune.Tuner.can_restore(str(experiment_dir)):
+    if resuming:
         print(f"[tune] resuming the experiment in {root_dir}", flush=True)
         tuner = tune.Tuner.restore(str(experiment_dir), trainable, resume_unfinished=True,
                                    resume_errored=True)
