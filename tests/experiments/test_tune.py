@@ -259,8 +259,9 @@ def test_an_experiment_stopped_or_killed_resumes_without_restarting_a_trial(tmp_
 
 def _resumes_after(signum, scheduler_flags, root, stop_when, iterations=12):
     """Starts ``rlf.bin.tune`` with ``scheduler_flags``, sends ``signum`` to the driver (to its
-    process group for SIGKILL, as a shell's kill of the job) once ``stop_when()`` holds, then
-    starts the same command again: it must finish every trial without starting a run anew.
+    process group for SIGKILL, as a shell's kill of the job) once ``stop_when(output)`` holds
+    for the driver's output so far, then starts the same command again: it must finish every
+    trial without starting a run anew.
 
     Returns:
         The rows of ``trials.csv``.
@@ -272,7 +273,7 @@ def _resumes_after(signum, scheduler_flags, root, stop_when, iterations=12):
            "--conf_param", "TrainerConfig.evaluate=False",
            "--conf_param", f"TrainerConfig.num_iterations={iterations}", *scheduler_flags]
     first = _Driver(cmd, root.parent / f"{root.name}-first.log", env)
-    _wait_for(stop_when, first.process, output=first.output)
+    _wait_for(lambda: stop_when(first.output()), first.process, output=first.output)
     if signum == signal.SIGKILL:
         os.killpg(first.process.pid, signal.SIGKILL)
     else:
@@ -308,7 +309,10 @@ def test_pbt_resumes_after_ctrl_c_past_its_first_perturbation(tmp_path):
         "--sample", "torch.optim.Adam.lr=loguniform(1e-4, 1e-2)", "--num_samples", "2",
         "--scheduler", "pbt", "--metric", "AverageReturn", "--perturbation_interval", "1",
         "--quantile_fraction", "0.5", "--conf_param", "PPOAlgorithm.lr_scheduler=None"], root,
-        lambda: _tune_checkpoints(root, 2), iterations=12)
+        # Stopped once PBT has perturbed a trial and every trial has a checkpoint, early in its
+        # six steps. Not at a count of checkpoints: a trial PBT keeps cloning into saves one
+        # only when it is not cloned, so two may come only with its last step.
+        lambda out: "[Explore]" in out and _tune_checkpoints(root, 1), iterations=12)
     assert {r["status"] for r in rows} == {"FINISHED"}
     assert {r["iterations"] for r in rows} == {"12"}
     _check_clones(root)
@@ -322,7 +326,7 @@ def test_asha_resumes_after_the_driver_is_killed(tmp_path):
     rows, out = _resumes_after(signal.SIGKILL, [
         "--grid", "torch.optim.Adam.lr=[1e-5, 3e-3]", "--scheduler", "asha",
         "--metric", "AverageReturn", "--grace_period", "2", "--checkpoint_every", "1"], root,
-        lambda: _tune_checkpoints(root, 2), iterations=40)
+        lambda out: _tune_checkpoints(root, 2), iterations=40)
     # the trial ASHA stops early is a finished trial too, not one left to resume
     assert {r["status"] for r in rows} <= {"FINISHED", "EARLY_STOPPED"}, rows
     assert "40" in {r["iterations"] for r in rows}, (rows, out[-3000:])
