@@ -4,7 +4,7 @@ worktree), side by side on this CPU, must write identical TensorBoard scalars (a
 timings ``time/*``). A refactor of the training code proves itself with it.
 
     python bench/scalar_identity.py --base REV [--head REV] [--iterations 12]
-        [--only impala_cartpole,sac_pendulum]
+        [--only impala_cartpole,sac_pendulum] [--as_shipped] [--conf_param BINDING ...]
 
 ``--head`` defaults to the working tree as it is. Runs use ``random_seed = 0``, a summary at
 every iteration and an evaluation at the last one; actor confs run in the reproducible mode
@@ -13,6 +13,11 @@ seed. Confs that wait for a large replay buffer start training after a small
 ``initial_collect_steps`` here, so that the first iterations train. The offline confs train on
 ``tests/data/alf_pendulum_sac_replay_buffer.pt`` (on Pendulum), ``bc_cartpole`` on a CartPole
 replay file that ``dqn_cartpole.gin`` writes at the base commit first.
+
+``--as_shipped`` drops those per-conf bindings: each conf runs as shipped but for the seed, the
+iterations and the summaries (for confs that train from their first iterations, e.g.
+``--only impala_atari --iterations 300 --as_shipped``). ``--conf_param`` adds a binding to every
+run (e.g. ``"load.env_name='ALE/Breakout-v5'"``).
 
 Prints one line per conf: identical or not, the number of tags and points compared, and the
 first differing tag; exits 1 if any differs.
@@ -122,9 +127,14 @@ def main() -> int:
     p.add_argument("--head", default=None, help="the commit after it (default: working tree)")
     p.add_argument("--iterations", type=int, default=12)
     p.add_argument("--only", default="", help="comma-separated conf names (default: all)")
+    p.add_argument("--as_shipped", action="store_true",
+                   help="leave out the per-conf bindings that make the first iterations train")
+    p.add_argument("--conf_param", action="append", default=[],
+                   help="a gin binding for every run (repeatable)")
     args = p.parse_args()
     only = {s.strip() for s in args.only.split(",") if s.strip()}
-    confs = {c: v for c, v in CONFS.items() if not only or Path(c).stem in only}
+    confs = {c: ([] if args.as_shipped else v) + args.conf_param
+             for c, v in CONFS.items() if not only or Path(c).stem in only}
     failed = 0
     with tempfile.TemporaryDirectory(prefix="rlf_identity_") as tmp:
         tmp = Path(tmp)
@@ -137,7 +147,7 @@ def main() -> int:
                       SHORT_REPLAY + ["TrainerConfig.save_replay_buffer = True"], 4)
                 replay = next((record / "ckpt").glob("replay_buffer-*.pt"))
                 confs["examples/bc_cartpole.gin"] = [
-                    f"TrainerConfig.offline_buffer_dir = '{replay}'"]
+                    f"TrainerConfig.offline_buffer_dir = '{replay}'"] + args.conf_param
             print(f"{'conf':34s} {'result':10s} {'tags':>5s} {'points':>7s} "
                   f"{'base s':>7s} {'head s':>7s}")
             for conf, params in confs.items():
