@@ -407,9 +407,40 @@ def test_the_suite_on_tune_runs_parallel_trials_into_the_same_layout_and_tables(
     assert r.returncode == 0 and r.stdout.count("finished, skipped") == 2
 
 
+def test_a_suite_on_tune_stopped_while_a_run_waits_lists_it_and_stops_cleanly(tmp_path):
+    # The waiting trial's result had no config, and writing trials.csv ended in a KeyError
+    # on the game: a traceback instead of the stop message, and no trials.csv.
+    pytest.importorskip("ray.tune")
+    root = tmp_path / "tune"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlf.bin.suite", "--conf", "confs/impala_atari_sync.gin",
+         "--games", "Breakout", "--seeds", "0,1", "--frames", "400k", "--root_dir", str(root),
+         "--backend", "tune", "--num_cpus", "1", *TINY], cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not list(root.glob("Breakout/seed0/ckpt/ckpt-*.pt")):
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
+            time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGTERM)
+        out = proc.communicate(timeout=180)[0]
+    finally:
+        proc.kill()
+        _kill_runs(root)
+    assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
+    assert "(as many as the CPUs allow at once)" in out  # one CPU: one trial at a time
+    assert f"the run of Breakout seed 0 in {root / 'Breakout' / 'seed0'} stopped at " in out
+    rows = {r["run_dir"]: r for r in csv.DictReader(open(root / "trials.csv"))}
+    assert set(rows) == {str(root / "Breakout" / "seed0"), str(root / "Breakout" / "seed1")}
+    # seed 1 never started (seed 0 may have reported to Tune or not: STOPPED or PENDING)
+    assert rows[str(root / "Breakout" / "seed1")]["status"] == "PENDING", rows
+    assert not (root / "Breakout" / "seed1").exists()
+
+
 def test_tune_settings_without_the_tune_backend_are_refused(tmp_path):
-    r = _suite(tmp_path, "--max_concurrent", "2")
-    assert r.returncode == 2
-    assert r.stderr.strip() == ("error: --max_concurrent and --address are settings of "
-                                "--backend tune, which runs the suite on Ray Tune: add "
-                                "--backend tune")
+    for flag in ("--max_concurrent", "--num_cpus"):
+        r = _suite(tmp_path, flag, "2")
+        assert r.returncode == 2
+        assert r.stderr.strip() == ("error: --max_concurrent, --num_cpus and --address are "
+                                    "settings of --backend tune, which runs the suite on Ray "
+                                    "Tune: add --backend tune")

@@ -11,9 +11,12 @@ Each (game, seed) is a normal training run (``python -m rlf.bin.train``) of ``AL
 in ``root_dir/<game>/seed<seed>``, bounded by ``--frames`` (agent steps = frames / frameskip).
 ``--backend sequential`` (the default, without Ray) runs them one after another;
 ``--backend tune`` runs them as parallel Ray Tune trials (``pip install -e ".[tune]"``;
-``--max_concurrent`` at once, on a local Ray or the cluster at ``--address``) in the same
-directories and with the same results (``rlf.bin.tune``; a restart with other games, seeds or
-bindings is refused there).
+``--max_concurrent`` at once, on a local Ray of ``--num_cpus`` CPUs or the cluster at
+``--address``) in the same directories and with the same results (``rlf.bin.tune``; a restart
+with other games, seeds or bindings is refused there). A trial takes one CPU for its learner
+and one per actor process, so two runs of ``confs/impala_atari.gin`` share a 2-core machine
+with ``--num_cpus 4``: in its reproducible mode a run's actor and learner take turns, and a
+second run uses the core each leaves idle.
 A run that finished writes ``suite_result.json`` beside its checkpoints and is skipped when the
 suite is started again; an unfinished one resumes from its checkpoint. Then the suite writes
 ``root_dir/results.csv``, ``root_dir/results.md`` and ``root_dir/<game>.png`` (return against
@@ -96,6 +99,8 @@ flags.DEFINE_enum("backend", "sequential", ["sequential", "tune"],
 flags.DEFINE_integer("max_concurrent", 0, "--backend tune: runs at once (0: as the CPUs "
                      "allow)", lower_bound=0)
 flags.DEFINE_string("address", None, "--backend tune: a running Ray cluster's address")
+flags.DEFINE_integer("num_cpus", None, "--backend tune: CPUs of the local Ray (default: the "
+                     "machine's); more than the cores lets more runs share them", lower_bound=1)
 flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
 
 SCORE_TAG = "Metrics_vs_EnvironmentSteps/AverageEpisodeScore"
@@ -593,12 +598,14 @@ def main(argv) -> int:
         seeds = parse_seeds(FLAGS.seeds)
         refuse_repeated("--games", FLAGS.games)
         refuse_repeated("--seeds", seeds)
-        if FLAGS.backend != "tune" and (FLAGS.max_concurrent or FLAGS.address):
-            raise UserError("--max_concurrent and --address are settings of --backend tune, "
-                            "which runs the suite on Ray Tune: add --backend tune")
+        if FLAGS.backend != "tune" and (FLAGS.max_concurrent or FLAGS.address
+                                        or FLAGS.num_cpus is not None):
+            raise UserError("--max_concurrent, --num_cpus and --address are settings of "
+                            "--backend tune, which runs the suite on Ray Tune: add --backend "
+                            "tune")
         run_suite(FLAGS.conf, FLAGS.games, seeds, parse_frames(FLAGS.frames),
                   Path(FLAGS.root_dir), FLAGS.conf_param, FLAGS.frameskip, FLAGS.backend,
-                  FLAGS.max_concurrent, FLAGS.address)
+                  FLAGS.max_concurrent, FLAGS.address, FLAGS.num_cpus)
     except UserError as e:
         if debug_mode():
             raise

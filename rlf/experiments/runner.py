@@ -16,7 +16,7 @@ import os
 import signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from rlf.experiments.schedulers import make_scheduler
 from rlf.experiments.space import ENV_KEY, SearchSpace, trial_bindings
@@ -116,7 +116,8 @@ def check_options(options: ExperimentOptions):
     Raises:
         UserError: one line for each mistake: a scheduler other than ``SCHEDULERS``, ASHA or
             PBT without ``metric``, PBT without sampled values to explore or with a checkpoint
-            that is not due at every perturbation, step sizes below 1, a metric no trial
+            that is not due at every perturbation, step sizes below 1, ``num_cpus`` with
+            ``address``, a metric no trial
             reports (not in ``RESULT_METRICS``, an evaluation's without evaluation, a score
             without Atari), games with a conf made for another environment, and any conf or
             binding error (``ConfigError``).
@@ -135,6 +136,9 @@ def check_options(options: ExperimentOptions):
         raise UserError("a trial step needs --step_iterations >= 1 or --step_env_steps >= 1")
     if options.num_samples < 1:
         raise UserError(f"--num_samples {options.num_samples}: must be >= 1")
+    if options.num_cpus is not None and options.address:
+        raise UserError(f"--num_cpus {options.num_cpus} sets the CPUs of a local Ray and does "
+                        f"nothing with --address (the cluster has its own): leave one out")
     if options.space.explored_from_grid and options.scheduler != "pbt":
         raise UserError(f"{options.space.explored_from_grid[0]} has a --grid and a --sample: "
                         f"that pair gives population-based training its starting values and "
@@ -375,10 +379,12 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
     results: List[Any] = list(grid)  # type: ignore[call-overload]
     # Tune's status of each trial (TERMINATED, PAUSED, ...) as its saved state has it (which
     # a resume reads): its results lack it, and at a stop signal Tune ends every trial
-    tune_status = _saved_statuses(experiment_dir)
+    saved = _saved_trials(experiment_dir)
+    tune_status = {name: status for name, (status, _) in saved.items()}
     for result in results:
-        values = dict(result.config or {})
         name = Path(result.path).name
+        # A trial that never started has no config in its result: its saved state has it.
+        values = dict(result.config or saved.get(name, (None, {}))[1])
         metrics = result.metrics or {}
         row: Dict[str, Any] = {"trial": name, "run_dir": str(spec.run_dir(values, name)),
                                "status": _status(result, tune_status.get(name))}
@@ -398,15 +404,15 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
     return rows
 
 
-def _saved_statuses(experiment_dir: Path) -> Dict[str, str]:
-    """``{trial directory name: Tune's status}`` from the experiment's saved state (empty if
-    it cannot be read)."""
+def _saved_trials(experiment_dir: Path) -> Dict[str, Tuple[str, Dict[str, Any]]]:
+    """``{trial directory name: (Tune's status, the trial's config)}`` from the experiment's
+    saved state (empty if it cannot be read)."""
     from ray.tune import ExperimentAnalysis
     try:
         trials = ExperimentAnalysis(str(experiment_dir)).trials
     except Exception:  # noqa: BLE001 (a state Tune cannot read: the results decide alone)
         return {}
-    return {Path(t.path).name: t.status for t in trials if t.path}
+    return {Path(t.path).name: (t.status, dict(t.config or {})) for t in trials if t.path}
 
 
 def _status(result, tune_status: Optional[str] = None) -> str:
@@ -422,7 +428,9 @@ def _status(result, tune_status: Optional[str] = None) -> str:
         return "FINISHED"
     if metrics.get("done") or tune_status == "TERMINATED":
         return "EARLY_STOPPED"
-    return "STOPPED" if metrics or result.checkpoint is not None else "PENDING"
+    # (Tune gives a trial that never reported the metrics {"trial_id": ...})
+    reported = "training_iteration" in metrics
+    return "STOPPED" if reported or result.checkpoint is not None else "PENDING"
 
 
 def _first_line(error: BaseException) -> str:

@@ -78,6 +78,8 @@ def test_a_binding_varied_twice_is_refused():
                                        samples=["torch.optim.Adam.lr=uniform(1e-4, 1e-3)"])),
      "torch.optim.Adam.lr has a --grid and a --sample"),
     (dict(num_samples=3), "--num_samples 3 repeats the same trials without --sample"),
+    (dict(num_cpus=4, address="10.0.0.1:6379"),
+     "--num_cpus 4 sets the CPUs of a local Ray and does nothing with --address"),
     (dict(space=SearchSpace.from_flags(grids=["PPOAlgorithm.gama=[0.9, 0.99]"])),
      "PPOAlgorithm has no parameter 'gama' (closest: gamma"),
     (dict(space=SearchSpace.from_flags(grids=["torch.optim.Adam.lr=[1e-3, 'fast']"])),
