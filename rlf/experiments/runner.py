@@ -117,10 +117,9 @@ def check_options(options: ExperimentOptions):
         UserError: one line for each mistake: a scheduler other than ``SCHEDULERS``, ASHA or
             PBT without ``metric``, PBT without sampled values to explore or with a checkpoint
             that is not due at every perturbation, step sizes below 1, ``num_cpus`` with
-            ``address``, a metric no trial
-            reports (not in ``RESULT_METRICS``, an evaluation's without evaluation, a score
-            without Atari), games with a conf made for another environment, and any conf or
-            binding error (``ConfigError``).
+            ``address``, a metric no trial reports (not in ``RESULT_METRICS``, an
+            evaluation's without evaluation, a score without Atari), games with a conf made
+            for another environment, and any conf or binding error (``ConfigError``).
     """
     from rlf.algorithms import TrainerConfig
     from rlf.trainers.gin_config import ConfigError, parse_config, query
@@ -386,7 +385,11 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
         # A trial that never started has no config in its result: its saved state has it.
         values = dict(result.config or saved.get(name, (None, {}))[1])
         metrics = result.metrics or {}
-        row: Dict[str, Any] = {"trial": name, "run_dir": str(spec.run_dir(values, name)),
+        try:
+            run_dir = str(spec.run_dir(values, name))
+        except KeyError:  # neither its result nor a readable saved state has its config
+            run_dir = ""
+        row: Dict[str, Any] = {"trial": name, "run_dir": run_dir,
                                "status": _status(result, tune_status.get(name))}
         row.update({k: values.get(k) for k in spec.keys})
         row.update({k: metrics.get(k) for k in ("iterations", "env_steps")})
