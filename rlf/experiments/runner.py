@@ -16,7 +16,7 @@ import os
 import signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 from rlf.experiments.schedulers import make_scheduler
 from rlf.experiments.space import ENV_KEY, SearchSpace, trial_bindings
@@ -379,18 +379,18 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
     # Tune's status of each trial (TERMINATED, PAUSED, ...) as its saved state has it (which
     # a resume reads): its results lack it, and at a stop signal Tune ends every trial
     saved = _saved_trials(experiment_dir)
-    tune_status = {name: status for name, (status, _) in saved.items()}
     for result in results:
         name = Path(result.path).name
+        trial = saved.get(name)
         # A trial that never started has no config in its result: its saved state has it.
-        values = dict(result.config or saved.get(name, (None, {}))[1])
+        values = dict(result.config or (trial.config if trial else None) or {})
         metrics = result.metrics or {}
         try:
             run_dir = str(spec.run_dir(values, name))
         except KeyError:  # neither its result nor a readable saved state has its config
             run_dir = ""
         row: Dict[str, Any] = {"trial": name, "run_dir": run_dir,
-                               "status": _status(result, tune_status.get(name))}
+                               "status": _status(result, trial.status if trial else None)}
         row.update({k: values.get(k) for k in spec.keys})
         row.update({k: metrics.get(k) for k in ("iterations", "env_steps")})
         for metric in dict.fromkeys(["AverageReturn", options.metric or "AverageReturn"]):
@@ -407,15 +407,15 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
     return rows
 
 
-def _saved_trials(experiment_dir: Path) -> Dict[str, Tuple[str, Dict[str, Any]]]:
-    """``{trial directory name: (Tune's status, the trial's config)}`` from the experiment's
-    saved state (empty if it cannot be read)."""
+def _saved_trials(experiment_dir: Path) -> Dict[str, Any]:
+    """``{trial directory name: Tune's Trial}`` (its ``status`` and ``config``) from the
+    experiment's saved state (empty if it cannot be read)."""
     from ray.tune import ExperimentAnalysis
     try:
         trials = ExperimentAnalysis(str(experiment_dir)).trials
     except Exception:  # noqa: BLE001 (a state Tune cannot read: the results decide alone)
         return {}
-    return {Path(t.path).name: (t.status, dict(t.config or {})) for t in trials if t.path}
+    return {Path(t.path).name: t for t in trials if t.path}
 
 
 def _status(result, tune_status: Optional[str] = None) -> str:
