@@ -277,8 +277,9 @@ class ActorConfig:
             keep Ray's.
         use_ray: run the actors of ``async_unroll`` (which it needs) as Ray actors
             (``RayUnroller``) instead of processes.
-        ray_address: the Ray cluster to join (``ray.init(address=...)``); None starts a
-            local one. Only with ``use_ray``.
+        ray_address: the Ray cluster to join (``ray.init(address=...)``, ``'auto'`` for
+            the one ``ray start`` started on this machine); None joins the cluster of
+            ``RAY_ADDRESS`` if set, else starts a local one. Only with ``use_ray``.
         ray_num_cpus_per_actor: Ray CPU resources each actor reserves.
         ray_actor_resources: custom Ray resources each actor reserves (``{"rlf_actor":
             1}``: only nodes started with that resource run actors).

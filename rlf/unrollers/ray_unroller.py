@@ -103,9 +103,11 @@ class RayUnroller(ActorUnroller):
         log_dir: the learner appends what it learns of each actor's failure (Ray's error,
             with the actor's traceback) to ``log_dir/actor-<index>.log``; the actors' own
             output goes where Ray sends it (the driver's terminal, Ray's session logs).
-        address: the Ray cluster (``ray.init(address=...)``); None starts a local Ray with as
-            many CPUs as this machine has (at least ``num_actors``) unless Ray is already
-            initialised.
+        address: the Ray cluster (``ray.init(address=...)``); None joins the cluster that
+            the ``RAY_ADDRESS`` environment variable names (``ray job submit`` sets it), else
+            starts a local Ray of its own with as many CPUs as this machine has (at least
+            ``num_actors``), even where ``ray start`` left a cluster running (``'auto'``
+            joins that one). Ray already initialised in this process is used as it is.
         num_cpus_per_actor: Ray CPU resources each actor reserves.
         resources_per_actor: custom Ray resources each actor reserves (``{"rlf_actor": 1}``),
             which places the actors on the nodes that offer them.
@@ -137,9 +139,13 @@ class RayUnroller(ActorUnroller):
         self._ray = ray
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
+            # Ray's own None would join a cluster `ray start` left on this machine, and refuse
+            # the num_cpus of a local one there.
+            address = address or os.environ.get("RAY_ADDRESS") or None
             _check_cluster_address(address)
             try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=True,
+                ray.init(address=address or "local", include_dashboard=False,
+                         log_to_driver=True,
                          num_cpus=None if address else max(os.cpu_count() or 1, num_actors))
             except ConnectionError as e:  # "auto" without a running cluster
                 raise UserError(f"Ray cluster address {address!r}: {e}") from None

@@ -2,7 +2,8 @@
 worker nodes, each its own raylet): the actors are placed on the worker nodes by a custom
 resource, unrolls arrive from every actor with bounded policy lag, CartPole is learned, and a
 worker node whose raylet is killed mid-run has its actor restarted elsewhere. No Ray process
-outlives the test. Then, with no cluster left, the address ``'auto'`` is one line."""
+outlives the test. Without an address a run starts a Ray of its own beside a running cluster;
+with no cluster left, the address ``'auto'`` is one line."""
 
 import os
 import subprocess
@@ -83,6 +84,27 @@ def test_actors_on_worker_nodes_train_and_survive_a_dead_node(tmp_path):
         cluster.shutdown()
     time.sleep(2)
     assert not (_ray_processes() - before)  # no Ray process outlives the test
+
+
+def test_no_address_starts_a_ray_of_its_own_beside_a_running_cluster(tmp_path):
+    # Ray's ray.init() joins the cluster whose address `ray start` (and Cluster) wrote down,
+    # where the run's num_cpus stopped it with a ValueError.
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "rlf.bin.train", "--conf", "confs/impala_cartpole.gin",
+             "--root_dir", str(tmp_path / "run"), "--noprogress",
+             "--conf_param", "TrainerConfig.async_unroll=True",
+             "--conf_param", "TrainerConfig.use_ray=True",
+             "--conf_param", "TrainerConfig.num_iterations=2",
+             "--conf_param", "TrainerConfig.evaluate=False"],
+            cwd=REPO, capture_output=True, text=True, timeout=180,
+            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "Connecting to existing Ray cluster" not in r.stderr
+        assert "Started a local Ray instance" in r.stderr, r.stderr[-2000:]
+    finally:
+        cluster.shutdown()
 
 
 def test_auto_without_a_running_cluster_is_one_line(tmp_path):
