@@ -382,6 +382,7 @@ def test_a_conf_the_suite_cannot_run_is_refused_before_any_run_starts(tmp_path, 
     assert not root.exists()
 
 
+@pytest.mark.one_worker  # starts Ray
 def test_the_suite_on_tune_runs_parallel_trials_into_the_same_layout_and_tables(tmp_path):
     pytest.importorskip("ray.tune")
     r = _suite(tmp_path / "tune", "--backend", "tune", "--max_concurrent", "2")
@@ -407,6 +408,7 @@ def test_the_suite_on_tune_runs_parallel_trials_into_the_same_layout_and_tables(
     assert r.returncode == 0 and r.stdout.count("finished, skipped") == 2
 
 
+@pytest.mark.one_worker  # starts Ray
 def test_a_suite_on_tune_stopped_while_a_run_waits_lists_it_and_stops_cleanly(tmp_path):
     # The waiting trial's result had no config, and writing trials.csv ended in a KeyError
     # on the game: a traceback instead of the stop message, and no trials.csv.

@@ -245,6 +245,7 @@ def test_restart_policy_counts_within_its_window():
         RestartPolicy(False).restart_or_raise(0, "died", None, lambda: None)
 
 
+@pytest.mark.one_worker  # starts Ray; looks for its actor among all processes
 def test_a_killed_ray_actor_stops_the_run_with_a_checkpoint(tmp_path):
     pytest.importorskip("ray")
     proc = _start(tmp_path, "TrainerConfig.use_ray=True")
