@@ -81,9 +81,10 @@ def _train() -> int:
     if learners.launched_as_learner():
         world = learners.join_learners(config.run.num_learners, config.run.device)
         try:
-            return _run(config, root_dir, note if world.is_chief else None)
+            status = _run(config, root_dir, note if world.is_chief else None)
         finally:
             learners.leave_learners()
+        learners.end_learner(status)
     if config.run.num_learners > 1:
         return _launch(config, root_dir)
     return _run(config, root_dir, note)

@@ -18,7 +18,7 @@ import os
 import sys
 import uuid
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 import torch
 
@@ -130,6 +130,26 @@ def leave_learners() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
     distributed.set_world(distributed.World())
+
+
+def end_learner(status: int) -> NoReturn:
+    """Ends a learner process whose run is over (``leave_learners`` done) with ``status``, as
+    Python's exit would: it waits for the threads that are not daemons, runs the ``atexit``
+    handlers (trackers, Ray, logging) and flushes the standard streams; then the process exits
+    without Python's finalization. There, gloo's threads met C++
+    destructors in an order nothing controls: a learner that had written its last checkpoint
+    was now and then killed by SIGABRT ("terminate called without an active exception"), and
+    its launcher reported a failed run.
+    """
+    import atexit
+    import threading
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _learner_log(log_dir: Path, rank: int, stream: str) -> Optional[Path]:
