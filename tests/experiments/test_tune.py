@@ -5,6 +5,7 @@ experiment of each scheduler stopped or killed resumes without restarting a tria
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -261,10 +262,11 @@ def _resumes_after(signum, scheduler_flags, root, stop_when, iterations=12):
     """Starts ``rlf.bin.tune`` with ``scheduler_flags``, sends ``signum`` to the driver (to its
     process group for SIGKILL, as a shell's kill of the job) once ``stop_when(output)`` holds
     for the driver's output so far, then starts the same command again: it must finish every
-    trial without starting a run anew.
+    trial without starting a run anew. A SIGKILL that cut Tune's experiment state short is
+    tried once more from the start.
 
     Returns:
-        The rows of ``trials.csv``.
+        The rows of ``trials.csv`` and the drivers' output.
     """
     env = dict(os.environ, RAY_DEDUP_LOGS="0")
     cmd = [sys.executable, "-m", "rlf.bin.tune", "--conf", "confs/ppo_cartpole.gin",
@@ -272,6 +274,30 @@ def _resumes_after(signum, scheduler_flags, root, stop_when, iterations=12):
            "--conf_param", "TrainerConfig.num_env_steps=0",
            "--conf_param", "TrainerConfig.evaluate=False",
            "--conf_param", f"TrainerConfig.num_iterations={iterations}", *scheduler_flags]
+    for attempt in range(2):
+        r, first_out = _stop_and_restart(cmd, signum, root, stop_when, env)
+        out = r.stdout + r.stderr
+        # A SIGKILL that lands while Tune writes its experiment state (not atomically) cuts it
+        # short, and the resume is refused as documented (test_a_tune_state_cut_short_...):
+        # then the experiment runs again, to be killed at another moment.
+        if not (signum == signal.SIGKILL and r.returncode == 2 and attempt == 0
+                and "its driver was killed while writing it" in out):
+            break
+        shutil.rmtree(root)
+    assert r.returncode == 0, out[-3000:]
+    assert "resuming the experiment" in out and "Resuming from iteration" in out
+    assert "Starting a new run" not in out, out[-3000:]
+    rows = list(csv.DictReader(open(root / "trials.csv")))
+    assert rows
+    return rows, first_out + out
+
+
+def _stop_and_restart(cmd, signum, root, stop_when, env):
+    """``_resumes_after``'s driver, stopped by ``signum``, and the same command again.
+
+    Returns:
+        The second driver's ``CompletedProcess`` and the first's output.
+    """
     first = _Driver(cmd, root.parent / f"{root.name}-first.log", env)
     _wait_for(lambda: stop_when(first.output()), first.process, output=first.output)
     if signum == signal.SIGKILL:
@@ -286,13 +312,7 @@ def _resumes_after(signum, scheduler_flags, root, stop_when, iterations=12):
     # The same command again: it ends (a hung scheduler would wait for ever) with every trial
     # continued from its checkpoint.
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=400, env=env)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-3000:]
-    assert "resuming the experiment" in out and "Resuming from iteration" in out
-    assert "Starting a new run" not in out, out[-3000:]
-    rows = list(csv.DictReader(open(root / "trials.csv")))
-    assert rows
-    return rows, first_out + out
+    return r, first_out
 
 
 def _tune_checkpoints(root, at_least):
