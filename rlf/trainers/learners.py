@@ -136,10 +136,10 @@ def end_learner(status: int) -> NoReturn:
     """Ends a learner process whose run is over (``leave_learners`` done) with ``status``, as
     Python's exit would: it waits for the threads that are not daemons, runs the ``atexit``
     handlers (trackers, Ray, logging) and flushes the standard streams; then the process exits
-    without Python's finalization. There, gloo's threads met C++
-    destructors in an order nothing controls: a learner that had written its last checkpoint
-    was now and then killed by SIGABRT ("terminate called without an active exception"), and
-    its launcher reported a failed run.
+    without Python's finalization. There, gloo's threads met C++ destructors in an order
+    nothing controls: a learner that had written its last checkpoint could be killed by
+    SIGABRT ("terminate called without an active exception"), and its launcher reported a
+    failed run.
     """
     import atexit
     import threading

@@ -142,6 +142,8 @@ class RayUnroller(ActorUnroller):
             # Ray's own None would join a cluster `ray start` left on this machine, and refuse
             # the num_cpus of a local one there.
             address = address or os.environ.get("RAY_ADDRESS") or None
+            if address == "local":
+                address = None
             _check_cluster_address(address)
             try:
                 ray.init(address=address or "local", include_dashboard=False,
