@@ -98,7 +98,8 @@ flags.DEFINE_enum("backend", "sequential", ["sequential", "tune"],
                   "sequential: one run after another; tune: parallel Ray Tune trials")
 flags.DEFINE_integer("max_concurrent", 0, "--backend tune: runs at once (0: as the CPUs "
                      "allow)", lower_bound=0)
-flags.DEFINE_string("address", None, "--backend tune: a running Ray cluster's address")
+flags.DEFINE_string("address", None, "--backend tune: a running Ray cluster's address "
+                    "(default: RAY_ADDRESS's if set, else a local Ray)")
 flags.DEFINE_integer("num_cpus", None, "--backend tune: CPUs of the local Ray (default: the "
                      "machine's); more than the cores lets more runs share them", lower_bound=1)
 flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")

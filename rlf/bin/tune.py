@@ -27,9 +27,10 @@ metrics (``--metric``) are the runs' own: ``AverageReturn``, ``AverageEpisodeSco
 ``Eval/AverageReturn``, ...
 
 The experiment resumes when the same command is given again (after a crash, SIGKILL or Ctrl-C):
-finished trials are not run again, the others continue from their last checkpoints. Ray: a
-local instance by default (``--num_cpus``), or the cluster at ``--address`` (then
-``root_dir`` must be on storage every node shares). At the end ``root_dir/trials.csv`` lists
+finished trials are not run again, the others continue from their last checkpoints. Ray: the
+cluster at ``--address``, else the one ``RAY_ADDRESS`` names (``ray job submit`` sets it), else
+a local instance (``--num_cpus``); on a cluster ``root_dir`` must be on storage every node
+shares. At the end ``root_dir/trials.csv`` lists
 the trials and, when only games and seeds vary, ``results.csv``, ``results.md`` and the plots
 are written as ``rlf.bin.suite`` writes them.
 
@@ -63,7 +64,8 @@ flags.DEFINE_string("metric", None, "the metric ASHA and PBT rank by (e.g. Avera
 flags.DEFINE_enum("mode", "max", ["max", "min"], "whether the metric is maximised")
 flags.DEFINE_integer("max_concurrent", 0, "trials at once (0: as the CPUs allow)",
                      lower_bound=0)
-flags.DEFINE_string("address", None, "a running Ray cluster's address (default: local Ray)")
+flags.DEFINE_string("address", None, "a running Ray cluster's address (default: RAY_ADDRESS's "
+                    "if set, else a local Ray)")
 flags.DEFINE_integer("num_cpus", None, "CPUs of the local Ray (default: the machine's)",
                      lower_bound=1)
 flags.DEFINE_integer("step_iterations", 10, "iterations per trial step", lower_bound=0)

@@ -27,6 +27,7 @@ from rlf.trainers.run_dir import check_run_directory, make_directory
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.errors import UserError
 from rlf.utils.extras import require
+from rlf.utils.ray_address import check_cluster_address, resolve_ray_address
 
 __all__ = ["ExperimentOptions", "TUNE_DIR", "SCHEDULERS", "check_options", "trial_resources",
            "run_experiment", "ExperimentFailed"]
@@ -54,7 +55,8 @@ class ExperimentOptions:
         metric: the reported metric schedulers rank by (``RESULT_METRICS``).
         mode: ``"max"`` or ``"min"``.
         max_concurrent: trials running at once (0: as many as the resources allow).
-        address: a running Ray cluster's address (None: a local Ray).
+        address: a running Ray cluster's address (None: the ``RAY_ADDRESS`` environment
+            variable's if set, else a local Ray; ``'local'``: a local Ray).
         num_cpus: the local Ray's CPUs (None: the machine's).
         step_iterations: iterations per trial step (Tune's ``training_iteration``).
         step_env_steps: environment steps per trial step instead (0: by iterations).
@@ -135,9 +137,10 @@ def check_options(options: ExperimentOptions):
         raise UserError("a trial step needs --step_iterations >= 1 or --step_env_steps >= 1")
     if options.num_samples < 1:
         raise UserError(f"--num_samples {options.num_samples}: must be >= 1")
-    if options.num_cpus is not None and options.address:
+    if options.num_cpus is not None and resolve_ray_address(options.address):
+        given = "--address" if options.address else "RAY_ADDRESS (the cluster it names)"
         raise UserError(f"--num_cpus {options.num_cpus} sets the CPUs of a local Ray and does "
-                        f"nothing with --address (the cluster has its own): leave one out")
+                        f"nothing with {given} (the cluster has its own): leave one out")
     if options.space.explored_from_grid and options.scheduler != "pbt":
         raise UserError(f"{options.space.explored_from_grid[0]} has a --grid and a --sample: "
                         f"that pair gives population-based training its starting values and "
@@ -324,13 +327,14 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
                           step_iterations=options.step_iterations,
                           step_env_steps=options.step_env_steps, layout=options.layout)
     if not ray.is_initialized():
+        address = resolve_ray_address(options.address)
+        check_cluster_address(address)
         try:
             # "local": a new local instance, never one that `ray start` left running here
-            ray.init(address=options.address or "local",
-                     num_cpus=None if options.address else options.num_cpus,
+            ray.init(address=address or "local", num_cpus=None if address else options.num_cpus,
                      include_dashboard=False, log_to_driver=verbose > 0)
         except ConnectionError as e:
-            raise UserError(f"--address {options.address!r}: {e}") from None
+            raise UserError(f"Ray cluster address {address!r}: {e}") from None
     resources = trial_resources(config)
     _check_population(options, resources)
     trainable = tune.with_resources(tune.with_parameters(RlfTrainable, experiment=spec),

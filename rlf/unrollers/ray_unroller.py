@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import collections
 import os
-import socket
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
@@ -27,31 +26,9 @@ from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.extras import require
+from rlf.utils.ray_address import check_cluster_address, resolve_ray_address
 
 __all__ = ["RayUnroller"]
-
-
-def _check_cluster_address(address: Optional[str], timeout: float = 10.0) -> None:
-    """Checks that something listens at a ``host:port`` cluster address before ``ray.init``,
-    which retries a dead address for minutes, printing only its own connection warnings.
-    ``None``, ``"auto"`` and ``ray://`` (Ray Client) addresses are left to Ray.
-
-    Raises:
-        UserError: (a ``ValueError``) for a malformed ``host:port`` or one where nothing
-            answers within ``timeout`` seconds, naming the address and the fix.
-    """
-    if not address or address == "auto" or "://" in address:
-        return
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise UserError(f"Ray cluster address {address!r} is not host:port (e.g. "
-                        f"'10.0.0.1:6379'), 'auto' or 'ray://host:10001'")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
-    except OSError as e:
-        raise UserError(f"no Ray cluster answers at {address} ({e}); start one there "
-                        f"(`ray start --head --port={port}` on {host}) or correct the "
-                        f"address") from None
 
 
 class _RayActor:
@@ -141,10 +118,8 @@ class RayUnroller(ActorUnroller):
         if self._owns_ray:
             # Ray's own None would join a cluster `ray start` left on this machine, and refuse
             # the num_cpus of a local one there.
-            address = address or os.environ.get("RAY_ADDRESS") or None
-            if address == "local":
-                address = None
-            _check_cluster_address(address)
+            address = resolve_ray_address(address)
+            check_cluster_address(address)
             try:
                 ray.init(address=address or "local", include_dashboard=False,
                          log_to_driver=True,

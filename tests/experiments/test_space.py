@@ -94,6 +94,25 @@ def test_an_experiments_mistake_is_one_line_before_any_trial(kw, message):
     gin.clear_config()
 
 
+def test_ray_address_names_the_cluster_where_no_address_is_given(monkeypatch):
+    from rlf.experiments.runner import ExperimentOptions, check_options
+    from rlf.utils.ray_address import resolve_ray_address
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert resolve_ray_address(None) is None and resolve_ray_address("local") is None
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert resolve_ray_address(None) == "10.0.0.1:6379"
+    assert resolve_ray_address("10.0.0.2:6379") == "10.0.0.2:6379"
+    assert resolve_ray_address("local") is None
+    options = ExperimentOptions(conf="confs/ppo_cartpole.gin", root_dir="unused", num_cpus=4)
+    with pytest.raises(UserError, match=r"^--num_cpus 4 sets the CPUs of a local Ray and does "
+                                        r"nothing with RAY_ADDRESS \(the cluster it names\)"):
+        check_options(options)
+    gin.clear_config()
+    monkeypatch.setenv("RAY_ADDRESS", "local")
+    check_options(options)
+    gin.clear_config()
+
+
 def test_a_trials_actors_count_in_its_resources():
     pytest.importorskip("ray.tune")
     from rlf.algorithms import TrainerConfig
