@@ -27,7 +27,7 @@ from rlf.trainers.run_dir import check_run_directory, make_directory
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.errors import UserError
 from rlf.utils.extras import require
-from rlf.utils.ray_address import check_cluster_address, resolve_ray_address
+from rlf.utils.ray_address import init_ray, resolve_ray_address
 
 __all__ = ["ExperimentOptions", "TUNE_DIR", "SCHEDULERS", "check_options", "trial_resources",
            "run_experiment", "ExperimentFailed"]
@@ -327,14 +327,7 @@ def run_experiment(options: ExperimentOptions, verbose: int = 1) -> List[Dict[st
                           step_iterations=options.step_iterations,
                           step_env_steps=options.step_env_steps, layout=options.layout)
     if not ray.is_initialized():
-        address = resolve_ray_address(options.address)
-        check_cluster_address(address)
-        try:
-            # "local": a new local instance, never one that `ray start` left running here
-            ray.init(address=address or "local", num_cpus=None if address else options.num_cpus,
-                     include_dashboard=False, log_to_driver=verbose > 0)
-        except ConnectionError as e:
-            raise UserError(f"Ray cluster address {address!r}: {e}") from None
+        init_ray(options.address, options.num_cpus, log_to_driver=verbose > 0)
     resources = trial_resources(config)
     _check_population(options, resources)
     trainable = tune.with_resources(tune.with_parameters(RlfTrainable, experiment=spec),

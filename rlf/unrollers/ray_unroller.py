@@ -26,7 +26,7 @@ from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.extras import require
-from rlf.utils.ray_address import check_cluster_address, resolve_ray_address
+from rlf.utils.ray_address import init_ray
 
 __all__ = ["RayUnroller"]
 
@@ -118,14 +118,7 @@ class RayUnroller(ActorUnroller):
         if self._owns_ray:
             # Ray's own None would join a cluster `ray start` left on this machine, and refuse
             # the num_cpus of a local one there.
-            address = resolve_ray_address(address)
-            check_cluster_address(address)
-            try:
-                ray.init(address=address or "local", include_dashboard=False,
-                         log_to_driver=True,
-                         num_cpus=None if address else max(os.cpu_count() or 1, num_actors))
-            except ConnectionError as e:  # "auto" without a running cluster
-                raise UserError(f"Ray cluster address {address!r}: {e}") from None
+            init_ray(address, max(os.cpu_count() or 1, num_actors), log_to_driver=True)
         self._in_flight = max(1, queue_size)
         self._timeout = timeout
         self._remote_cls = ray.remote(num_cpus=num_cpus_per_actor,

@@ -13,7 +13,7 @@ from typing import Optional
 
 from rlf.utils.errors import UserError
 
-__all__ = ["resolve_ray_address", "check_cluster_address"]
+__all__ = ["resolve_ray_address", "check_cluster_address", "init_ray"]
 
 
 def resolve_ray_address(address: Optional[str]) -> Optional[str]:
@@ -56,3 +56,29 @@ def check_cluster_address(address: Optional[str], timeout: float = 10.0) -> None
         raise UserError(f"no Ray cluster answers at {address} ({e}); start one there "
                         f"(`ray start --head --port={port}` on {host}) or correct the "
                         f"address") from None
+
+
+def init_ray(address: Optional[str], local_num_cpus: Optional[int],
+             log_to_driver: bool) -> None:
+    """Starts Ray in this process: joins the cluster ``resolve_ray_address(address)`` names,
+    else starts a local instance of ``local_num_cpus`` CPUs (None: the machine's), never one
+    that ``ray start`` left running on this machine.
+
+    Args:
+        address: as ``resolve_ray_address`` takes it.
+        local_num_cpus: the local instance's CPUs; unused on a cluster (it has its own).
+        log_to_driver: whether Ray's workers print to this process's terminal.
+
+    Raises:
+        UserError: (a ``ValueError``) for an address where nothing answers
+            (``check_cluster_address``) or that Ray cannot connect to (``'auto'`` without a
+            running cluster).
+    """
+    import ray
+    address = resolve_ray_address(address)
+    check_cluster_address(address)
+    try:
+        ray.init(address=address or "local", num_cpus=None if address else local_num_cpus,
+                 include_dashboard=False, log_to_driver=log_to_driver)
+    except ConnectionError as e:  # "auto" without a running cluster
+        raise UserError(f"Ray cluster address {address!r}: {e}") from None
