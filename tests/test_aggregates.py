@@ -121,19 +121,54 @@ def test_tiny_suites_write_aggregates_and_compare(tmp_path):
             r.stderr)
 
 
-def test_the_documented_headline_is_what_the_suites_aggregates_give(tmp_path):
-    # docs/data/suite_det/results.csv: the six runs of docs/results.md's headline; the suite's
-    # own code gives the table and the plots of the home and results pages.
+def test_a_method_has_one_colour_in_both_plots(tmp_path):
+    # The interval plot draws the first method in the top row; its bars and the first method's
+    # profile line are both the colour-blind palette's first colour.
+    import matplotlib.colors
+    import matplotlib.image
+    import seaborn
+
+    from rlf.utils.aggregates import plot_interval_estimates, plot_performance_profiles
+    scores = {"first": np.array([[0.2, 0.9], [0.3, 1.1]]),
+              "second": np.array([[0.5, 0.4], [0.7, 0.2]])}
+    plot_interval_estimates(aggregate_estimates(scores, reps=200), tmp_path / "agg.png")
+    plot_performance_profiles(scores, tmp_path / "profile.png", reps=200)
+    palette = np.array(seaborn.color_palette("colorblind", n_colors=2))
+
+    def palette_index_by_row(image):
+        # Bars and bands are drawn translucent: match the hue of saturated pixels.
+        hsv = matplotlib.colors.rgb_to_hsv(matplotlib.image.imread(image)[..., :3])
+        hues = matplotlib.colors.rgb_to_hsv(palette)[:, 0]
+        near = (np.abs(hsv[..., :1] - hues) < 0.02) & (hsv[..., 1:2] > 0.3)
+        rows = np.nonzero(near.any(axis=(1, 2)))[0]
+        return [int(np.argmax(near[r].sum(axis=0))) for r in rows]
+
+    top_row_colours = palette_index_by_row(tmp_path / "agg.png")
+    assert top_row_colours[0] == 0 and top_row_colours[-1] == 1
+    assert set(palette_index_by_row(tmp_path / "profile.png")) == {0, 1}
+
+
+SUITES = (("suite_det", "| rlf IMPALA | 3 x 2 | 1.394 [1.312, 1.462] |",
+           "| Dopamine Rainbow | 5 x 2 | 1.193 [1.154, 1.244] |"),
+          ("suite5", "| rlf IMPALA | 3 x 5 | 0.484 [0.460, 0.511] |",
+           "| Dopamine Rainbow | 5 x 5 | 0.591 [0.563, 0.629] |"))
+
+
+@pytest.mark.parametrize("suite,rlf_row,rainbow_row", SUITES, ids=[s[0] for s in SUITES])
+def test_the_documented_headline_is_what_the_suites_aggregates_give(tmp_path, suite, rlf_row,
+                                                                     rainbow_row):
+    # docs/data/<suite>/results.csv: the runs of the aggregates docs/results.md quotes (the
+    # five-game suite and the Pong and Breakout one); the suite's own code gives the table
+    # and the plots of the home and results pages.
     import shutil
     repo = Path(__file__).resolve().parents[1]
-    shutil.copy(repo / "docs" / "data" / "suite_det" / "results.csv", tmp_path)
+    shutil.copy(repo / "docs" / "data" / suite / "results.csv", tmp_path)
     r = subprocess.run([sys.executable, "-m", "rlf.bin.suite_aggregates", "--root_dir",
                         str(tmp_path), "--label", "rlf IMPALA"], cwd=repo,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     table = (tmp_path / "aggregates.md").read_text()
-    assert "| rlf IMPALA | 3 x 2 | 1.394 [1.312, 1.462] |" in table
-    assert "| Dopamine Rainbow | 5 x 2 | 1.193 [1.154, 1.244] |" in table
-    assert table == (repo / "docs" / "data" / "suite_det" / "aggregates.md").read_text()
+    assert rlf_row in table and rainbow_row in table
+    assert table == (repo / "docs" / "data" / suite / "aggregates.md").read_text()
     for image in ("aggregates.png", "performance_profile.png"):
         assert (tmp_path / image).read_bytes()[:4] == b"\x89PNG"

@@ -38,6 +38,13 @@ def _rliable():
             require("rliable.metrics", "suite", purpose))
 
 
+def _method_colors(methods: Sequence[str]) -> Dict[str, Tuple[float, float, float]]:
+    """One colour per method, in the order given, from seaborn's colour-blind palette: the
+    same method has the same colour in every plot of a report."""
+    seaborn = require("seaborn", "suite", "the aggregates' plots")
+    return dict(zip(methods, seaborn.color_palette("colorblind", n_colors=len(methods))))
+
+
 @contextlib.contextmanager
 def _seeded_numpy(seed: int):
     """numpy's global generator seeded with ``seed`` inside, restored after: rliable's
@@ -169,7 +176,8 @@ def plot_interval_estimates(estimates: Mapping[str, Mapping[str, Estimate]], out
                             xlabel: str = "human-normalised score") -> None:
     """Writes the aggregates of ``aggregate_estimates`` (IQM, median, mean, optimality gap) as
     rliable's interval-estimate plot, each method a row with its 95 % interval, to the image
-    ``out`` (atomically).
+    ``out`` (atomically). Each method has the colour it has in ``plot_performance_profiles``
+    for the same methods in the same order.
 
     Raises:
         MissingExtraError: without rliable.
@@ -188,7 +196,7 @@ def plot_interval_estimates(estimates: Mapping[str, Mapping[str, Estimate]], out
     names = ["IQM", "Median", "Mean", "Optimality gap"]
     fig, axes = plot_utils.plot_interval_estimates(
         points, intervals, metric_names=names, algorithms=methods[::-1], xlabel=xlabel,
-        subfigure_width=3.4, row_height=0.6, max_ticks=3)
+        colors=_method_colors(methods), subfigure_width=3.4, row_height=0.6, max_ticks=3)
     fig.tight_layout()
     out = Path(out)
     with atomic_write(out, suffix=out.suffix) as tmp:
@@ -217,6 +225,7 @@ def plot_performance_profiles(score_dict: Mapping[str, np.ndarray], out: Path,
         profiles, cis = library.create_performance_profile(dict(score_dict), taus, reps=reps)
     fig, ax = plt.subplots(figsize=(7, 4))
     plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=cis, ax=ax,
+                                         colors=_method_colors(list(score_dict)),
                                          xlabel=r"human-normalised score $\tau$",
                                          ylabel=r"fraction of runs with score $> \tau$")
     ax.legend(loc="upper right", fontsize=8)
