@@ -52,9 +52,9 @@ setup(
         "mujoco": ["gymnasium[mujoco]>=1.0", "mujoco>=3.1"],
         # rlf.bin.play --record: gymnasium's classic-control renderer and GIF writing.
         "play": ["pygame>=2.1", "pillow>=9.0"],
-        # rlf.bin.suite's and rlf.bin.compare's aggregates with confidence intervals; arch,
-        # which rliable bootstraps with, fails to import with pandas 3.
-        "suite": ["rliable>=1.2.0", "pandas>=1.5,<3"],
+        # rlf.bin.suite's and rlf.bin.compare's aggregates with confidence intervals (seaborn:
+        # their plots' palette); arch, which rliable bootstraps with, fails with pandas 3.
+        "suite": ["rliable>=1.2.0", "seaborn>=0.11", "pandas>=1.5,<3"],
         # Peers measured by bench/replay_bench.py.
         "bench": ["stable-baselines3>=2.3", "torchrl>=0.6", "psutil>=5.9", "matplotlib>=3.7"],
     },
