@@ -122,8 +122,9 @@ def test_tiny_suites_write_aggregates_and_compare(tmp_path):
 
 
 def test_a_method_has_one_colour_in_both_plots(tmp_path):
-    # The interval plot draws the first method in the top row; its bars and the first method's
-    # profile line are both the colour-blind palette's first colour.
+    # The interval plot draws the first method in the top row, in the colour-blind palette's
+    # first colour (the colour of the first method's profile line), the last method in the
+    # bottom row in the second; the profile draws both colours.
     import matplotlib.colors
     import matplotlib.image
     import seaborn
