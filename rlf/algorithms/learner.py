@@ -255,7 +255,8 @@ class Learner:
         experience, valid = nest.map_structure(lambda x: x.transpose(0, 1), (experience, valid))
         with self.autocast():
             train_info = sequences.train_info(alg, experience)
-            loss_info = alg.calc_loss(train_info)
+            with self.settings.world.batch_rows(batch.rows, batch.rows_size, time_major=True):
+                loss_info = alg.calc_loss(train_info)
         # calc_loss saw the [T-k, B] steps after a burn-in: so does the mask
         experience, valid = sequences.after_burn_in(experience, valid)
         if sink is not None:
@@ -273,10 +274,16 @@ class Learner:
     def update_on_rollout(self, experience: Experience, train_info: Any) -> int:
         """One update on ``calc_loss`` of the rollout's own infos (``"rollout_graph"``): the
         ``[T, B]`` unroll ``experience`` (``rollout_info`` removed) and its ``[T, B]``
-        ``train_info`` with the graph of ``rollout_step``; returns the steps trained on."""
-        alg = self.algorithm
+        ``train_info`` with the graph of ``rollout_step``; returns the steps trained on.
+        With several learners, batch draws in ``calc_loss`` draw as the one learner's
+        (``World.batch_rows`` of this learner's environments) and others are warned of, as in
+        ``update``."""
+        alg, world = self.algorithm, self.settings.world
         valid_masks = valid_step_mask(experience.time_step.step_type)
-        with self._rows((valid_masks.shape[1], 0, 0)):
+        envs = valid_masks.shape[1]
+        with self._rows((envs, 0, 0)), world.batch_rows(
+                world.rank_rows(envs), envs * world.size, time_major=True), \
+                world.own_draws_check(f"{alg.name}.calc_loss"):
             with self.autocast():
                 loss_info = alg.calc_loss(train_info)
             loss_info, params = self.update_with_gradient(loss_info, valid_masks)

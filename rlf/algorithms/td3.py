@@ -195,7 +195,8 @@ class TD3Algorithm(RLAlgorithm):
         with torch.no_grad():
             target_mu = batch_apply(self._target_actor, tail)
             # A batch draw over the [B, T-1] rows (batch-major): N learners draw as one.
-            noise = distributed.randn_like(target_mu.transpose(0, 1)).transpose(0, 1)
+            noise = distributed.randn_like(target_mu.transpose(0, 1), batch_dim=0
+                                           ).transpose(0, 1)
             next_action = smoothed_target_action(
                 target_mu, noise * self._target_noise_std,
                 self._target_noise_clip, self._bounds.low, self._bounds.high)

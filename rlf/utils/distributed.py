@@ -15,9 +15,15 @@ one learner's ``[M]`` rows. Within ``batch_rows(S_r, M)``, ``randn_like``, ``ran
 the same state (``World.generators``, forked from the one learner's after the build) and keep
 the rows ``S_r``: each rank draws what the one learner would draw for those rows, so ``N``
 learners with ``B`` environments each make the draws of one learner with ``N*B`` (the cost:
-each rank draws ``N`` times its own noise). Outside ``batch_rows``, or for a tensor whose
-leading dim is not a multiple of the rows, they draw from the process's own generator, which
-each rank seeds differently.
+each rank draws ``N`` times its own noise). Outside ``batch_rows`` they draw from the
+process's own generator, which each rank seeds differently.
+
+Where the rows are. In ``rollout_step`` and ``train_step`` a draw's dim 0 holds the rows
+(``[B, ...]``, or the batch-major ``[B*T, ...]`` of a temporally independent ``train_step``).
+``calc_loss`` gets time-major ``[T, B, ...]`` data (``batch_rows(..., time_major=True)``): there
+dim 1 holds the rows where it has the batch's size, and dim 0 where dim 0 is exactly the rows
+(a batch-major ``[B, T, ...]`` transposed for the draw). ``batch_dim`` says it explicitly. A
+shape whose rows cannot be found is refused (``UserError``) rather than drawn locally.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ import contextlib
 import dataclasses
 import functools
 import warnings
-from typing import Dict, Iterator, List, Optional, Sequence, cast
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, cast
 
 import torch
+
+from rlf.utils.errors import UserError
 
 __all__ = ["World", "world", "set_world", "fork_shared_generators", "shared_generator",
            "batch_rows", "rank_rows", "randn_like", "rand_like", "randint_like",
@@ -69,20 +77,30 @@ class World:
 
     # ------------------------------------------------------------------ batch draws
     @contextlib.contextmanager
-    def batch_rows(self, index: Optional[torch.Tensor], size: int) -> Iterator[None]:
+    def batch_rows(self, index: Optional[torch.Tensor], size: int,
+                   time_major: bool = False) -> Iterator[None]:
         """Within the block, the batch in hand has rows ``index`` (``[n]`` int64, ascending)
         of a batch of ``size`` rows that one learner would hold, and batch draws
         (``randn_like``, ``rand_like``, ``randint_like``, ``categorical_sample``) draw that
         batch and keep those rows. A no-op for one learner or ``index`` None.
 
         A tensor of ``n * k`` leading rows is taken as ``n`` rows of ``k`` steps each (the
-        batch-major ``[n*T]`` of a temporally independent ``train_step``).
+        batch-major ``[n*T]`` of a temporally independent ``train_step``). With
+        ``time_major`` (``calc_loss``'s ``[T, B, ...]`` data), a tensor whose dim 1 has ``n``
+        entries is taken as ``[T, n, ...]``, and one of exactly ``n`` leading rows as
+        batch-major; a longer dim 0 (a flattened ``[T*n]``, whose order cannot be told) is
+        refused.
+
+        Args:
+            index: ``[n]`` int64, the rows of the one learner's batch this learner holds.
+            size: the one learner's batch size.
+            time_major: whether the block's data is time-major ``[T, B, ...]``.
         """
         global _rows
         if index is None or not self.distributed:
             yield
             return
-        old, _rows = _rows, _Rows(index, size)
+        old, _rows = _rows, _Rows(index, size, time_major)
         try:
             yield
         finally:
@@ -281,66 +299,119 @@ def shared_generator(device: torch.device) -> torch.Generator:
 
 
 class _Rows:
-    def __init__(self, index: torch.Tensor, size: int):
-        self.index, self.size = index, int(size)
+    def __init__(self, index: torch.Tensor, size: int, time_major: bool = False):
+        self.index, self.size, self.time_major = index, int(size), time_major
 
 
-def _rows_of(x: torch.Tensor) -> Optional[tuple]:
-    """``(rows, steps)`` for a batch draw shaped like ``x``, or None for a local draw."""
+def _rows_of(x: torch.Tensor, batch_dim: Optional[int]) -> Optional[Tuple[_Rows, int, int]]:
+    """``(rows, dim, steps)`` for a batch draw shaped like ``x``, the rows along ``dim`` (0:
+    ``[n*steps, ...]``; 1: ``[steps, n, ...]``); None for a draw of the process's own.
+
+    Raises:
+        UserError: inside ``batch_rows`` for a shape whose rows cannot be placed.
+    """
     rows = _rows
-    if rows is None or x.ndim == 0:
+    if rows is None or rows.index.numel() == 0:
         return None
-    n = rows.index.numel()
-    if n == 0 or x.shape[0] % n:
-        return None
-    return rows, x.shape[0] // n
+    n, shape = rows.index.numel(), tuple(x.shape)
+    if batch_dim is None:
+        if rows.time_major and len(shape) >= 2 and shape[1] == n:
+            batch_dim = 1
+        elif shape and (shape[0] == n or (shape[0] % n == 0 and not rows.time_major)):
+            batch_dim = 0
+    if batch_dim == 1 and len(shape) >= 2 and shape[1] == n:
+        return rows, 1, shape[0]
+    if batch_dim == 0 and shape and shape[0] % n == 0:
+        return rows, 0, shape[0] // n
+    where = ("calc_loss's time-major [T, B, ...] data" if rows.time_major
+             else "a rollout_step or train_step")
+    found = "found in its shape" if batch_dim is None else f"along dim {batch_dim}"
+    raise UserError(
+        f"a batch draw (rlf.utils.distributed) of shape {list(shape)} in {where}: this "
+        f"learner's {n} rows of the batch ({rows.size} for one learner) are not {found}, so "
+        f"{_world.size} learners cannot draw as one would; draw on [B, ...] or time-major "
+        f"[T, B, ...] tensors (batch_dim=0 or 1 says which), not flattened or scalar ones")
 
 
-def _keep(full: torch.Tensor, rows: _Rows, steps: int, like: torch.Tensor) -> torch.Tensor:
+def _full_shape(rows: _Rows, dim: int, steps: int, x: torch.Tensor) -> Tuple[int, ...]:
+    """The shape of the one learner's draw of which ``x``'s rows are taken."""
+    if dim == 1:
+        return (steps, rows.size) + tuple(x.shape[2:])
+    return (rows.size * steps,) + tuple(x.shape[1:])
+
+
+def _keep(full: torch.Tensor, rows: _Rows, dim: int, steps: int,
+          like: torch.Tensor) -> torch.Tensor:
+    index = rows.index.to(full.device)
+    if dim == 1:
+        return full[:, index].reshape(like.shape)
     full = full.view(rows.size, steps, *like.shape[1:])
-    return full[rows.index.to(full.device)].reshape(like.shape)
+    return full[index].reshape(like.shape)
 
 
-def _batch_draw(draw, draw_like, x: torch.Tensor) -> torch.Tensor:
-    found = _rows_of(x)
+def _batch_draw(draw, draw_like, x: torch.Tensor, batch_dim: Optional[int]) -> torch.Tensor:
+    found = _rows_of(x, batch_dim)
     if found is None:
         return draw_like(x)
-    rows, steps = found
-    full = draw((rows.size * steps,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device,
+    rows, dim, steps = found
+    full = draw(_full_shape(rows, dim, steps, x), dtype=x.dtype, device=x.device,
                 generator=shared_generator(x.device))
-    return _keep(full, rows, steps, x)
+    return _keep(full, rows, dim, steps, x)
 
 
-def randn_like(x: torch.Tensor) -> torch.Tensor:
+_DRAW_ARGS = """
+
+    Args:
+        x: the tensor whose shape, dtype and device the draw takes.
+        batch_dim: the dim of ``x`` that holds the batch's rows (0: ``[B, ...]`` or
+            batch-major ``[B*T, ...]``; 1: time-major ``[T, B, ...]``); None: found from
+            the shape (``World.batch_rows``).
+
+    Raises:
+        UserError: within ``batch_rows`` of several learners, for a shape whose rows are not
+            along ``batch_dim`` or cannot be found.
+    """
+
+
+def randn_like(x: torch.Tensor, batch_dim: Optional[int] = None) -> torch.Tensor:
     """``torch.randn_like(x)``; within ``batch_rows``, the rows of the whole batch's draw."""
-    return _batch_draw(torch.randn, torch.randn_like, x)
+    return _batch_draw(torch.randn, torch.randn_like, x, batch_dim)
 
 
-def rand_like(x: torch.Tensor) -> torch.Tensor:
+def rand_like(x: torch.Tensor, batch_dim: Optional[int] = None) -> torch.Tensor:
     """``torch.rand_like(x)``; within ``batch_rows``, the rows of the whole batch's draw."""
-    return _batch_draw(torch.rand, torch.rand_like, x)
+    return _batch_draw(torch.rand, torch.rand_like, x, batch_dim)
 
 
-def randint_like(x: torch.Tensor, high: int) -> torch.Tensor:
+def randint_like(x: torch.Tensor, high: int, batch_dim: Optional[int] = None) -> torch.Tensor:
     """``torch.randint_like(x, high)``; within ``batch_rows``, the rows of the whole batch's
     draw."""
     return _batch_draw(functools.partial(torch.randint, high),
-                       lambda y: torch.randint_like(y, high), x)
+                       lambda y: torch.randint_like(y, high), x, batch_dim)
+
+
+for _draw in (randn_like, rand_like, randint_like):
+    _draw.__doc__ = (_draw.__doc__ or "") + _DRAW_ARGS
 
 
 def categorical_sample(probs: torch.Tensor) -> torch.Tensor:
     """One index per row of ``probs`` (``[L, K]``, rows summing to 1): ``torch.multinomial(probs,
     1)[:, 0]``; within ``batch_rows``, torch's own draw for the whole batch (``argmax(p / q)``
     with ``q ~ Exp(1)`` of the batch's shape, which is how ``torch.multinomial`` draws one
-    sample) at these rows."""
-    found = _rows_of(probs)
+    sample) at these rows.
+
+    Raises:
+        UserError: within ``batch_rows`` of several learners, for ``L`` not a multiple of this
+            learner's rows (``[B, K]`` or batch-major ``[B*T, K]`` are placed).
+    """
+    found = _rows_of(probs, 0)
     if found is None:
         return torch.multinomial(probs, 1)[:, 0]
-    rows, steps = found
-    q = torch.empty((rows.size * steps, probs.shape[1]), dtype=probs.dtype,
+    rows, dim, steps = found
+    q = torch.empty(_full_shape(rows, dim, steps, probs), dtype=probs.dtype,
                     device=probs.device).exponential_(
         1, generator=shared_generator(probs.device))
-    return (probs / _keep(q, rows, steps, probs)).argmax(-1)
+    return (probs / _keep(q, rows, dim, steps, probs)).argmax(-1)
 
 
 # ---------------------------------------------------------------------- collectives
@@ -380,9 +451,10 @@ def barrier() -> None:
 
 
 @contextlib.contextmanager
-def batch_rows(index: Optional[torch.Tensor], size: int) -> Iterator[None]:
+def batch_rows(index: Optional[torch.Tensor], size: int, time_major: bool = False
+               ) -> Iterator[None]:
     """``World.batch_rows`` of this process's world."""
-    with _world.batch_rows(index, size):
+    with _world.batch_rows(index, size, time_major):
         yield
 
 

@@ -31,7 +31,9 @@ SAC = ["--conf", "confs/sac_pendulum.gin", "--noprogress",
        "--conf_param", "TrainerConfig.mini_batch_size=64"]
 # TD3: the same, with its target-policy noise (a batch draw of the whole mini-batch).
 TD3 = [a.replace("sac_pendulum", "td3_pendulum") for a in SAC]
-RUNS = {"impala": (IMPALA, 4), "sac": (SAC, 60), "td3": (TD3, 60)}
+# A2C on the rollout's own graph, drawing its actions and a loss term's noise ([T, B]).
+A2C = ["--conf", "tests/trainers/noisy_a2c_cartpole.gin"] + IMPALA[2:]
+RUNS = {"impala": (IMPALA, 4), "sac": (SAC, 60), "td3": (TD3, 60), "a2c": (A2C, 4)}
 
 
 def _train(root: Path, args, iterations: int, learners: int = 1, *extra):

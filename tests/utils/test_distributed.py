@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from rlf.utils import distributed
+from rlf.utils.errors import UserError
 
 
 @pytest.fixture
@@ -69,3 +70,59 @@ def test_one_learner_checks_nothing_and_draws_torchs_own():
         x = distributed.randint_like(torch.zeros(6, dtype=torch.int64), 4)
     torch.manual_seed(3)
     assert torch.equal(x, torch.randint_like(torch.zeros(6, dtype=torch.int64), 4))
+
+
+def _two_learners_draw(draw, shape_of_rank, time_major):
+    """``draw`` on each of two learners (rows 0-2 and 3-5 of 6) and on the one learner, from
+    one shared state: ``(rank 0's, rank 1's, the one learner's)``."""
+    torch.manual_seed(7)
+    state = torch.get_rng_state()
+    out = []
+    for rank in (0, 1):
+        world = distributed.World(rank=rank, size=2)
+        distributed.set_world(world)
+        torch.set_rng_state(state)
+        distributed.fork_shared_generators([torch.device("cpu")])
+        with world.batch_rows(world.rank_rows(3), 6, time_major=time_major):
+            out.append(draw(torch.zeros(shape_of_rank)))
+    distributed.set_world(distributed.World())
+    torch.set_rng_state(state)
+    return out[0], out[1]
+
+
+def test_calc_loss_time_major_draws_of_two_learners_are_the_one_learners_columns():
+    # [T=5, B=3] on each learner: the one learner's [5, 6] draw, columns 0-2 and 3-5; the
+    # old rule took dim 0 (5, not a multiple of 3) and drew each learner's own noise
+    torch.manual_seed(7)
+    one = torch.randn(5, 6, 2, generator=torch.Generator().set_state(torch.get_rng_state()))
+    a, b = _two_learners_draw(distributed.randn_like, (5, 3, 2), time_major=True)
+    assert torch.equal(torch.cat([a, b], 1), one)
+    # T a multiple of the rows ([6, 3]): still the columns, not 2 steps of 3 rows
+    torch.manual_seed(7)
+    one = torch.rand(6, 6, generator=torch.Generator().set_state(torch.get_rng_state()))
+    a, b = _two_learners_draw(distributed.rand_like, (6, 3), time_major=True)
+    assert torch.equal(torch.cat([a, b], 1), one)
+
+
+def test_a_batch_major_draw_in_calc_loss_keeps_its_rows_with_batch_dim_0():
+    # TD3's target noise: a [B, T-1] draw transposed, with T-1 == B, where the shape alone
+    # would read dim 1 as the rows
+    torch.manual_seed(7)
+    one = torch.randn(6, 3, generator=torch.Generator().set_state(torch.get_rng_state()))
+    a, b = _two_learners_draw(lambda x: distributed.randn_like(x, batch_dim=0), (3, 3),
+                              time_major=True)
+    assert torch.equal(torch.cat([a, b], 0), one)
+
+
+@pytest.mark.parametrize("shape, time_major, batch_dim", [
+    ((15,), True, None),     # a flattened [T*B]: its order cannot be told
+    ((), False, None),       # a scalar
+    ((4, 2), False, None),   # 4 rows where the learner holds 3
+    ((5, 3), True, 0),       # dim 0 named, but it is not the rows
+])
+def test_a_draw_whose_rows_cannot_be_placed_is_refused_in_one_line(two_learners, shape,
+                                                                   time_major, batch_dim):
+    with two_learners.batch_rows(torch.arange(3, 6), 6, time_major=time_major), \
+            pytest.raises(UserError, match=r"^a batch draw \(rlf.utils.distributed\) of shape "
+                                           r".*2 learners cannot draw as one would"):
+        distributed.randn_like(torch.zeros(shape), batch_dim=batch_dim)
