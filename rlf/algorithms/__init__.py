@@ -5,6 +5,8 @@ from rlf.algorithms import optimizers  # noqa: F401  (registers torch.optim clas
 from rlf.algorithms.algorithm import Algorithm, NonFiniteLossError, RunArgs
 from rlf.algorithms.builder import build_training
 from rlf.algorithms.data_needs import DataNeeds
+from rlf.algorithms.memories import NotCheckpointed
+from rlf.algorithms.removed import own_method
 from rlf.algorithms.config import TrainerConfig
 from rlf.algorithms.rl_algorithm import (RLAlgorithm, adjust_replay_buffer_length,
                                          check_unit_interval)
@@ -18,6 +20,7 @@ from rlf.algorithms.td3 import TD3Algorithm
 from rlf.algorithms.training_loop import TrainingLoop
 
 __all__ = ["Algorithm", "DQNAlgorithm", "DataNeeds", "IQLAlgorithm", "ImpalaAlgorithm",
-           "NonFiniteLossError", "PPOAlgorithm", "R2D2Algorithm", "RLAlgorithm", "RunArgs",
-           "SACAlgorithm", "TD3Algorithm", "TrainerConfig", "TrainingLoop",
-           "adjust_replay_buffer_length", "build_training", "check_unit_interval"]
+           "NonFiniteLossError", "NotCheckpointed", "PPOAlgorithm", "R2D2Algorithm",
+           "RLAlgorithm", "RunArgs", "SACAlgorithm", "TD3Algorithm", "TrainerConfig",
+           "TrainingLoop", "adjust_replay_buffer_length", "build_training",
+           "check_unit_interval", "own_method"]

@@ -1,17 +1,18 @@
 """The members of rlf 0.1's ``Algorithm`` and ``RLAlgorithm`` that rlf 0.3 removed, each with
 its replacement: a subclass defining a removed hook is refused at construction, reading a
 removed member raises an ``AttributeError`` naming it, and an ``observe_for_replay`` written
-for 0.1's store-time relabelling is refused.
+for 0.1's store-time relabelling is refused. A method of a subclass's own that happens to bear
+a removed hook's name is marked ``@own_method`` and kept.
 """
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Callable, Dict, TypeVar
 
 from rlf.utils.errors import UserError
 
 __all__ = ["REMOVED_HOOKS", "REMOVED_MEMBERS", "check_observe_for_replay", "check_removed_hooks",
-           "removed_member_error"]
+           "own_method", "removed_member_error"]
 
 _LOOP = "algorithm.training_loop"
 
@@ -71,20 +72,54 @@ REMOVED_MEMBERS: Dict[str, str] = {
     "offline_replay_buffer": f"{_LOOP}.offline_replay_buffer",
 }
 
+_F = TypeVar("_F", bound=Callable)
+
+
+def own_method(method: _F) -> _F:
+    """Marks a subclass's method (or a property's getter, under ``@property``) whose name was
+    a hook of rlf 0.1 (``REMOVED_HOOKS``: ``unroll``, ``get_metrics``, ...) as the subclass's
+    own, which rlf never calls: ``check_removed_hooks`` then keeps it.
+
+    Example::
+
+        class Dyna(RLAlgorithm):
+            @own_method
+            def unroll(self, model, steps):  # a model rollout, not rlf 0.1's hook
+                ...
+
+    Returns:
+        ``method`` itself, marked.
+    """
+    method._rlf_own_method = True  # type: ignore[attr-defined]
+    return method
+
+
+def _is_own(member) -> bool:
+    """Whether ``member`` (a function, property, static or class method) is marked
+    ``own_method``."""
+    for f in (member, getattr(member, "fget", None), getattr(member, "__func__", None)):
+        if getattr(f, "_rlf_own_method", False):
+            return True
+    return False
+
+
 def check_removed_hooks(cls: type) -> None:
     """Refuses a subclass of rlf's base classes whose own classes (those before the first
-    class marked ``_rlf_base_class`` in its MRO) define a hook of ``REMOVED_HOOKS``.
+    class marked ``_rlf_base_class`` in its MRO) define a hook of ``REMOVED_HOOKS``, unless
+    it is marked ``own_method``.
 
     Raises:
-        UserError: (a ``ValueError``) naming the class, the hook and its replacement.
+        UserError: (a ``ValueError``) naming the class, the hook, its replacement and how to
+            keep a method of one's own by that name.
     """
     for klass in cls.__mro__:
         if vars(klass).get("_rlf_base_class"):
             return
-        for name in vars(klass):
-            if name in REMOVED_HOOKS:
+        for name, member in vars(klass).items():
+            if name in REMOVED_HOOKS and not _is_own(member):
                 raise UserError(f"{klass.__name__}.{name}: rlf 0.3 no longer calls this hook of "
-                                f"rlf 0.1 (removed); use {REMOVED_HOOKS[name]}")
+                                f"rlf 0.1 (removed); use {REMOVED_HOOKS[name]} (a method of your "
+                                f"own by this name: mark it @rlf.algorithms.own_method)")
 
 
 def removed_member_error(obj, name: str) -> AttributeError:

@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from rlf.algorithms import DQNAlgorithm, RLAlgorithm, TrainerConfig, TrainingLoop, build_training
+from rlf.algorithms import (DQNAlgorithm, RLAlgorithm, TrainerConfig, TrainingLoop,
+                            build_training, own_method)
 from rlf.algorithms.removed import REMOVED_HOOKS, REMOVED_MEMBERS
 from rlf.data_structures import AlgStep
 from rlf.environments import load
@@ -96,11 +97,37 @@ def test_a_subclass_overriding_a_removed_hook_is_refused_at_construction(hook):
     with pytest.raises(UserError) as raised:
         old_style(env.observation_spec(), env.action_spec())
     assert str(raised.value) == (f"OldStyle.{hook}: rlf 0.3 no longer calls this hook of rlf "
-                                 f"0.1 (removed); use {REMOVED_HOOKS[hook]}")
+                                 f"0.1 (removed); use {REMOVED_HOOKS[hook]} (a method of your "
+                                 f"own by this name: mark it @rlf.algorithms.own_method)")
     assert "\n" not in str(raised.value)
     # Its own subclass is refused by the same line (the class that defines it is named).
     with pytest.raises(UserError, match=f"^OldStyle.{hook}: "):
         type("Child", (old_style,), {})(env.observation_spec(), env.action_spec())
+    env.close()
+
+
+@pytest.mark.parametrize("hook", sorted(REMOVED_HOOKS))
+def test_a_method_of_ones_own_by_a_removed_hooks_name_is_kept_when_marked(hook):
+    """New code may use the names: a Dyna's ``unroll(model, steps)``, a ``get_metrics`` of
+    one's own."""
+    def mine(self, *args):
+        return "mine"
+
+    new_style = type("NewStyle", (RLAlgorithm,), {"rollout_step": _rollout_step,
+                                                  hook: own_method(mine)})
+    env = load("CartPole-v1", 1, seed=0)
+    alg = new_style(env.observation_spec(), env.action_spec())
+    assert getattr(alg, hook)(1, 2) == "mine"
+
+    class AProperty(RLAlgorithm):
+        rollout_step = _rollout_step
+
+        @property
+        @own_method
+        def has_multidim_reward(self):
+            return "mine"
+
+    assert AProperty(env.observation_spec(), env.action_spec()).has_multidim_reward == "mine"
     env.close()
 
 
