@@ -35,7 +35,8 @@ from rlf.utils.errors import UserError
 
 __all__ = ["DATA_PATH_SETTINGS", "Batch", "Sequences", "MiniBatches", "Mixer", "mixed_count",
            "DataPath", "RolloutGraph", "UnrollEpochs", "Replay", "make_data_path", "data_path_name",
-           "trains_on_rollout_graph", "replay_buffer_length", "offline_data_settings"]
+           "trains_on_rollout_graph", "replay_buffer_length", "offline_data_settings",
+           "replay_buffer_not_restored"]
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +113,27 @@ def replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:
     if config.clear_replay_buffer:
         length = int(config.unroll_length) + 1
     return length + num_earliest_frames_ignored
+
+
+def replay_buffer_not_restored(name: str, config) -> Optional[str]:
+    """The line a resumed off-policy run without ``save_replay_buffer`` prints: its replay
+    buffer starts empty (and training waits for ``initial_collect_steps`` again); None for a
+    run that collects nothing (``unroll_length = 0``: offline data only) or whose buffer keeps
+    no history (``clear_replay_buffer`` with whole-buffer training: a ring of one unroll).
+
+    Args:
+        name: the algorithm's name; config: the ``DataPathConfig``.
+    """
+    if not config.unroll_length or (config.whole_replay_buffer_training
+                                    and config.clear_replay_buffer):
+        return None
+    wait = config.initial_collect_steps
+    return (f"{name}'s replay buffer is not in the checkpoint (TrainerConfig.save_replay_buffer "
+            f"= False): the resumed run refills it from empty"
+            + (f" and trains again only after initial_collect_steps = {wait} new steps"
+               if wait else "")
+            + "; set TrainerConfig.save_replay_buffer = True to carry it over (from the next "
+              "checkpoint on; it costs the buffer's size on disk)")
 
 
 def offline_data_settings(config) -> Optional[Dict[str, Any]]:
@@ -419,8 +441,19 @@ class DataPath:
         return {}
 
     def _stamped(self, batches: Iterator[Batch], priorities=None) -> Iterator[Batch]:
-        """``batches`` with this path's ``sequences`` and, for sampled rows, ``priorities``."""
+        """``batches`` with this path's ``sequences`` and, for sampled rows, ``priorities``.
+
+        Raises:
+            UserError: for a prioritised batch whose ``batch_info`` ``mix_experience`` dropped
+                (its rows' priorities would never be updated).
+        """
         for batch in batches:
+            if priorities is not None and batch.batch_info is None:
+                raise UserError(
+                    f"{type(self.algorithm).__name__}.mix_experience returned batch_info None "
+                    f"for a prioritised mini-batch: its rows' priorities would never be "
+                    f"updated nor their losses importance-weighted; return the batch_info it "
+                    f"was given (appending no sequences), or remove TrainerConfig.priority_replay")
             yield batch._replace(sequences=self.sequences,
                                  priorities=None if batch.batch_info is None else priorities)
 

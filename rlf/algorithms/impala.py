@@ -24,6 +24,7 @@ from rlf import nest
 from rlf.algorithms import vtrace
 from rlf.algorithms.data_needs import TRANSITIONS
 from rlf.algorithms.data_paths import mixed_count
+from rlf.algorithms.memories import NotCheckpointed
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
@@ -55,13 +56,6 @@ class ImpalaInfo(NamedTuple):
     behaviour_params: Any = ()
     target_params: Any = ()
     value: Any = ()
-
-
-class _Memory:
-    """Holds IMPALA's experience-replay ``ReplayBuffer`` outside the module tree (it is not
-    checkpointed)."""
-
-    buffer: Optional[ReplayBuffer] = None
 
 
 @gin.configurable
@@ -179,7 +173,8 @@ class ImpalaAlgorithm(RLAlgorithm):
         self._memory_args: Dict[str, Any] = dict(
             max_length=experience_replay_length, max_use=max_use,
             stacked_frames=experience_replay_stacked_frames)
-        self._memory = _Memory()  # the experience-replay memory (not checkpointed)
+        # the experience-replay memory, outside the module tree (not checkpointed)
+        self._memory = NotCheckpointed(buffer=None)
 
     @property
     def entropy_regularization(self) -> float:

@@ -25,6 +25,7 @@ from rlf import nest
 from rlf.algorithms.config_parts import without_effect
 from rlf.algorithms.data_paths import (DataPath, Replay, RolloutGraph, make_data_path,
                                        offline_data_settings)
+from rlf.algorithms.memories import check_memories
 from rlf.algorithms.reserved import set_framework_state
 from rlf.data_structures import Experience, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
@@ -582,7 +583,13 @@ class RunCheckpoint:
         self.algorithm, self.loop = algorithm, loop
 
     def state_dict(self) -> Dict[str, Any]:
-        """``algorithm.state_dict()`` with the loop's state merged in."""
+        """``algorithm.state_dict()`` with the loop's state merged in.
+
+        Raises:
+            UserError: for a memory held outside the module tree undeclared
+                (``rlf.algorithms.memories.check_memories``).
+        """
+        check_memories(self.algorithm)
         state = self.algorithm.state_dict()
         state.update(self.loop.state_dict())
         state["_extra_state"] = {**state.get("_extra_state", {}), **self.loop.extra_state()}

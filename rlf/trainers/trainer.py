@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
@@ -22,6 +23,8 @@ from tqdm import tqdm
 from rlf.algorithms.algorithm import NonFiniteLossError
 from rlf.algorithms.algorithm_state import load_initial_checkpoint
 from rlf.algorithms.config import RANDOM_SEED_LIMIT
+from rlf.algorithms.data_paths import replay_buffer_not_restored
+from rlf.algorithms.memories import not_checkpointed_memories
 from rlf.algorithms.builder import build_training
 from rlf.algorithms.training_loop import RunCheckpoint, TrainingLoop
 from rlf.environments import load_configured
@@ -104,15 +107,22 @@ class _TrainerState:
         self.iter_num = 0
         self.env_steps: Callable[[], int] = lambda: 0  # the algorithm's, once built
         self.tracker_run_id: Optional[str] = None
+        # the algorithm's memories that checkpoints do not hold, and those of the restored run
+        self.not_checkpointed: Callable[[], List[str]] = lambda: []
+        self.restored_not_checkpointed: List[str] = []
 
     def state_dict(self) -> Dict[str, Any]:
         """``{"iter_num", "global_counter", "env_steps"}``: the summary step, and the
         environment steps for readers of the checkpoint (``run_dir.checkpointed_env_steps``;
         the algorithm restores its own count); with a tracker also ``"tracker_run_id"``; with
         several learners also ``"num_learners"`` and ``"shared_rng"`` (the states of the
-        generators of batch draws, ``rlf.utils.distributed``)."""
+        generators of batch draws, ``rlf.utils.distributed``); with memories in
+        ``NotCheckpointed`` holders, ``"not_checkpointed"`` (their paths)."""
         state = {"iter_num": self.iter_num, "global_counter": summary.get_global_counter(),
                  "env_steps": int(self.env_steps())}
+        memories = self.not_checkpointed()
+        if memories:
+            state["not_checkpointed"] = memories
         if self.tracker_run_id is not None:
             state["tracker_run_id"] = self.tracker_run_id
         world = distributed.world()
@@ -138,6 +148,7 @@ class _TrainerState:
         self.iter_num = int(state["iter_num"])
         summary.set_global_counter(int(state["global_counter"]))
         self.tracker_run_id = state.get("tracker_run_id")
+        self.restored_not_checkpointed = list(state.get("not_checkpointed", []))
         for kind, rng in state.get("shared_rng", {}).items():
             if kind in world.generators:
                 world.generators[kind].set_state(rng)
@@ -353,6 +364,7 @@ class Trainer:
             self._root_dir, num_actors=actors,
             log_dir=learner_dir(self._root_dir / "actors", world.rank)))
         self._state.env_steps = algorithm.get_env_steps
+        self._state.not_checkpointed = functools.partial(not_checkpointed_memories, algorithm)
         # Rank 0 writes the run's checkpoints, every other learner its own state beside them
         # (ckpt/learner-<rank>/).
         self._checkpointer = run_checkpointer(
@@ -458,7 +470,15 @@ class Trainer:
             if self._config.checkpoints.save_replay_buffer and replay is not None:
                 self._loop.load_replay_buffer_state_dict(replay["algorithm"])
         except ValueError as e:
-            changed = changed_settings(self._root_dir)
+            changed = changed_settings(self._root_dir, limit=1000)
+            algorithm = [c for c in changed if c.startswith("TrainerConfig.algorithm_ctor ")]
+            if algorithm:  # the cause of every other difference: one short line names it
+                raise CheckpointMismatchError(
+                    f"{self._root_dir} holds a run of another algorithm ({algorithm[0]}), "
+                    f"which cannot be resumed with this conf; use another --root_dir, or the "
+                    f"configuration it was written with ({self._root_dir / 'config.gin'})"
+                ) from None
+            changed = changed[:5] + ([f"{len(changed) - 5} more"] if len(changed) > 5 else [])
             hint = f"; settings that differ from it: {'; '.join(changed)}" if changed else ""
             raise CheckpointMismatchError(
                 f"{e}. The checkpoint was left untouched; use another --root_dir or the "
@@ -649,9 +669,23 @@ class Trainer:
         self._progress = self._progress and chief
         if chief and restored is None:
             tqdm.write(f"Starting a new run in {self._root_dir}")
+        elif chief and self.done:
+            tqdm.write(f"{self._root_dir} is a finished run (iteration {restored}, "
+                       f"{algorithm.get_env_steps()} environment steps): nothing to train; "
+                       f"raise TrainerConfig.num_iterations or num_env_steps to train it "
+                       f"further, or give another --root_dir for a new run")
         elif chief:
             tqdm.write(f"Resuming from iteration {restored} "
                        f"({self._checkpointer.path(restored)})")
+            lost = self._replay_buffer_not_restored()
+            if lost:
+                _warn(lost)
+            memories = self._state.restored_not_checkpointed
+            if memories:
+                _warn(f"{algorithm.name}'s {', '.join('self.' + m for m in memories)} "
+                      f"(NotCheckpointed) held experience that no checkpoint holds: the resumed "
+                      f"run starts {'it' if len(memories) == 1 else 'them'} empty, so it does "
+                      f"not go on exactly as the run would have")
         self._write_config()
         try:
             tracker = self._start_tracker() if chief else None
@@ -668,6 +702,15 @@ class Trainer:
                                  saved_at=self._state.iter_num if restored is not None
                                  else None, start_iter=self._state.iter_num, tracker=tracker)
         return restored
+
+    def _replay_buffer_not_restored(self) -> Optional[str]:
+        """The line that says a resumed off-policy run starts from an empty replay buffer
+        (``save_replay_buffer`` off), or None where it has its buffer or needs none."""
+        config = self._config
+        if (self._algorithm is None or self._algorithm.on_policy
+                or config.checkpoints.save_replay_buffer):
+            return None
+        return replay_buffer_not_restored(self._algorithm.name, config.data_path)
 
     def _start_tracker(self) -> Optional[Tracker]:
         """Opens the tracked run (``TrainerConfig.tracker``; the checkpointed one on a

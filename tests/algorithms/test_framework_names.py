@@ -178,11 +178,21 @@ def test_a_call_of_a_built_in_observe_for_replay_is_kept():
     from rlf.algorithms import ImpalaAlgorithm
 
     class Counts(ImpalaAlgorithm):
+        calls = 0
+
         def observe_for_replay(self, exp):
+            type(self).calls += 1
             super().observe_for_replay(exp)
 
-    env = load("CartPole-v1", 1)
-    Counts(env.observation_spec(), env.action_spec(), optimizer=ADAM)
+    env = load("CartPole-v1", 1, seed=0)
+    alg = Counts(env.observation_spec(), env.action_spec(), optimizer=ADAM, env=env,
+                 config=TrainerConfig(unroll_length=4, whole_replay_buffer_training=True,
+                                      clear_replay_buffer=True),
+                 experience_replay_fraction=0.5)
+    alg.train_iter()
+    # the override ran on every step, and the built-in it calls stored each in the memory
+    assert Counts.calls == 4
+    assert alg.experience_replay_memory.total_size == 4
     env.close()
 
 
@@ -252,6 +262,28 @@ def test_sequences_mixed_into_a_prioritised_batch_are_one_line():
                 optimizer=ADAM)
     with pytest.raises(UserError, match="Mixes.mix_experience appended 4 sequences to a "
                                         "prioritised mini-batch of 4"):
+        for _ in range(4):
+            alg.train_iter()
+    env.close()
+
+
+def test_a_mix_experience_dropping_a_prioritised_batchs_info_is_one_line():
+    """IMPALA's way (``return mixed, None``) on a prioritised batch switched prioritised replay
+    off without a word: every priority stayed at its first value."""
+    from rlf.algorithms import DQNAlgorithm
+
+    class Drops(DQNAlgorithm):
+        def mix_experience(self, experience, batch_info):
+            return experience, None
+
+    env = load("CartPole-v1", 2, seed=0)
+    config = TrainerConfig(unroll_length=4, priority_replay=True, mini_batch_size=4,
+                           mini_batch_length=2, initial_collect_steps=8)
+    alg = Drops(env.observation_spec(), env.action_spec(), env=env, config=config,
+                optimizer=ADAM)
+    with pytest.raises(UserError, match=r"^Drops.mix_experience returned batch_info None for "
+                                        r"a prioritised mini-batch: .*remove "
+                                        r"TrainerConfig.priority_replay$"):
         for _ in range(4):
             alg.train_iter()
     env.close()

@@ -96,7 +96,7 @@ def test_a_broken_replay_buffer_falls_back_to_the_newest_complete_pair(tmp_path,
     result = _train(tmp_path, num_iterations=15, checkpoint_interval=5, num_checkpoints=2,
                     save_replay_buffer=True)
     out, err = capsys.readouterr()
-    assert result["iterations"] == 15 and "Resuming from iteration 15" in out
+    assert result["iterations"] == 15 and "is a finished run (iteration 15" in out
     warnings = _warnings(err)
     assert len(warnings) == 1 and "replay_buffer-20.pt is unreadable" in warnings[0], err
     assert "replay_buffer-20.pt -> replay_buffer-20.pt.corrupt" in warnings[0]

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import gin
@@ -17,10 +18,13 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from examples.a2c import A2C
-from rlf.algorithms import TrainerConfig
+from rlf.algorithms import NotCheckpointed, TrainerConfig
+from rlf.replay import ReplayBuffer
+from rlf.tensor_specs import spec_from_tensors
 from rlf.trainers import CheckpointMismatchError, Trainer
 from rlf.trainers.run_dir import model_state
 from rlf.utils.checkpoint import load_checkpoint_file
+from rlf.utils.errors import UserError
 from rlf.utils.tensorboard_reader import read_scalar_tags, read_scalars
 
 REPO = Path(__file__).resolve().parents[2]
@@ -549,3 +553,110 @@ def test_a_signal_after_the_learners_agreed_counts_at_their_next_agreement(monke
     assert not Trainer._stop_agreed(learner)  # the agreement: nobody had a signal
     monkeypatch.setattr(trainer_module.distributed, "all_reduce_max", lambda value: value)
     assert Trainer._stop_agreed(learner)  # the next one: A's signal stops both
+
+
+def test_an_off_policy_resume_without_its_replay_buffer_says_so_in_one_line(tmp_path, capsys):
+    """A resumed off-policy run without ``save_replay_buffer`` starts from an empty buffer and
+    waits for ``initial_collect_steps`` again: said once, at the start; not with the buffer."""
+    lost = functools.partial(_config, on_policy=False, save_replay_buffer=False,
+                             whole_replay_buffer_training=False, clear_replay_buffer=False,
+                             mini_batch_size=4, mini_batch_length=2, initial_collect_steps=16)
+    Trainer(lost(2), tmp_path / "lost", progress=False).train()
+    capsys.readouterr()
+    Trainer(lost(3), tmp_path / "lost", progress=False).train()
+    err = [line for line in capsys.readouterr().err.splitlines() if "replay buffer" in line]
+    assert err == [
+        "WARNING: A2C's replay buffer is not in the checkpoint (TrainerConfig.save_replay_buffer "
+        "= False): the resumed run refills it from empty and trains again only after "
+        "initial_collect_steps = 16 new steps; set TrainerConfig.save_replay_buffer = True to "
+        "carry it over (from the next checkpoint on; it costs the buffer's size on disk)"]
+    kept = functools.partial(lost, save_replay_buffer=True)
+    Trainer(kept(2), tmp_path / "kept", progress=False).train()
+    capsys.readouterr()
+    Trainer(kept(3), tmp_path / "kept", progress=False).train()
+    assert "replay buffer" not in capsys.readouterr().err
+    # a ring of one unroll, cleared every iteration, keeps no history to lose
+    Trainer(_config(2, on_policy=False, save_replay_buffer=False), tmp_path / "ring",
+            progress=False).train()
+    capsys.readouterr()
+    Trainer(_config(3, on_policy=False, save_replay_buffer=False), tmp_path / "ring",
+            progress=False).train()
+    assert "replay buffer" not in capsys.readouterr().err
+
+
+def test_a_finished_run_started_again_says_it_is_finished_and_how_to_go_on(tmp_path, capsys):
+    Trainer(_config(2), tmp_path, progress=False).train()
+    capsys.readouterr()
+    result = Trainer(_config(2), tmp_path, progress=False).train()
+    out = capsys.readouterr().out
+    assert result["iterations"] == 2
+    assert "Resuming" not in out
+    assert re.search(re.escape(f"{tmp_path} is a finished run (iteration 2, ") + r"\d+ "
+                     + re.escape("environment steps): nothing to train; raise "
+                                 "TrainerConfig.num_iterations or num_env_steps to train it "
+                                 "further, or give another --root_dir for a new run"), out)
+
+
+class _KeepsAMemory(A2C):
+    """Off-policy A2C keeping every step in a memory of its own beside the replay buffer,
+    outside the module tree (a store-time relabelled memory, say), in ``holder``."""
+
+    holder = types.SimpleNamespace
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._store = {"relabelled": self.holder(buffer=None)}
+
+    def observe_for_replay(self, exp):
+        store = self._store["relabelled"]
+        if store.buffer is None:
+            store.buffer = ReplayBuffer(spec_from_tensors(exp),
+                                        exp.time_step.step_type.shape[0], 16)
+        store.buffer.add_batch(exp, exp.time_step.env_id)
+
+
+def _memory_config(holder, num_iterations):
+    ctor = functools.partial(type("Keeps", (_KeepsAMemory,), {"holder": holder}),
+                             hidden=(16,), is_on_policy=False,
+                             optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
+    return TrainerConfig(algorithm_ctor=ctor, random_seed=3, unroll_length=8,
+                         num_iterations=num_iterations, whole_replay_buffer_training=True,
+                         clear_replay_buffer=True, save_replay_buffer=True)
+
+
+def test_a_memory_outside_the_module_tree_is_refused_at_the_first_checkpoint(tmp_path):
+    """It made resume inexact without a word; now the first checkpoint is refused, and none
+    is written."""
+    with pytest.raises(UserError, match=re.escape(
+            "Keeps: the ReplayBuffer at self._store['relabelled'].buffer is outside the module "
+            "tree, so no checkpoint holds it and a resumed run would start it empty; create "
+            "it in the constructor (checkpointed), or hold it in rlf.algorithms.NotCheckpointed "
+            "(a resumed run then says it starts empty)")):
+        Trainer(_memory_config(types.SimpleNamespace, 2), tmp_path, progress=False).train()
+    assert not list((tmp_path / "ckpt").glob("ckpt-*"))
+
+
+def test_a_memory_declared_not_checkpointed_is_named_when_the_run_resumes(tmp_path, capsys):
+    Trainer(_memory_config(NotCheckpointed, 2), tmp_path, progress=False).train()
+    capsys.readouterr()
+    Trainer(_memory_config(NotCheckpointed, 3), tmp_path, progress=False).train()
+    err = capsys.readouterr().err
+    assert ("WARNING: A2C's self._store['relabelled'].buffer (NotCheckpointed) held experience "
+            "that no checkpoint holds: the resumed run starts it empty, so it does not go on "
+            "exactly as the run would have") in err.splitlines()
+
+
+def test_impalas_experience_replay_is_a_declared_memory(tmp_path):
+    from rlf.algorithms import ImpalaAlgorithm
+    from rlf.algorithms.memories import not_checkpointed_memories
+    from rlf.environments import load
+    env = load("CartPole-v1", 2, seed=0)
+    alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env,
+                          config=TrainerConfig(unroll_length=4,
+                                               whole_replay_buffer_training=True,
+                                               clear_replay_buffer=True),
+                          experience_replay_fraction=0.5,
+                          optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
+    alg.train_iter()
+    assert not_checkpointed_memories(alg) == ["_memory.buffer"]
+    env.close()
