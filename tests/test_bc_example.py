@@ -1,10 +1,14 @@
 """examples/bc.py: a Box action reaches the environment inside its bounds, while the
 sampled action itself is what rollout_step records."""
 
+import pytest
 import torch
 
 from examples.bc import BehaviourCloning
 from rlf.environments import load
+
+pytest.importorskip("mujoco", reason="HalfCheetah-v5 needs the mujoco extra: "
+                                     "pip install -e '.[mujoco]'")
 
 
 def test_box_actions_reach_the_environment_clipped_to_the_bounds():

@@ -2,6 +2,7 @@
 the groups' means with bootstrap intervals over runs, P(variant > baseline) against a
 hand-computed value, the learning curves' plot, and one-line mistakes."""
 
+import os
 import re
 import subprocess
 import sys
@@ -24,9 +25,10 @@ def _run(root: Path, curve) -> None:
     writer.close()
 
 
-def _compare(*args):
+def _compare(*args, cwd=REPO):
     return subprocess.run([sys.executable, "-m", "rlf.bin.compare", "--reps", "500", *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+                          cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def test_groups_of_runs_are_compared_by_their_final_metric(tmp_path):
@@ -47,11 +49,15 @@ def test_groups_of_runs_are_compared_by_their_final_metric(tmp_path):
     assert (tmp_path / "out" / "compare.md").read_text() in r.stdout
     assert (tmp_path / "out" / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
     # two run directories: a group of one each, whose interval would have zero width
-    r = _compare(str(tmp_path / "base_seed0"), str(tmp_path / "var_seed1"))
+    work = tmp_path / "work"
+    work.mkdir()
+    r = _compare(str(tmp_path / "base_seed0"), str(tmp_path / "var_seed1"), cwd=work)
     assert r.returncode == 0 and "| 10.00 (one run: no interval) |" in r.stdout
     assert "| 1.00 (no interval) |" in r.stdout and "[" not in r.stdout.split("|---|")[-1]
     assert "An interval over runs needs at least two runs per group" in r.stdout
-    assert (tmp_path / "base_seed0" / "compare.md").is_file()
+    # without --out, compare/ in the current directory; nothing written into a run
+    assert (work / "compare" / "compare.md").is_file()
+    assert sorted(p.name for p in (tmp_path / "base_seed0").iterdir()) == ["train"]
     # --out that is a file: one line, the file kept
     (tmp_path / "a_file").write_text("mine")
     r = _compare(str(tmp_path / "base_seed0"), str(tmp_path / "var_seed1"), "--out",
@@ -65,6 +71,7 @@ def test_groups_of_runs_are_compared_by_their_final_metric(tmp_path):
     (["--baseline", "NOWHERE*", "--variant", "NOWHERE2*"], "'NOWHERE*' names no run directory"),
     (["--baseline", "X"], "--baseline and --variant go together"),
     (["--metric", "Eval/AverageReturn", "RUN", "RUN2"], "wrote no Eval/AverageReturn summary"),
+    (["NOPE", "RUN"], "NOPE: no such directory; give finished suites' or runs' directories"),
 ])
 def test_mistakes_are_one_line(tmp_path, args, message):
     _run(tmp_path / "RUN", [(10, 1.0)])

@@ -400,7 +400,8 @@ def test_the_suite_on_tune_runs_parallel_trials_into_the_same_layout_and_tables(
     (tmp_path / "other").mkdir()
     shutil.copy(tmp_path / "tune" / "results.csv", tmp_path / "other" / "results.csv")
     r = subprocess.run([sys.executable, "-m", "rlf.bin.compare", str(tmp_path / "tune"),
-                        str(tmp_path / "other"), "--reps", "100"], cwd=REPO,
+                        str(tmp_path / "other"), "--reps", "100", "--out",
+                        str(tmp_path / "cmp")], cwd=REPO,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and f"| {tmp_path / 'tune'} | 2 x 1 |" in r.stdout, r.stderr
     # started again: both finished, nothing runs

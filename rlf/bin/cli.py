@@ -63,13 +63,20 @@ def join_list_values(argv: List[str], list_flags: Iterable[str]) -> List[str]:
     return out
 
 
-def parse_seeds(values: List[str]) -> List[int]:
+def parse_seeds(values: List[str], given: bool = False) -> List[int]:
     """The ``--seeds`` list flag's values as ``TrainerConfig.random_seed`` values.
 
+    Args:
+        values: the flag's values; given: whether the flag was on the command line.
+
     Raises:
-        UserError: for a value that is not an integer, or one outside ``[0, 2**30)``.
+        UserError: for a value that is not an integer, or one outside ``[0, 2**30)``; for
+            ``--seeds ''`` (given, but no seed in it).
     """
     from rlf.algorithms.config_parts import RANDOM_SEED_LIMIT
+    if given and not [v for v in values if v.strip()]:
+        raise UserError("--seeds '' names no seed; give one or more (--seeds 0,1,2), or leave "
+                        "the flag out")
     try:
         seeds = [int(s) for s in values]
     except ValueError:

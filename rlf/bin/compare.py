@@ -21,7 +21,8 @@ of a method). Per group it reports a metric's final value (``--metric``; by defa
 of ``Eval/AverageReturn``, ``Metrics/AverageEpisodeScore``, ``Metrics/AverageReturn`` that
 every run wrote) with a 95 % bootstrap interval over the runs, and ``P(variant > baseline)``
 with its interval, in ``OUT/compare.md``, and the learning curves with 95 % bands in
-``OUT/learning_curves.png`` (``rlf.bin.compare_runs``).
+``OUT/learning_curves.png`` (``rlf.bin.compare_runs``). ``OUT`` is ``--out``, by default
+``compare/`` in the current directory: nothing is written into a suite or a run.
 
 A mistake (fewer than two suites or groups, a directory that is neither a suite nor a run, a
 pattern that names nothing, no game or metric in common, uneven seeds, rliable missing)
@@ -41,8 +42,8 @@ from rlf.utils.errors import UserError, one_line
 from rlf.utils.extras import require
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("out", None, "where compare.md and the plot go (default: the first "
-                                 "suite's or run's directory)")
+flags.DEFINE_string("out", "compare", "where compare.md and the plot go (a directory; by "
+                                      "default compare/ in the current directory)")
 flags.DEFINE_string("baseline", None, "runs of the baseline: a glob pattern of run directories")
 flags.DEFINE_multi_string("variant", [], "runs of a variant: a glob pattern (repeatable)")
 flags.DEFINE_string("metric", None, "the summary compared between runs (default: the first of "
@@ -109,6 +110,10 @@ def _run_groups(dirs) -> dict:
             arguments that mix suites and runs.
     """
     from rlf.bin.compare_runs import expand_group, is_run_directory
+    missing = [d for d in dirs if not Path(d).exists()]
+    if missing:
+        raise UserError(f"{' '.join(missing)}: no such directory; give finished suites' or "
+                        f"runs' directories (their --root_dir)")
     if FLAGS.baseline or FLAGS.variant:
         if dirs:
             raise UserError(f"give either directories or --baseline/--variant, not both "
@@ -129,12 +134,11 @@ def main(argv) -> int:
     """Compares the suites or runs named on the command line; returns the exit status."""
     dirs = argv[1:]
     try:
+        require("rliable", "suite", "rlf.bin.compare")  # suites and runs alike
         groups = _run_groups(dirs)
-        first = dirs[0] if dirs else (next(iter(groups.values()))[0] if groups else ".")
-        out = Path(FLAGS.out) if FLAGS.out else Path(first)
+        out = Path(FLAGS.out)
         if groups:
             from rlf.bin.compare_runs import compare_runs
-            require("rliable", "suite", "rlf.bin.compare")
             print(compare_runs(groups, out, FLAGS.metric, FLAGS.reps), end="")
             print(f"wrote {out / 'compare.md'} and {out / 'learning_curves.png'}")
             return 0

@@ -26,6 +26,7 @@ policy stuck in a rally can play for many minutes; cap it with e.g.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, List
@@ -129,6 +130,9 @@ def _play() -> int:
     atari = isinstance(env_name, str) and is_atari(env_name)
     if record and env_name and not atari:
         kwargs["render_mode"] = "rgb_array"
+        # Off-screen frames need no display: SDL's dummy driver (pygame renders with SDL)
+        # starts without one, and without its "XDG_RUNTIME_DIR is invalid" line on stderr.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     with configured_values_refused_as_config_errors():
         env: Any = load_configured(num_envs=1, seed=FLAGS.seed, **kwargs)
         if record and atari:

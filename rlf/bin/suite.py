@@ -82,6 +82,7 @@ from rlf.unrollers.actor_failures import describe_exit
 from rlf.utils.atomic_file import atomic_write
 from rlf.utils.atari_scores import REFERENCE_SCORES, human_normalized_score
 from rlf.utils.errors import UserError, one_line
+from rlf.utils.extras import require
 from rlf.utils.tensorboard_reader import Series, read_scalar_segments, read_scalar_tags
 
 FLAGS = flags.FLAGS
@@ -588,6 +589,8 @@ def main(argv) -> int:
     """Runs the suite; returns the exit status (module docstring)."""
     del argv
     try:
+        if FLAGS.backend == "tune":  # before anything is read or written
+            require("ray.tune", "tune", "rlf.bin.suite --backend tune")
         if not FLAGS.conf:
             raise UserError("--conf is required (e.g. --conf confs/impala_atari.gin)")
         if not FLAGS.root_dir.strip():  # Path('') would put the runs in the current directory

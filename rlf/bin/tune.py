@@ -48,6 +48,7 @@ from absl import flags
 
 from rlf.bin.cli import debug_mode, parse_seeds, refuse_repeated, run_main
 from rlf.utils.errors import UserError, one_line
+from rlf.utils.extras import require
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("conf", None, "gin file of every trial")
@@ -104,7 +105,7 @@ def options_from_flags():
     if FLAGS["mode"].present and not FLAGS.metric:
         raise UserError(f"--mode {FLAGS.mode} takes effect only with --metric, which it "
                         f"maximises or minimises: add --metric (e.g. --metric AverageReturn)")
-    seeds = parse_seeds(FLAGS.seeds)
+    seeds = parse_seeds(FLAGS.seeds, bool(FLAGS["seeds"].present))
     refuse_repeated("--games", FLAGS.games)
     refuse_repeated("--seeds", seeds)
     space = SearchSpace.from_flags(FLAGS.grid, FLAGS.sample, seeds, FLAGS.games)
@@ -149,6 +150,7 @@ def main(argv) -> int:
     """Runs the experiment; returns the exit status (module docstring)."""
     del argv
     try:
+        require("ray.tune", "tune", "rlf.bin.tune")  # before anything is read or written
         options = options_from_flags()
         from rlf.experiments.runner import ExperimentFailed, run_experiment
         try:

@@ -62,6 +62,10 @@ def _few(values: torch.Tensor, n: int = 4) -> str:
     return str(items[:n])[:-1] + (", ...]" if len(items) > n else "]")
 
 
+_EXPORT = ("export a run's replay buffer as one file with python -m rlf.bin.export_replay "
+           "--root_dir RUN --out FILE (trained with TrainerConfig.save_replay_buffer = True)")
+
+
 def load_replay_checkpoint(path: Union[str, os.PathLike]) -> Dict[str, torch.Tensor]:
     """Reads a replay-buffer checkpoint file.
 
@@ -86,6 +90,9 @@ def load_replay_checkpoint(path: Union[str, os.PathLike]) -> Dict[str, torch.Ten
             f"replay checkpoint {path} has no 'algorithm' dict (top-level keys: "
             f"{sorted(state) if isinstance(state, Mapping) else type(state)})")
     out = {k[k.index(_MARK) + len(_MARK):]: v for k, v in algorithm.items() if _MARK in k}
+    if not out and "trainer" in state:  # a run's ckpt-<N>.pt: the policy, not its data
+        raise OfflineDataError(f"{path} is a training checkpoint (the policy and optimizers), "
+                               f"not replay data; {_EXPORT}")
     if not out:
         raise OfflineDataError(f"replay checkpoint {path} holds no '..._replay_buffer.*' keys "
                                f"under 'algorithm' (found {sorted(algorithm)[:8]})")
@@ -215,6 +222,9 @@ def offline_files(files: Union[str, os.PathLike, Sequence]) -> List[Path]:
         path = Path(entry)
         if path.is_dir():
             found = sorted(p for p in path.glob("*.pt") if p.is_file())
+            if not found and (path / "ckpt").is_dir():  # a run's --root_dir
+                raise OfflineDataError(f"offline replay directory {path} is a training run's "
+                                       f"directory, not replay data; {_EXPORT}")
             if not found:
                 raise OfflineDataError(f"offline replay directory {path} holds no *.pt files")
             out.extend(found)

@@ -129,6 +129,12 @@ def parse_config(conf_file: str | None, bindings: Sequence[str] = ()) -> None:
     files = []
     if conf_file:
         path = Path(conf_file)
+        if path.is_dir():
+            confs = sorted(p.name for p in path.glob("*.gin"))
+            listed = (f" ({', '.join(confs[:4])}{', ...' if len(confs) > 4 else ''})"
+                      if confs else "")
+            raise ConfigError(f"conf file '{conf_file}' is a directory; give one of its .gin "
+                              f"files{listed}")
         if not path.is_file():
             raise ConfigError(f"conf file '{conf_file}' does not exist")
         files.append(str(path.resolve()))

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterator, List, Union
 
@@ -41,6 +42,12 @@ def check_video_path(path: Union[str, Path]) -> Path:
         raise ValueError(f"video file {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK):
         raise ValueError(f"video file {path}: the folder {folder} is not writable")
+    try:  # what the access bits allow, a file system may still refuse (/proc, read-only)
+        with tempfile.TemporaryFile(dir=folder, prefix=".rlf-video-probe-"):
+            pass
+    except OSError as e:
+        raise ValueError(f"video file {path}: the folder {folder} takes no new file "
+                         f"({e.strerror or e})") from None
     return path
 
 

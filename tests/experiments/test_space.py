@@ -86,6 +86,7 @@ def test_a_binding_varied_twice_is_refused():
      "torch.optim.Adam.lr"),
 ])
 def test_an_experiments_mistake_is_one_line_before_any_trial(kw, message):
+    pytest.importorskip("ray.tune", reason="rlf.experiments.runner needs the tune extra")
     from rlf.experiments.runner import ExperimentOptions, check_options
     options = ExperimentOptions(conf="confs/ppo_cartpole.gin", root_dir="unused", **kw)
     with pytest.raises(UserError) as e:
@@ -95,6 +96,7 @@ def test_an_experiments_mistake_is_one_line_before_any_trial(kw, message):
 
 
 def test_ray_address_names_the_cluster_where_no_address_is_given(monkeypatch):
+    pytest.importorskip("ray.tune", reason="rlf.experiments.runner needs the tune extra")
     from rlf.experiments.runner import ExperimentOptions, check_options
     from rlf.utils.ray_address import resolve_ray_address
     monkeypatch.delenv("RAY_ADDRESS", raising=False)

@@ -49,6 +49,32 @@ CASES = [
      [*CARTPOLE, "--root_dir", "{tmp}/run", "--conf_param", "TrainerConfig.async_unroll=True",
       "--conf_param", "load_atari.frame_stack=2"],
      r"error: load_atari.frame_stack = 2: no part of this run takes this binding", "{tmp}/run"),
+    # an empty list ran one trial at the conf's seed
+    ("tune_seeds_empty", "tune",
+     ["--conf", "confs/ppo_cartpole.gin", "--root_dir", "{tmp}/exp", "--seeds", ""],
+     r"error: --seeds '' names no seed; give one or more \(--seeds 0,1,2\), or leave the flag "
+     r"out$", "{tmp}/exp"),
+    ("train_conf_is_a_directory", "train", ["--conf", "confs", "--root_dir", "{tmp}/run"],
+     r"error: conf file 'confs' is a directory; give one of its .gin files \(dqn_atari.gin, ",
+     "{tmp}/run"),
+    # the cause used to be the 4th of 14 differences in a line of 1,370 characters
+    ("train_another_algorithms_conf_on_a_run", "train",
+     ["--conf", "confs/dqn_cartpole.gin", "--root_dir", "{run}", "--noprogress"],
+     r"error: {run} holds a run of another algorithm \(TrainerConfig.algorithm_ctor = "
+     r"@DQNAlgorithm \(the run's: @ImpalaAlgorithm\)\), which cannot be resumed with this "
+     r"conf; use another --root_dir, or the configuration it was written with", None),
+    ("train_offline_data_is_a_policy_checkpoint", "train",
+     ["--conf", "confs/dqn_cartpole.gin", "--root_dir", "{tmp}/off", "--noprogress",
+      "--conf_param", "TrainerConfig.offline_buffer_dir='{run}/ckpt/ckpt-3.pt'",
+      "--conf_param", "TrainerConfig.unroll_length=0",
+      "--conf_param", "TrainerConfig.num_env_steps=0",
+      "--conf_param", "TrainerConfig.num_iterations=2"],
+     r"error: {run}/ckpt/ckpt-3.pt is a training checkpoint \(the policy and optimizers\), "
+     r"not replay data; export a run's replay buffer as one file with python -m "
+     r"rlf.bin.export_replay --root_dir RUN --out FILE", "{tmp}/off"),
+    ("compare_a_directory_that_does_not_exist", "compare", ["{tmp}/nope", "{run}"],
+     r"error: {tmp}/nope: no such directory; give finished suites' or runs' directories",
+     "compare"),
 ]
 
 
@@ -64,6 +90,10 @@ def trained_run(tmp_path_factory):
 @pytest.mark.parametrize("case, tool, args, line, absent", CASES, ids=[c[0] for c in CASES])
 def test_a_first_hour_mistake_is_one_line_and_leaves_nothing(trained_run, tmp_path, case, tool,
                                                              args, line, absent):
+    if tool == "tune":
+        pytest.importorskip("ray.tune", reason="rlf.bin.tune needs the tune extra")
+    if tool == "compare":
+        pytest.importorskip("rliable", reason="rlf.bin.compare needs the suite extra")
     a_file = tmp_path / "a_file"
     a_file.write_text("mine")
     fill = dict(tmp=tmp_path, file=a_file, run=trained_run)
@@ -94,6 +124,28 @@ def test_a_resume_with_a_learning_rate_the_checkpoint_overrides_is_refused(train
         "error: ImpalaAlgorithm's checkpoint has optimizer 0 (Adam): lr = "), r.stderr
     assert "(configured: 0.5)" in r.stderr and "Adam.lr = 0.5 (the run's: " in r.stderr
     assert {p: sha256(p) for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_play_record_where_no_file_can_be_made_is_refused_before_playing(trained_run):
+    # /proc passes the access check; the whole episode used to be played before the failure
+    r = run_cli("play", "--root_dir", str(trained_run), "--num_episodes", "1", "--record",
+                "/proc/ep.gif")
+    assert r.returncode == 2 and lines(r.stderr) == [
+        "error: --record: video file /proc/ep.gif: the folder /proc takes no new file (No "
+        "such file or directory)"], r.stderr[-2000:]
+    assert "episode 0" not in r.stdout
+
+
+def test_play_record_says_nothing_of_a_display(trained_run, tmp_path):
+    # pygame's SDL printed "error: XDG_RUNTIME_DIR is invalid or not set" on every recording
+    pytest.importorskip("pygame", reason="recording CartPole needs the play extra")
+    environ = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "DISPLAY")}
+    r = subprocess.run([sys.executable, "-m", "rlf.bin.play", "--root_dir", str(trained_run),
+                        "--num_episodes", "1", "--record", str(tmp_path / "ep.gif")],
+                       cwd=REPO, capture_output=True, text=True, timeout=180, env=environ)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert lines(r.stderr) == []
+    assert (tmp_path / "ep.gif").stat().st_size > 0
 
 
 def _interrupt(args, when, group=False):

@@ -46,6 +46,18 @@ def test_ray_actors_without_ray(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("tool, args, purpose", [
+    ("tune", ["--conf", "confs/ppo_cartpole.gin", "--seeds", "0,1"], "rlf.bin.tune"),
+    ("suite", ["--backend", "tune", "--conf", "confs/impala_atari.gin", "--games", "Pong"],
+     "rlf.bin.suite --backend tune"),
+])
+def test_experiments_on_tune_without_ray(tmp_path, tool, args, purpose):
+    # the tools imported Ray's modules with the experiment's options: a traceback
+    r = _cli(_hide(tmp_path, "ray"), tool, *args, "--root_dir", str(tmp_path / "exp"))
+    _assert_one_line(r, purpose, "needs ray", "pip install -e '.[tune]'")
+    assert not (tmp_path / "exp").exists()
+
+
 def test_compare_without_rliable(tmp_path):
     r = _cli(_hide(tmp_path, "rliable"), "compare", str(tmp_path / "a"), str(tmp_path / "b"),
              "--out", str(tmp_path / "out"))
