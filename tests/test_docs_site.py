@@ -126,3 +126,73 @@ def test_api_signatures_wrap_inside_their_boxes(site, browser):
     line_height = min(b[4] for b in boxes)
     assert longest[4] > 4 * line_height
     assert not refused, refused[:5]
+
+
+def test_search_works_from_disk(site, browser):
+    """Material's search runs in a Web Worker, which no browser starts from a file:// page:
+    the offline plugin's iframe shim (served with the site) runs it; it used to stay at
+    "Initializing search"."""
+    refused: list = []
+    page = _offline_page(browser, refused)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto((site / "index.html").as_uri())
+    page.wait_for_timeout(500)
+    page.keyboard.press("/")  # Material's shortcut to the search box
+    page.keyboard.type("V-trace")
+    page.wait_for_function("() => document.querySelectorAll("
+                           "'li.md-search-result__item').length > 0", timeout=20000)
+    meta = page.inner_text(".md-search-result__meta")
+    assert re.match(r"\d+ matching documents", meta.strip()), meta
+    page.click("li.md-search-result__item a")
+    assert page.url.startswith("file://") and ".html" in page.url
+    assert not refused, refused[:5]
+
+
+@pytest.mark.parametrize("name", ["api/replay.html", "api/utils.html", "results/offline.html"])
+def test_the_sidebars_title_covers_no_navigation_entry(site, browser, name):
+    """A page far down the navigation scrolls the sidebar to its entry; the sticky title
+    above the entries covered the one beneath it."""
+    refused: list = []
+    page = _offline_page(browser, refused)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto((site / name).as_uri())
+    page.wait_for_timeout(500)
+    covered = page.evaluate("""() => {
+      const title = document.querySelector(
+        '.md-sidebar--primary .md-nav--primary > .md-nav__title');
+      const box = title.getBoundingClientRect();
+      return [...document.querySelectorAll('.md-sidebar--primary .md-nav__link')]
+        .filter(link => !title.contains(link) && link.offsetParent !== null)
+        .map(link => [link.innerText.trim(), link.getBoundingClientRect()])
+        .filter(([, r]) => r.bottom > box.top + 1 && r.top < box.bottom - 1 && r.height > 0)
+        .map(([text]) => text);
+    }""")
+    assert page.evaluate("() => document.querySelector('.md-sidebar--primary "
+                         ".md-sidebar__scrollwrap').scrollTop") > 0  # scrolled to the entry
+    assert covered == [], covered
+    assert not refused, refused[:5]
+
+
+def test_configuration_opens_with_a_summary_and_lists_every_configurable_apart(site):
+    page = (site / "configuration.html").read_text(encoding="utf-8")
+    tables = re.findall(r"<table>.*?</table>", page, re.S)
+    assert tables and "TrainerConfig.algorithm_ctor" in tables[0]
+    # defaults and meanings as the code has them
+    assert re.search(r"TrainerConfig\.unroll_length</code></a></td>\s*<td><code>8</code></td>"
+                     r"\s*<td>steps per environment per iteration", tables[0]), tables[0][:2000]
+    text = re.sub(r"<[^>]+>", " ", page)
+    assert len(text.split()) < 1500  # a page, not the 35 screens it was
+    full = (site / "configurables.html").read_text(encoding="utf-8")
+    for name in ("TrainerConfig", "ImpalaAlgorithm", "ReplayBuffer", "torch.optim.Adam"):
+        assert f"<code>{name}</code>" in full, name
+    assert 'href="configurables.html#trainerconfig"' in page
+    assert 'id="trainerconfig"' in full
+
+
+def test_the_home_page_opens_in_a_users_words():
+    """What rlf does for its reader, before any of its internal names."""
+    text = (REPO / "docs" / "index.md").read_text()
+    first = text.split("\n\n")[1]
+    assert first.startswith("rlf trains reinforcement-learning agents")
+    for internal in ("TimeStep", "AlgStep", "unroller", "namedtuple", "Experience"):
+        assert internal not in first, internal
