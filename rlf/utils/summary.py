@@ -10,8 +10,11 @@ Typical use (the ``Trainer`` does this):
     summary.set_default_writer(summary.create_summary_writer(root_dir + "/train"))
     summary.set_summary_interval(100)   # record on iterations 0, 100, 200, ...
     for _ in range(n):
-        summary.increment_global_counter()
-        algorithm.train_iter()          # calls summary.scalar(...)
+        algorithm.train_iter()          # advances the counter, calls summary.scalar(...)
+
+``train_iter`` advances the global counter itself (once per iteration, or once per mini-batch
+with ``TrainerConfig.update_counter_every_mini_batch``): a caller that also increments it
+around ``train_iter`` counts each iteration twice.
 """
 
 from __future__ import annotations
