@@ -6,10 +6,13 @@ gin signature is generated from them, and each consumer reads its part.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import torch
+
+from rlf.utils.paths import expand_path
 
 __all__ = ["RunConfig", "DataPathConfig", "ActorConfig", "EvaluationConfig", "CheckpointConfig",
            "SummaryConfig", "changed_fields", "without_effect", "RANDOM_SEED_LIMIT"]
@@ -238,6 +241,11 @@ class DataPathConfig:
         if not 0.0 <= self.offline_fraction < 1.0:
             raise ValueError(f"TrainerConfig.offline_fraction must be in [0, 1), got "
                              f"{self.offline_fraction}")
+        if self.offline_buffer_dir:  # '~' and $VARS as a shell would read them
+            what, given = "TrainerConfig.offline_buffer_dir", self.offline_buffer_dir
+            _set(self, "offline_buffer_dir",
+                 expand_path(given, what) if isinstance(given, (str, os.PathLike))
+                 else [expand_path(p, what) for p in given])
         if not self.offline_buffer_dir:
             offline_only = changed_fields(self, ("offline_buffer_length",
                                                  "offline_normalized_actions",

@@ -12,6 +12,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from rlf.utils.errors import ConfigWarning, UserError
+from rlf.utils.paths import expand_path
 
 __all__ = ["join_list_values", "run_main", "parse_seeds", "refuse_repeated"]
 
@@ -102,6 +103,10 @@ def refuse_repeated(flag: str, values: List) -> None:
 
 _format_warning = warnings.formatwarning
 
+#: The tools' flags that name files or directories: ``run_main`` expands ``~`` and
+#: environment variables in them (``rlf.utils.paths.expand_path``).
+PATH_FLAGS = ("root_dir", "conf", "out", "record")
+
 
 def debug_mode() -> bool:
     """``--debug`` (the tool's flag) or a non-empty ``RLF_DEBUG`` other than ``0``: errors
@@ -131,7 +136,9 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = (),
     and exit status 2 too, not absl's two lines and status 1. ``--help`` (``-?``,
     ``--helpshort``, ``--helpfull``, ``--helpxml``) prints absl's usage on stdout and exits
     with status 0, where absl's own status is 1. A ``ConfigWarning`` (an old setting's name)
-    is one ``warning:`` line. Logged records below WARNING (libraries' INFO lines) are not
+    is one ``warning:`` line. ``~`` and environment variables in the path flags
+    (``PATH_FLAGS``) are expanded; an unset variable is one line and exit status 2. Logged
+    records below WARNING (libraries' INFO lines) are not
     shown unless ``--verbosity`` asks for them.
 
     Args:
@@ -162,6 +169,14 @@ def run_main(main: Callable[[List[str]], int], list_flags: Iterable[str] = (),
             # The tools print their own lines; libraries' INFO records (TensorBoard's event
             # reader, matplotlib) would come out in absl's format between them.
             absl_logging.set_verbosity(absl_logging.WARNING)
+        for name in PATH_FLAGS:  # '~' and $VARS as a shell would read them (rlf.utils.paths)
+            value = flags.FLAGS[name].value if name in flags.FLAGS else None
+            if isinstance(value, str):
+                try:
+                    flags.FLAGS[name].value = expand_path(value, f"--{name}")
+                except UserError as e:
+                    print(f"error: {e}", file=sys.stderr)
+                    sys.exit(2)
         extra = argv[1:]
         if extra and not positional:
             print(f"error: unexpected argument(s) {' '.join(extra)!r}: a flag takes one value; "

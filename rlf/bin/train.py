@@ -1,7 +1,14 @@
 r"""Trains an algorithm from a gin file.
 
     python -m rlf.bin.train --conf confs/impala_atari.gin [--root_dir DIR] \
+        [--seed S] [--env ID] [--steps N] \
         [--conf_param 'TrainerConfig.num_iterations=10' ...] [--debug]
+
+``--seed``, ``--env`` and ``--steps`` stand for the bindings ``TrainerConfig.random_seed``,
+``load.env_name`` and ``TrainerConfig.num_env_steps`` (with ``num_iterations = 0``), added
+after the conf's and recorded in the run's ``config.gin``; each is refused together with a
+``--conf_param`` of the same setting (``rlf.trainers.run_flags``). ``~`` and environment
+variables in ``--conf`` and ``--root_dir`` are expanded.
 
 ``--gin_param`` is an alias of ``--conf_param``. ``root_dir`` defaults to
 ``runs/<conf file stem>``; an existing one resumes from its newest complete checkpoint. A
@@ -45,6 +52,7 @@ from rlf.bin.cli import debug_mode, run_main
 from rlf.trainers.gin_config import (ConfigError, configured_values_refused_as_config_errors,
                                conf_values, parse_config, schedules_note)
 from rlf.runtime import configure_process
+from rlf.trainers.run_flags import short_flag_bindings
 from rlf.utils.errors import UserError, one_line
 
 FLAGS = flags.FLAGS
@@ -55,6 +63,12 @@ flags.DEFINE_multi_string("conf_param", [], "a gin binding, e.g. "
                           "'TrainerConfig.num_iterations=10' (repeatable)")
 flags.DEFINE_alias("gin_param", "conf_param")
 flags.DEFINE_string("root_dir", None, "run directory (default runs/<conf stem>)")
+flags.DEFINE_integer("seed", None, "the run's random seed (TrainerConfig.random_seed)",
+                     lower_bound=0)
+flags.DEFINE_string("env", None, "the environment: a gymnasium id, ALE/<game>-v5 or "
+                                 "module:Env-v0 (load.env_name)")
+flags.DEFINE_integer("steps", None, "the run's agent steps (TrainerConfig.num_env_steps, with "
+                                    "num_iterations = 0)", lower_bound=1)
 flags.DEFINE_bool("progress", True, "show a progress bar")
 flags.DEFINE_bool("debug", False, "show the full traceback of input errors (also RLF_DEBUG=1)")
 
@@ -66,10 +80,12 @@ def _train() -> int:
         # '' (an unset shell variable in quotes) would train in the default directory
         raise ConfigError("--root_dir is empty: give a directory, or leave the flag out for "
                           "runs/<conf stem>")
+    bindings = list(FLAGS.conf_param) + short_flag_bindings(
+        FLAGS.conf_param, seed=FLAGS.seed, env=FLAGS.env, steps=FLAGS.steps)
     conf_length = None
-    if any(b.split("=", 1)[0].strip() in RUN_LENGTH for b in FLAGS.conf_param):
+    if any(b.split("=", 1)[0].strip() in RUN_LENGTH for b in bindings):
         conf_length = conf_values(FLAGS.conf, RUN_LENGTH, 0)
-    parse_config(FLAGS.conf, FLAGS.conf_param)
+    parse_config(FLAGS.conf, bindings)
     note = schedules_note(RUN_LENGTH, conf_length) if conf_length is not None else None
     from rlf.algorithms import TrainerConfig
     try:
@@ -86,11 +102,11 @@ def _train() -> int:
             learners.leave_learners()
         learners.end_learner(status)
     if config.run.num_learners > 1:
-        return _launch(config, root_dir)
+        return _launch(config, root_dir, bindings)
     return _run(config, root_dir, note)
 
 
-def _launch(config, root_dir: str) -> int:
+def _launch(config, root_dir: str, bindings) -> int:
     """Starts ``config.run.num_learners`` learners running this command (``learners.launch``)."""
     from rlf.trainers import learners
     from rlf.trainers.run_dir import check_run_directory
@@ -99,7 +115,7 @@ def _launch(config, root_dir: str) -> int:
         learners.environments_per_learner(config.run.num_learners)
     new = not Path(root_dir).exists()
     before = _checkpoints(root_dir)
-    argv = ([f"--conf={FLAGS.conf}"] + [f"--conf_param={b}" for b in FLAGS.conf_param]
+    argv = ([f"--conf={FLAGS.conf}"] + [f"--conf_param={b}" for b in bindings]
             + [f"--root_dir={root_dir}", "--progress" if FLAGS.progress else "--noprogress"]
             + (["--debug"] if FLAGS.debug else []))
     try:

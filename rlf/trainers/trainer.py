@@ -42,6 +42,7 @@ from rlf.trainers.unrollers import make_unroller
 from rlf.unrollers import ActorError
 from rlf.utils import distributed, summary
 from rlf.utils.checkpoint import load_checkpoint_file, remove_stale_temp_files
+from rlf.utils.paths import expand_path
 from rlf.utils.errors import ConfigWarning, UserError, one_line
 from rlf.utils.gin_bindings import unapplied_bindings
 
@@ -199,7 +200,7 @@ class Trainer:
             raise UserError("Trainer: TrainerConfig.algorithm_ctor is not set (e.g. "
                              "`TrainerConfig.algorithm_ctor = @ImpalaAlgorithm` in the gin file)")
         self._config = config
-        self._root_dir = Path(root_dir)
+        self._root_dir = Path(expand_path(root_dir, "root_dir"))
         check_run_directory(self._root_dir)
         self._progress = progress
         self._handle_signals = handle_signals

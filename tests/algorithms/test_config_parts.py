@@ -70,3 +70,16 @@ def test_a_check_across_parts_is_made_once_the_parts_are_built():
     with pytest.raises(ValueError, match="unroll_length = 0 takes no environment step"):
         TrainerConfig(unroll_length=0, offline_buffer_dir="x.pt", num_iterations=0,
                       num_env_steps=100)
+
+
+def test_offline_files_are_read_as_a_shell_would(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RLF_DATA", str(tmp_path / "data"))
+    assert DataPathConfig(unroll_length=0, offline_buffer_dir="~/a.pt").offline_buffer_dir == \
+        str(tmp_path / "a.pt")
+    assert DataPathConfig(unroll_length=0, offline_buffer_dir=["$RLF_DATA/b.pt"]
+                          ).offline_buffer_dir == [str(tmp_path / "data" / "b.pt")]
+    monkeypatch.delenv("RLF_DATA")
+    with pytest.raises(ValueError, match=r"TrainerConfig.offline_buffer_dir \$RLF_DATA/b.pt: "
+                                         r"the environment variable RLF_DATA is not set"):
+        DataPathConfig(unroll_length=0, offline_buffer_dir="$RLF_DATA/b.pt")

@@ -72,6 +72,19 @@ CASES = [
      r"error: {run}/ckpt/ckpt-3.pt is a training checkpoint \(the policy and optimizers\), "
      r"not replay data; export a run's replay buffer as one file with python -m "
      r"rlf.bin.export_replay --root_dir RUN --out FILE", "{tmp}/off"),
+    ("train_seed_flag_and_its_conf_param", "train",
+     [*CARTPOLE, "--root_dir", "{tmp}/run", "--seed", "3", "--conf_param",
+      "TrainerConfig.random_seed=4"],
+     r"error: --seed 3 and --conf_param 'TrainerConfig.random_seed=4' both set "
+     r"TrainerConfig.random_seed: give one of them$", "{tmp}/run"),
+    ("train_steps_flag_and_a_run_length_conf_param", "train",
+     [*CARTPOLE, "--root_dir", "{tmp}/run", "--steps", "300"],
+     r"error: --steps 300 and --conf_param 'TrainerConfig.num_env_steps=0' both set "
+     r"TrainerConfig.num_env_steps: give one of them$", "{tmp}/run"),
+    ("train_root_dir_with_an_unset_variable", "train",
+     [*CARTPOLE, "--root_dir", "$RLF_UNSET_VARIABLE/run"],
+     r"error: --root_dir \$RLF_UNSET_VARIABLE/run: the environment variable "
+     r"RLF_UNSET_VARIABLE is not set; set it or give the path itself$", None),
     ("compare_a_directory_that_does_not_exist", "compare", ["{tmp}/nope", "{run}"],
      r"error: {tmp}/nope: no such directory; give finished suites' or runs' directories",
      "compare"),
@@ -124,6 +137,28 @@ def test_a_resume_with_a_learning_rate_the_checkpoint_overrides_is_refused(train
         "error: ImpalaAlgorithm's checkpoint has optimizer 0 (Adam): lr = "), r.stderr
     assert "(configured: 0.5)" in r.stderr and "Adam.lr = 0.5 (the run's: " in r.stderr
     assert {p: sha256(p) for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_the_short_flags_are_the_bindings_they_stand_for(tmp_path):
+    r = run_cli("train", "--conf", "confs/impala_cartpole.gin", "--noprogress",
+                "--conf_param", "TrainerConfig.evaluate=False", "--root_dir",
+                str(tmp_path / "run"), "--seed", "5", "--env", "Acrobot-v1", "--steps", "300")
+    assert r.returncode == 0, r.stderr[-3000:]
+    config = (tmp_path / "run" / "config.gin").read_text().splitlines()
+    for binding in ("TrainerConfig.random_seed = 5", "load.env_name = 'Acrobot-v1'",
+                    "TrainerConfig.num_env_steps = 300", "TrainerConfig.num_iterations = 0"):
+        assert binding in config, binding
+    help_text = run_cli("train", "--helpshort").stdout
+    assert "--seed" in help_text and "--env" in help_text and "--steps" in help_text
+
+
+def test_a_tilde_in_root_dir_is_the_home_directory_not_a_folder_named_tilde(tmp_path):
+    # quoted, no shell expands it: it made ./~/rlf_runs/x, which `rm -rf ~` would follow
+    r = run_cli("train", *CARTPOLE, "--root_dir", "~/rlf_runs/x", HOME=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"Starting a new run in {tmp_path / 'rlf_runs' / 'x'}" in r.stdout
+    assert (tmp_path / "rlf_runs" / "x" / "config.gin").is_file()
+    assert not (REPO / "~").exists()
 
 
 def test_play_record_where_no_file_can_be_made_is_refused_before_playing(trained_run):
