@@ -50,6 +50,9 @@ setup(
         "wandb": ["wandb>=0.16"],
         # gymnasium's MuJoCo environments (HalfCheetah-v5, ...) for the SAC and PPO confs.
         "mujoco": ["gymnasium[mujoco]>=1.0", "mujoco>=3.1"],
+        # Policy.export / rlf.bin.export to ONNX (torch's exporter needs onnx and onnxscript);
+        # onnxruntime runs the exported file in the tests.
+        "export": ["onnx>=1.16", "onnxscript>=0.3", "onnxruntime>=1.18"],
         # rlf.bin.play --record: gymnasium's classic-control renderer and GIF writing.
         "play": ["pygame>=2.1", "pillow>=9.0"],
         # rlf.bin.suite's and rlf.bin.compare's aggregates with confidence intervals (seaborn:

@@ -28,6 +28,7 @@ SLOW_FILES = {
     "unrollers/test_fixed_lag.py", "unrollers/test_ray_cluster.py",
     "unrollers/test_ray_unroller.py", "unrollers/test_async_unroller.py",
     "unrollers/test_actor_counters.py", "runtime/test_process.py", "runtime/test_malloc.py",
+    "api/test_train.py", "api/test_export.py",
 }
 #: Test files whose tests start Ray (in the test or in a tool they run) or several learners:
 #: with pytest-xdist (``-n 2 --dist loadgroup``, the README's command) they run one after

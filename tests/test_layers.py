@@ -15,7 +15,9 @@ LAYERS = [  # docs/design.md, "Layers"
     {"rlf.algorithms"},
     {"rlf.trainers"},
     {"rlf.experiments"},
+    {"rlf.api"},  # the Python API: the training job of rlf.trainers, policies
     {"rlf.bin"},  # the command lines; tune and suite drive rlf.experiments
+    {"rlf"},  # the package, whose rlf.train and rlf.load_policy are rlf.api's
 ]
 
 def _module_name(path: Path) -> str:

@@ -42,22 +42,16 @@ full traceback instead; any other exception is a bug in rlf and always shows it.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from pathlib import Path
 
 from absl import flags
 
 from rlf.bin.cli import debug_mode, run_main
-from rlf.trainers.gin_config import (ConfigError, configured_values_refused_as_config_errors,
-                               conf_values, parse_config, schedules_note)
-from rlf.runtime import configure_process
+from rlf.trainers.job import Job, configure, launch_learners, train_here
 from rlf.trainers.run_flags import short_flag_bindings
 from rlf.utils.errors import UserError, one_line
 
 FLAGS = flags.FLAGS
-# The bindings that bound a run.
-RUN_LENGTH = ("TrainerConfig.num_env_steps", "TrainerConfig.num_iterations")
 flags.DEFINE_string("conf", None, "gin file to train with")
 flags.DEFINE_multi_string("conf_param", [], "a gin binding, e.g. "
                           "'TrainerConfig.num_iterations=10' (repeatable)")
@@ -74,25 +68,10 @@ flags.DEFINE_bool("debug", False, "show the full traceback of input errors (also
 
 
 def _train() -> int:
-    if not FLAGS.conf:
-        raise ConfigError("--conf is required (e.g. --conf confs/impala_atari.gin)")
-    if FLAGS.root_dir is not None and not FLAGS.root_dir.strip():
-        # '' (an unset shell variable in quotes) would train in the default directory
-        raise ConfigError("--root_dir is empty: give a directory, or leave the flag out for "
-                          "runs/<conf stem>")
     bindings = list(FLAGS.conf_param) + short_flag_bindings(
         FLAGS.conf_param, seed=FLAGS.seed, env=FLAGS.env, steps=FLAGS.steps)
-    conf_length = None
-    if any(b.split("=", 1)[0].strip() in RUN_LENGTH for b in bindings):
-        conf_length = conf_values(FLAGS.conf, RUN_LENGTH, 0)
-    parse_config(FLAGS.conf, bindings)
-    note = schedules_note(RUN_LENGTH, conf_length) if conf_length is not None else None
-    from rlf.algorithms import TrainerConfig
-    try:
-        config = TrainerConfig()
-    except (ValueError, TypeError) as e:
-        raise ConfigError(one_line(e)) from e
-    root_dir = FLAGS.root_dir or config.run.root_dir or str(Path("runs") / Path(FLAGS.conf).stem)
+    job = Job(FLAGS.conf, bindings, FLAGS.root_dir, FLAGS.progress, FLAGS.debug)
+    config, root_dir, note = configure(job)
     from rlf.trainers import learners
     if learners.launched_as_learner():
         world = learners.join_learners(config.run.num_learners, config.run.device)
@@ -102,81 +81,31 @@ def _train() -> int:
             learners.leave_learners()
         learners.end_learner(status)
     if config.run.num_learners > 1:
-        return _launch(config, root_dir, bindings)
+        return _launch(config, job, root_dir)
     return _run(config, root_dir, note)
 
 
-def _launch(config, root_dir: str, bindings) -> int:
-    """Starts ``config.run.num_learners`` learners running this command (``learners.launch``)."""
+def _launch(config, job: Job, root_dir: str) -> int:
+    """Starts the learners (``launch_learners``); a failure is one line."""
     from rlf.trainers import learners
-    from rlf.trainers.run_dir import check_run_directory
-    check_run_directory(Path(root_dir))
-    if not config.actors.async_unroll:
-        learners.environments_per_learner(config.run.num_learners)
-    new = not Path(root_dir).exists()
-    before = _checkpoints(root_dir)
-    argv = ([f"--conf={FLAGS.conf}"] + [f"--conf_param={b}" for b in bindings]
-            + [f"--root_dir={root_dir}", "--progress" if FLAGS.progress else "--noprogress"]
-            + (["--debug"] if FLAGS.debug else []))
     try:
-        try:
-            status = learners.launch(argv, config.run.num_learners, root_dir)
-        except KeyboardInterrupt:  # before the launcher started the learners
-            print("aborted: stopped while starting; nothing was written", file=sys.stderr)
-            status = learners.STOPPED_BY_SIGNAL
-        if status != learners.STOPPED_BY_SIGNAL:
-            return status
-        if _checkpoints(root_dir) != before:
-            return 0  # stopped with its checkpoint, as one learner stops
-        # stopped before a checkpoint (learner 0 said so): 130, and a new run leaves nothing
-        if new:
-            _remove_unbegun_run(Path(root_dir))
-        return learners.STOPPED_BY_SIGNAL
+        return launch_learners(config, job, root_dir)
     except learners.LearnerFailure as e:
         if debug_mode():
             raise
-        if new and e.caused_by_input:
-            # A mistake in the input stopped every learner before the run began: the line
-            # says what their logs say.
-            _remove_unbegun_run(Path(root_dir))
         if str(e):
             print(f"error: {one_line(e)}", file=sys.stderr)
         return 2 if e.caused_by_input else 1
 
 
-def _remove_unbegun_run(root_dir: Path) -> None:
-    """Removes a new run directory that holds nothing but the learners' logs (the learners
-    stopped before the run began); anything else there keeps it, logs included."""
-    from rlf.trainers.learners import LEARNER_LOG_DIR
-    if root_dir.is_dir() and all(p.name == LEARNER_LOG_DIR for p in root_dir.iterdir()):
-        import shutil
-        shutil.rmtree(root_dir / LEARNER_LOG_DIR, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            root_dir.rmdir()
-
-
-def _checkpoints(root_dir: str) -> dict:
-    """The run's checkpoint files and their times (a stop that wrote one changes them)."""
-    return {p.name: p.stat().st_mtime_ns for p in (Path(root_dir) / "ckpt").glob("ckpt-*")}
-
-
 def _run(config, root_dir: str, note) -> int:
-    """Trains in this process (one learner, or one of several)."""
+    """Trains in this process (one learner, or one of several); a failure is one line."""
     from rlf.algorithms import NonFiniteLossError
-    from rlf.trainers import ActorFailure, CheckpointWriteError, Trainer
+    from rlf.trainers import ActorFailure, CheckpointWriteError
     from rlf.utils import distributed, summary
-    trainer = Trainer(config, root_dir=root_dir, progress=FLAGS.progress)
-    # The learner's process settings; the actors apply theirs themselves (ActorSetup).
-    configure_process(num_threads=config.run.torch_num_threads,
-                      flush_denormal=config.run.flush_denormal,
-                      reuse_freed_memory=config.run.reuse_freed_memory,
-                      deterministic=config.actors.deterministic)
-    with configured_values_refused_as_config_errors():
-        trainer.build()
-    if note:  # after every check, on stdout: a mistake stays one line on stderr
-        print(note, flush=True)
     try:
-        result = trainer.train()
+        result = train_here(config, root_dir, FLAGS.progress, note,
+                            on_note=lambda line: print(line, flush=True))
     except (ActorFailure, CheckpointWriteError, NonFiniteLossError,
             summary.SummaryWriteError) as e:
         if debug_mode():

@@ -109,11 +109,19 @@ def _scale(x: torch.Tensor, memory_format=torch.contiguous_format,
         return torch.mul(x, 1.0 / 255.0, out=out) if divide else out.copy_(x)
     if (memory_format == torch.channels_last and x.dim() == 4 and x.is_contiguous()
             and not x.is_contiguous(memory_format=torch.channels_last)
-            and x.shape[1] <= 512):  # 512: cv2.merge's channel limit (CV_CN_MAX)
+            and x.shape[1] <= 512  # 512: cv2.merge's channel limit (CV_CN_MAX)
+            and not _recording()):
         y = _interleave_channels(x).float()
         return (y.mul_(1.0 / 255.0) if divide else y).permute(0, 3, 1, 2)
     y = x.float().contiguous(memory_format=memory_format)
     return y.mul_(1.0 / 255.0) if divide else y
+
+
+def _recording() -> bool:
+    """Whether a graph is being recorded (``torch.jit.trace``, ``torch.export``,
+    ``torch.compile``; ``rlf.api.export``): the NumPy path would be baked in as a constant
+    or refused, so torch's own copy is taken."""
+    return torch.jit.is_tracing() or torch.compiler.is_compiling()
 
 
 def _interleave_channels(x: torch.Tensor) -> torch.Tensor:

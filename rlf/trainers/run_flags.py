@@ -26,7 +26,7 @@ def _key(binding: str) -> str:
 
 def short_flag_bindings(bindings: Sequence[str], seed: Optional[int] = None,
                         env: Optional[str] = None, steps: Optional[int] = None,
-                        prefix: str = "--") -> List[str]:
+                        api: bool = False) -> List[str]:
     """The bindings of the short flags given (None: not given): ``--seed S`` is
     ``TrainerConfig.random_seed = S``; ``--env ID`` is ``load.env_name = 'ID'`` (a gymnasium
     id, ``ALE/<game>-v5``, or ``module:Env-v0``); ``--steps N`` is
@@ -36,7 +36,8 @@ def short_flag_bindings(bindings: Sequence[str], seed: Optional[int] = None,
     Args:
         bindings: the run's other bindings (``--conf_param``), checked against the flags.
         seed, env, steps: the flags' values.
-        prefix: how the flags are written in messages (``"--"``; the API's ``""``).
+        api: the values are ``rlf.train``'s arguments (``seed=``, ``bindings``), for the
+            messages.
 
     Returns:
         The bindings, to add after ``bindings``.
@@ -48,13 +49,14 @@ def short_flag_bindings(bindings: Sequence[str], seed: Optional[int] = None,
     given = {name: value for name, value in (("seed", seed), ("env", env), ("steps", steps))
              if value is not None}
     for name, value in given.items():
+        flag = f"{name}={value!r}" if api else f"--{name} {value}"
         for binding in bindings:
             if _key(binding) in SHORT_FLAGS[name]:
-                raise UserError(f"{prefix}{name} {value} and --conf_param '{binding}' both set "
-                                f"{_key(binding)}: give one of them")
+                raise UserError(f"{flag} and {'the binding' if api else '--conf_param'} "
+                                f"'{binding}' both set {_key(binding)}: give one of them")
     if env is not None and not str(env).strip():
-        raise UserError(f"{prefix}env is empty: give a gymnasium id (e.g. CartPole-v1, "
-                        f"ALE/Breakout-v5, my_pkg.envs:MyEnv-v0)")
+        raise UserError(f"{'env=' if api else '--env'} is empty: give a gymnasium id (e.g. "
+                        f"CartPole-v1, ALE/Breakout-v5, my_pkg.envs:MyEnv-v0)")
     out = []
     if seed is not None:
         out.append(f"TrainerConfig.random_seed = {int(seed)}")

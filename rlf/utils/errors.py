@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+from typing import Iterator
 
-__all__ = ["ConfigWarning", "UserError", "one_line"]
+__all__ = ["ConfigWarning", "UserError", "one_line", "one_line_user_errors"]
 
 
 class ConfigWarning(FutureWarning):
@@ -35,3 +37,22 @@ def one_line(error: BaseException) -> str:
     if called and called[0] not in text and not isinstance(error, UserError):
         text = f"{called[0]}: {text}"
     return " ".join(text.split())
+
+
+@contextlib.contextmanager
+def one_line_user_errors() -> Iterator[None]:
+    """Within the block, a ``UserError`` leaves as one line (``one_line``: gin's notes of
+    the configurables it passed through dropped), of its own class where that class takes a
+    message alone: what the Python API raises, as the command line prints it."""
+    try:
+        yield
+    except UserError as e:
+        message = one_line(e)
+        if message == str(e):
+            raise
+        try:
+            clean = type(e)(message)
+        except TypeError:
+            clean = UserError(message)
+        raise clean from e
+
