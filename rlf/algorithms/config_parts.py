@@ -388,19 +388,32 @@ class EvaluationConfig:
         num_eval_environments: parallel environments of the evaluation environment; each
             plays an equal share of ``num_eval_episodes`` (so short episodes are not
             favoured).
+        eval_video_interval: record the first episode of every this many evaluations (those
+            at iterations ``k * eval_interval`` with ``k`` a multiple of it) as
+            ``root_dir/videos/eval-<iteration>.mp4`` and TensorBoard's ``Eval/video``: the
+            frames gymnasium renders, Atari's 84x84 frames; 0: none.
 
     Raises:
         ValueError: for ``eval_interval``, ``num_eval_episodes`` or ``num_eval_environments``
-            below 1.
+            below 1, a negative ``eval_video_interval``, or one without ``evaluate``.
     """
 
     evaluate: bool = False
     eval_interval: int = 100
     num_eval_episodes: int = 10
     num_eval_environments: int = 1
+    eval_video_interval: int = 0
 
     def __post_init__(self):
         _positive_ints(self, ("eval_interval", "num_eval_episodes", "num_eval_environments"))
+        if self.eval_video_interval < 0:
+            raise ValueError(f"TrainerConfig.eval_video_interval must be >= 0 (0: no video), "
+                             f"got {self.eval_video_interval}")
+        if self.eval_video_interval and not self.evaluate:
+            raise ValueError(without_effect([f"eval_video_interval = "
+                                             f"{self.eval_video_interval}"], "with evaluation",
+                                            "set TrainerConfig.evaluate = True too, or remove "
+                                            "{it}"))
 
 
 @dataclass(frozen=True)

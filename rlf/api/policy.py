@@ -25,6 +25,7 @@ def _run_and_checkpoint(path: Path, checkpoint: Union[str, int, Path]) -> Tuple[
         UserError: for a path that is neither a run directory nor a checkpoint of one, or a
             checkpoint the run does not have.
     """
+    from rlf.trainers.best_checkpoint import best_checkpoint_path
     from rlf.trainers.run_dir import run_checkpointer
     if path.is_file():  # a run's ckpt/ckpt-<N>.pt
         root = path.parent.parent
@@ -42,6 +43,13 @@ def _run_and_checkpoint(path: Path, checkpoint: Union[str, int, Path]) -> Tuple[
                             f"ckpt-{checkpoint}.pt; the steps it has: "
                             f"{checkpointer.steps() or 'none'}")
         return path, checkpointer.path(checkpoint)
+    if checkpoint == "best":
+        best = best_checkpoint_path(path)
+        if not best.is_file():
+            raise UserError(f"checkpoint='best': {best} does not exist: the run has not "
+                            f"evaluated yet (TrainerConfig.evaluate = True keeps the best "
+                            f"evaluation's policy there)")
+        return path, best
     if checkpoint == "latest":
         found = checkpointer.newest_complete()
         if found is None:
@@ -49,8 +57,8 @@ def _run_and_checkpoint(path: Path, checkpoint: Union[str, int, Path]) -> Tuple[
         return path, checkpointer.path(found[0])
     if isinstance(checkpoint, (str, Path)) and Path(expand_path(checkpoint)).is_file():
         return path, Path(expand_path(checkpoint))
-    raise UserError(f"checkpoint={checkpoint!r}: give 'latest', a step (an int) or a "
-                    f"checkpoint file")
+    raise UserError(f"checkpoint={checkpoint!r}: give 'latest', 'best', a step (an int) or "
+                    f"a checkpoint file")
 
 
 def load_policy(path: Union[str, Path], checkpoint: Union[str, int, Path] = "latest"
@@ -63,8 +71,9 @@ def load_policy(path: Union[str, Path], checkpoint: Union[str, int, Path] = "lat
     Args:
         path: a run directory (``root_dir``) or one of its ``ckpt/ckpt-<N>.pt`` (``~`` and
             ``$VARS`` expanded).
-        checkpoint: ``"latest"`` (the newest complete checkpoint), a step (``ckpt-<N>.pt``)
-            or a checkpoint file; ignored when ``path`` is a file.
+        checkpoint: ``"latest"`` (the newest complete checkpoint), ``"best"`` (the best
+            evaluation's policy, ``ckpt/best.pt``), a step (``ckpt-<N>.pt``) or a checkpoint
+            file; ignored when ``path`` is a file.
 
     Returns:
         The ``Policy``, in eval mode on the run's device.
@@ -90,6 +99,11 @@ def _load_policy(path, checkpoint) -> "Policy":
         parse_config(str(root / "config.gin"))
         with configured_values_refused_as_config_errors():
             config = TrainerConfig()
+            if config.run.algorithm_ctor is None:
+                raise UserError(f"{root / 'config.gin'} binds no TrainerConfig.algorithm_ctor "
+                                f"(a Trainer given a constructor gin does not know): the "
+                                f"policy cannot be rebuilt from it; configure the algorithm "
+                                f"with gin (TrainerConfig.algorithm_ctor = @MyAlgorithm)")
             env = load_configured(num_envs=1, seed=0)
             try:
                 algorithm = config.run.algorithm_ctor(

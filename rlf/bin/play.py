@@ -1,12 +1,15 @@
 r"""Plays episodes with a trained algorithm and prints their returns.
 
     python -m rlf.bin.play --root_dir runs/a2c_cartpole [--num_episodes 5] \
-        [--record episode.gif|episode.mp4] [--checkpoint_step N] [--zero_state] [--debug]
+        [--record episode.gif|episode.mp4] [--render human] [--checkpoint best|latest|N] \
+        [--zero_state] [--debug]
 
 The configuration is ``root_dir/config.gin`` (as written by training); the parameters come
 from the newest complete checkpoint, skipping unreadable ones with a warning as training does
 (``Checkpointer.newest_complete``; play never renames or deletes a file), or from
-``--checkpoint_step``. A mistake (no run directory, a step that does not exist, an unreadable
+``--checkpoint`` (``best``: the best evaluation's policy, ``ckpt/best.pt``; a step; the
+old ``--checkpoint_step N``). A mistake (no run directory, a step that does not exist, an
+unreadable
 checkpoint, a bad binding) prints one line and exits with status 2 (the traceback with
 ``--debug`` or ``RLF_DEBUG=1``); so does a ``--record`` path that cannot be written, checked
 before any episode is played; a video that cannot be written in full (a full disk) prints
@@ -17,6 +20,9 @@ memory. ``--record`` saves the first episode, written atomically, at the environ
 frames gymnasium renders (``render_mode="rgb_array"``), or for Atari the full RGB screen
 (210x160) of a copy of the game stepped alike (``rlf.environments.native_frames``), not the
 downscaled observation. Other environments record their observation frames.
+``--render human`` shows every episode in a window as it is played, with the frames
+``--record`` would take (pygame, the ``play`` extra); without a display (neither ``DISPLAY``
+nor ``WAYLAND_DISPLAY``) it is one line and exit status 2.
 
 Each episode's line is printed (and flushed) as the episode ends. An Atari episode lasts
 until the id's frame limit (108,000 frames for ``-v5``) if neither side scores, so a greedy
@@ -39,14 +45,19 @@ from rlf.bin.cli import debug_mode, run_main
 from rlf.trainers.gin_config import configured_values_refused_as_config_errors, parse_config
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.video import check_video_path, save_video
+from rlf.utils.window import FrameWindow, check_display
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("root_dir", None, "run directory holding config.gin and ckpt/")
 flags.DEFINE_integer("num_episodes", 5, "episodes to play", lower_bound=1)
+flags.DEFINE_string("checkpoint", None, "latest (the default), best (the best evaluation's "
+                                        "policy) or a step")
 flags.DEFINE_integer("checkpoint_step", None, "iteration of the checkpoint (newest if unset)",
                      lower_bound=0)
 flags.DEFINE_string("record", None, "save the first episode as an animated .gif or .mp4")
-flags.DEFINE_integer("fps", 30, "frames per second of the recording", lower_bound=1)
+flags.DEFINE_integer("fps", 30, "frames per second of the recording and the window",
+                     lower_bound=1)
+flags.DEFINE_enum("render", "none", ["none", "human"], "human: show the episodes in a window")
 flags.DEFINE_integer("seed", 0, "environment seed (ALE takes up to 2**31 - 1)", lower_bound=0,
                      upper_bound=2 ** 31 - 1)
 flags.DEFINE_bool("zero_state", False, "act from the initial recurrent state at every step "
@@ -56,8 +67,8 @@ flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_D
 
 
 def _checkpoint(root: Path):
-    """``(step, state)`` of ``--checkpoint_step`` or of the newest complete checkpoint in
-    ``root/ckpt``.
+    """``(step, state, path)`` of ``--checkpoint`` (``best``, a step), ``--checkpoint_step``
+    or the newest complete checkpoint in ``root/ckpt``.
 
     Raises:
         UserError: for no checkpoint, a step that does not exist (listing those that do), or
@@ -72,17 +83,34 @@ def _checkpoint(root: Path):
     ckpt = run_checkpointer(root, warn=warn)
     ckpt_dir = ckpt.ckpt_dir
     steps = ckpt.steps()
-    if FLAGS.checkpoint_step is not None:
-        if FLAGS.checkpoint_step not in steps:
-            raise UserError(f"--checkpoint_step {FLAGS.checkpoint_step}: {ckpt_dir} has no "
-                            f"ckpt-{FLAGS.checkpoint_step}.pt; the steps it has: "
-                            f"{steps or 'none'}")
-        return FLAGS.checkpoint_step, load_checkpoint_file(ckpt.path(FLAGS.checkpoint_step))
+    if FLAGS.checkpoint is not None and FLAGS.checkpoint_step is not None:
+        raise UserError("--checkpoint and --checkpoint_step both name a checkpoint: give one")
+    if FLAGS.checkpoint == "best":
+        from rlf.trainers.best_checkpoint import best_checkpoint_path
+        best = best_checkpoint_path(root)
+        if not best.is_file():
+            raise UserError(f"--checkpoint best: {best} does not exist: the run has not "
+                            f"evaluated yet (TrainerConfig.evaluate = True keeps the best "
+                            f"evaluation's policy there)")
+        state = load_checkpoint_file(best)
+        return int(state["best"]["iteration"]), state, best
+    step, flag = FLAGS.checkpoint_step, "--checkpoint_step"
+    if FLAGS.checkpoint not in (None, "latest"):
+        try:
+            step, flag = int(FLAGS.checkpoint), "--checkpoint"
+        except ValueError:
+            raise UserError(f"--checkpoint {FLAGS.checkpoint}: give latest, best or a "
+                            f"step") from None
+    if step is not None:
+        if step not in steps:
+            raise UserError(f"{flag} {step}: {ckpt_dir} has no ckpt-{step}.pt; the steps it "
+                            f"has: {steps or 'none'}")
+        return step, load_checkpoint_file(ckpt.path(step)), ckpt.path(step)
     found = ckpt.newest_complete(set_aside_unreadable=False)
     if found is None:
         raise UserError(f"no readable checkpoint in {ckpt_dir}"
                         + (f" (unreadable: steps {steps})" if steps else ""))
-    return found[0], found[1]
+    return found[0], found[1], ckpt.path(found[0])
 
 
 def main(argv) -> int:
@@ -107,6 +135,9 @@ def _play() -> int:
             check_video_path(FLAGS.record)
         except ValueError as e:
             raise UserError(f"--record: {e}") from None
+    human = FLAGS.render == "human"
+    if human:
+        check_display()
     parse_config(str(root / "config.gin"), FLAGS.conf_param)
 
     from rlf.algorithms import TrainerConfig
@@ -117,9 +148,9 @@ def _play() -> int:
 
     with configured_values_refused_as_config_errors():  # e.g. a --conf_param's value
         config = TrainerConfig()
-    step, checkpoint = _checkpoint(root)
-    checkpoint_path = root / "ckpt" / f"ckpt-{step}.pt"
+    step, checkpoint, checkpoint_path = _checkpoint(root)
     record = FLAGS.record is not None
+    frames_wanted = record or human
     kwargs = {}
     env_name = None
     try:
@@ -128,14 +159,15 @@ def _play() -> int:
     except ValueError:
         pass
     atari = isinstance(env_name, str) and is_atari(env_name)
-    if record and env_name and not atari:
+    if frames_wanted and env_name and not atari:
         kwargs["render_mode"] = "rgb_array"
+    if record and not human:
         # Off-screen frames need no display: SDL's dummy driver (pygame renders with SDL)
         # starts without one, and without its "XDG_RUNTIME_DIR is invalid" line on stderr.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     with configured_values_refused_as_config_errors():
         env: Any = load_configured(num_envs=1, seed=FLAGS.seed, **kwargs)
-        if record and atari:
+        if frames_wanted and atari:
             # the same game at the screen's own size, stepped alike (NativeFrames)
             env = NativeFrames(env, load_configured(
                 num_envs=1, seed=FLAGS.seed, img_height=NATIVE_SCREEN[0],
@@ -164,13 +196,9 @@ def _play() -> int:
 
     frames: List[np.ndarray] = []
     done = [False]
+    window = FrameWindow(f"rlf: {env_name or root}", FLAGS.fps) if human else None
 
-    def on_step(time_step):
-        if not record or done[0]:
-            return
-        if frames and bool(time_step.is_first()[0]):
-            done[0] = True  # the first episode has ended
-            return
+    def frame_of(time_step):
         if isinstance(env, NativeFrames):
             frame = env.frame()
         elif "render_mode" in kwargs:
@@ -179,8 +207,21 @@ def _play() -> int:
         else:
             obs = time_step.observation[0].numpy()
             frame = obs[-1] if obs.ndim == 3 else obs  # newest of the stacked frames
-        if frame is not None:
-            frames.append(np.ascontiguousarray(frame).astype(np.uint8))
+        return None if frame is None else np.ascontiguousarray(frame).astype(np.uint8)
+
+    def on_step(time_step):
+        keep = record and not done[0]
+        if keep and frames and bool(time_step.is_first()[0]):
+            done[0], keep = True, False  # the first episode has ended
+        if window is None and not keep:
+            return
+        frame = frame_of(time_step)
+        if frame is None:
+            return
+        if window is not None:
+            window.show(frame)
+        if keep:
+            frames.append(frame)
 
     import gymnasium as gym
     try:
@@ -192,6 +233,9 @@ def _play() -> int:
     except gym.error.DependencyNotInstalled as e:
         raise UserError(f"recording needs the environment's renderer: {e} (or pip install -e "
                         f"'.[play]')") from None
+    finally:
+        if window is not None:
+            window.close()
     env.close()
     n = len(result["returns"])
     score = (f", average score {result['AverageEpisodeScore']:.1f}"
@@ -199,6 +243,8 @@ def _play() -> int:
     print(f"average return {result['AverageReturn']:.2f}{score} over "
           f"{n} episode{'s' * (n != 1)} (checkpoint {checkpoint_path}"
           f"{', state zeroed at every step' if FLAGS.zero_state else ''})")
+    if window is not None:
+        print(f"showed {window.shown} frames in a window")
     if record:
         try:
             save_video(frames, FLAGS.record, FLAGS.fps)

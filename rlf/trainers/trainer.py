@@ -27,9 +27,11 @@ from rlf.algorithms.data_paths import replay_buffer_not_restored
 from rlf.algorithms.memories import not_checkpointed_memories
 from rlf.algorithms.builder import build_training
 from rlf.algorithms.training_loop import RunCheckpoint, TrainingLoop
-from rlf.environments import load_configured
+from rlf.trainers.best_checkpoint import best_value, save_best
+from rlf.environments import is_atari, load_configured
 from rlf.metrics import metric_results
-from rlf.trainers.evaluator import evaluate_episodes, write_eval_summaries
+from rlf.trainers.evaluator import EpisodeFrames, evaluate_episodes, write_eval_summaries
+from rlf.trainers.gin_config import query
 from rlf.trainers.learners import environments_per_learner
 from rlf.trainers.optimizer_settings import (apply_optimizer_settings, optimizer_settings,
                                             replaced_hyperparameters)
@@ -45,6 +47,7 @@ from rlf.utils.checkpoint import load_checkpoint_file, remove_stale_temp_files
 from rlf.utils.paths import expand_path
 from rlf.utils.errors import ConfigWarning, UserError, one_line
 from rlf.utils.gin_bindings import unapplied_bindings
+from rlf.utils.video import save_video
 
 __all__ = ["Trainer", "CheckpointMismatchError", "CheckpointWriteError", "ActorFailure"]
 
@@ -111,6 +114,8 @@ class _TrainerState:
         # the algorithm's memories that checkpoints do not hold, and those of the restored run
         self.not_checkpointed: Callable[[], List[str]] = lambda: []
         self.restored_not_checkpointed: List[str] = []
+        # the best evaluation of the run so far (ckpt/best.pt holds its policy), or None
+        self.best_eval: Optional[float] = None
 
     def state_dict(self) -> Dict[str, Any]:
         """``{"iter_num", "global_counter", "env_steps"}``: the summary step, and the
@@ -688,6 +693,7 @@ class Trainer:
                       f"run starts {'it' if len(memories) == 1 else 'them'} empty, so it does "
                       f"not go on exactly as the run would have")
         self._write_config()
+        self._state.best_eval = best_value(self._root_dir)
         try:
             tracker = self._start_tracker() if chief else None
         except BaseException:  # the tracker's service refused: nothing of the run is left open
@@ -964,8 +970,12 @@ class Trainer:
                 f"with the same --root_dir to resume")
 
     def _make_eval_env(self):
+        # with videos, a gymnasium environment renders its frames on request (rgb_array)
+        videos = self._config.evaluation.eval_video_interval and not is_atari(
+            query("load.env_name", ""))
         return load_configured(num_envs=self._config.evaluation.num_eval_environments,
-                               seed=self._seed_value + 1_000_003)
+                               seed=self._seed_value + 1_000_003,
+                               **({"render_mode": "rgb_array"} if videos else {}))
 
     def _stop_evaluation_on_signal(self, time_step) -> None:
         if self._stop_signal is not None:
@@ -978,11 +988,20 @@ class Trainer:
         config = self._config
         if self._eval_env is None:
             self._eval_env = self._make_eval_env()
+        every = config.evaluation.eval_video_interval
+        frames = (EpisodeFrames(self._eval_env)
+                  if every and (self._state.iter_num // config.evaluation.eval_interval) % every
+                  == 0 else None)
+
+        def on_step(time_step):
+            self._stop_evaluation_on_signal(time_step)
+            if frames is not None:
+                frames.add(time_step)
+
         try:
             result = evaluate_episodes(self._algorithm, self._eval_env,
                                        config.evaluation.num_eval_episodes,
-                                       device=config.run.device,
-                                       on_step=self._stop_evaluation_on_signal)
+                                       device=config.run.device, on_step=on_step)
         except _EvaluationStopped:
             tqdm.write(f"iteration {self._state.iter_num}: evaluation stopped by the signal "
                        f"(nothing written)")
@@ -996,6 +1015,18 @@ class Trainer:
         tqdm.write(f"iteration {self._state.iter_num}: eval AverageReturn "
                    f"{result['AverageReturn']:.2f}{score} over "
                    f"{n} episode{'s' * (n != 1)}")
+        try:
+            self._state.best_eval = save_best(self._root_dir, self._algorithm, result,
+                                              self._state.iter_num, self._state.best_eval)
+            if frames is not None and frames.frames:
+                path = self._root_dir / "videos" / f"eval-{self._state.iter_num}.mp4"
+                path.parent.mkdir(exist_ok=True)
+                save_video(frames.frames, str(path))
+                summary.video("Eval/video", frames.frames)
+        except OSError as e:
+            raise CheckpointWriteError(
+                f"could not write the evaluation's files in {self._root_dir}: "
+                f"{e.strerror or e}; {self._stopped_for_room()}") from e
         return result
 
     @property

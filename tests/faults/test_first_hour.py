@@ -3,6 +3,7 @@ Ctrl-C) before anything is written, with nothing left behind and nothing good ch
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -181,6 +182,47 @@ def test_play_record_says_nothing_of_a_display(trained_run, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert lines(r.stderr) == []
     assert (tmp_path / "ep.gif").stat().st_size > 0
+
+
+def test_play_render_human_without_a_display_is_one_line(trained_run):
+    environ = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    r = subprocess.run([sys.executable, "-m", "rlf.bin.play", "--root_dir", str(trained_run),
+                        "--render", "human"], cwd=REPO, capture_output=True, text=True,
+                       timeout=180, env=environ)
+    assert r.returncode == 2 and lines(r.stderr) == [
+        "error: --render human needs a display, and neither DISPLAY nor WAYLAND_DISPLAY is "
+        "set; record the episode instead (--record episode.gif)"], r.stderr[-2000:]
+    assert "episode 0" not in r.stdout
+
+
+def test_play_render_human_shows_the_game_in_a_window(trained_run):
+    """A real X server (Xvfb, .ci/run installs it) and pygame's X11 driver, forced: a window
+    that could not be opened would fail the run."""
+    pytest.importorskip("pygame", reason="the window needs the play extra")
+    xvfb = shutil.which("Xvfb")
+    if xvfb is None:
+        pytest.skip("no Xvfb on this machine (apt-get install xvfb; .ci/run does)")
+    number = next(n for n in range(90, 200) if not os.path.exists(f"/tmp/.X11-unix/X{n}")
+                  and not os.path.exists(f"/tmp/.X{n}-lock"))
+    server = subprocess.Popen([xvfb, f":{number}", "-screen", "0", "640x480x24", "-nolisten",
+                               "tcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        while not os.path.exists(f"/tmp/.X11-unix/X{number}") and time.time() < deadline:
+            time.sleep(0.1)
+        environ = {**os.environ, "DISPLAY": f":{number}", "SDL_VIDEODRIVER": "x11"}
+        r = subprocess.run([sys.executable, "-m", "rlf.bin.play", "--root_dir",
+                            str(trained_run), "--render", "human", "--num_episodes", "2",
+                            "--fps", "1000"], cwd=REPO, capture_output=True, text=True,
+                           timeout=180, env=environ)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert r.returncode == 0, r.stderr[-2000:]
+    shown = int(re.search(r"^showed (\d+) frames in a window$", r.stdout, re.M).group(1))
+    lengths = [int(n) for n in re.findall(r"^episode \d: return [\d.]+, length (\d+)$",
+                                          r.stdout, re.M)]
+    assert len(lengths) == 2 and shown >= sum(lengths)  # every step of both episodes
 
 
 def _interrupt(args, when, group=False):

@@ -1,7 +1,8 @@
 """The support matrix: every built-in algorithm, the two examples and a user's subclass, each
-trained by its shipped conf (with a tiny budget) on every path: the sync unroller, actor
-processes, Ray actors, two learners, offline data, hybrid (online and offline data) and a run
-stopped and resumed, which must end exactly as the run without the stop.
+trained by its shipped conf (with a tiny budget) on every path: the sync unroller, the same
+through the Python API (``rlf.train``, then the policy's ``predict``), actor processes, Ray
+actors, two learners, offline data, hybrid (online and offline data) and a run stopped and
+resumed, which must end exactly as the run without the stop.
 
 A cell's outcome is ``"trains"`` (the run finished and updated its parameters) or
 ``"refused: <the one line>"`` (a ``UserError`` before training). Anything else is a crash and
@@ -103,6 +104,7 @@ ROWS: Dict[str, Row] = {
 #: Column -> the bindings it adds.
 COLUMNS: Dict[str, Tuple[str, ...]] = {
     "sync": (),
+    "Python API": (),
     "actor processes": ("TrainerConfig.async_unroll=True", "TrainerConfig.num_actors=1"),
     "Ray actors": ("TrainerConfig.async_unroll=True", "TrainerConfig.use_ray=True",
                    "TrainerConfig.num_actors=1"),
@@ -134,7 +136,7 @@ def bindings(name: str, column: str, files: Dict[str, Path],
     out.append(f"TrainerConfig.num_iterations={iterations}")
     if column in ("offline", "hybrid") or row.offline_only:
         out += offline_bindings(name, files)
-    if row.offline_only and column != "hybrid" and column != "offline":
+    if row.offline_only and column not in ("hybrid", "offline"):
         out.append("TrainerConfig.unroll_length=0")
     if row.offline_only and column == "hybrid":
         out.append("TrainerConfig.unroll_length=4")
@@ -223,10 +225,34 @@ def run_resume(name: str, root: Path, files: Dict[str, Path]) -> Dict[str, objec
     return {"outcome": "trains", "updates": straight["updates"]}
 
 
+def train_from_python(conf: str, binds: Sequence[str], root: Path) -> Dict[str, object]:
+    """The sync cell through ``rlf.train`` (its ``UserError`` is a refusal), then one
+    ``predict`` of ``rlf.load_policy``'s policy: "trains" when the run did its iterations and
+    its policy acts."""
+    import numpy as np
+
+    import rlf
+    from rlf.utils.errors import UserError, one_line
+    try:
+        run = rlf.train(str(REPO / conf), root_dir=root, bindings=list(binds), progress=False)
+    except UserError as e:
+        return {"outcome": f"refused: {one_line(e)}", "updates": 0}
+    if run.iterations != ITERATIONS:
+        raise AssertionError(f"{conf}: rlf.train ran {run.iterations} iterations, not "
+                             f"{ITERATIONS} ({list(binds)})")
+    policy = run.policy()
+    action, _ = policy.predict(policy.observation_spec.zeros().numpy())
+    if np.shape(action) != tuple(policy.action_spec.shape):
+        raise AssertionError(f"{conf}: predict gave an action of shape {np.shape(action)}")
+    return {"outcome": "trains", "updates": run.iterations}
+
+
 def run_cell(name: str, column: str, root: Path, files: Dict[str, Path]) -> Dict[str, object]:
     """One cell of a column that runs in this process (every column but ``"2 learners"``)."""
     if column == "stop, resume":
         return run_resume(name, root, files)
+    if column == "Python API":
+        return train_from_python(ROWS[name].conf, bindings(name, column, files), root)
     row = ROWS[name]
     return train(row.conf, bindings(name, column, files), root)
 
@@ -302,8 +328,8 @@ def run_all(root: Path, names: Optional[List[str]] = None,
     files: Dict[str, Path] = {}
     # The resume cells first: they save the replay files the offline cells read (the DQN
     # row's, read by BC, comes before BC's).
-    order = ["stop, resume", "sync", "offline", "hybrid", "actor processes", "Ray actors",
-             "2 learners"]
+    order = ["stop, resume", "sync", "Python API", "offline", "hybrid", "actor processes",
+             "Ray actors", "2 learners"]
     needs_dqn = any(ROWS[n].offline == "dqn" for n in names)
     table: Dict[str, Dict[str, str]] = {n: {} for n in names}
     for column in [c for c in order if c in columns]:

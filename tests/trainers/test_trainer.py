@@ -3,6 +3,7 @@ checkpoints, and the command line (SIGINT, bad input)."""
 
 import functools
 import hashlib
+import io
 import re
 import shutil
 import signal
@@ -24,7 +25,7 @@ from rlf.tensor_specs import spec_from_tensors
 from rlf.trainers import CheckpointMismatchError, Trainer
 from rlf.trainers.run_dir import model_state
 from rlf.utils.checkpoint import load_checkpoint_file
-from rlf.utils.errors import UserError
+from rlf.utils.errors import UserError, one_line
 from rlf.utils.tensorboard_reader import read_scalar_tags, read_scalars
 
 REPO = Path(__file__).resolve().parents[2]
@@ -660,3 +661,86 @@ def test_impalas_experience_replay_is_a_declared_memory(tmp_path):
     alg.train_iter()
     assert not_checkpointed_memories(alg) == ["_memory.buffer"]
     env.close()
+
+
+def _ppo(root, iterations, *extra):
+    """A tiny PPO CartPole run of the shipped conf through rlf.train (gin-configured, so that
+    play and load_policy rebuild it from its config.gin)."""
+    import rlf
+    return rlf.train(str(REPO / "confs" / "ppo_cartpole.gin"), root_dir=root, progress=False,
+                     bindings=["load.num_envs = 2", "TrainerConfig.unroll_length = 8",
+                               "TrainerConfig.mini_batch_size = 8",
+                               "TrainerConfig.num_env_steps = 0",
+                               f"TrainerConfig.num_iterations = {iterations}", *extra])
+
+
+def test_the_best_evaluations_policy_is_kept_beside_the_newest(tmp_path, capsys):
+    """ckpt/best.pt follows every evaluation that beat the run's earlier ones, resumed
+    sessions included, outlives retention, and is what load_policy and play take as
+    'best'."""
+    import rlf
+    from rlf.trainers.best_checkpoint import best_checkpoint_path
+    evaluating = ("TrainerConfig.evaluate = True", "TrainerConfig.eval_interval = 1",
+                  "TrainerConfig.num_eval_episodes = 2", "TrainerConfig.checkpoint_interval = 2",
+                  "TrainerConfig.num_checkpoints = 1")
+    _ppo(tmp_path, 4, *evaluating)
+    _ppo(tmp_path, 6, *evaluating)  # resumed: the bar its file records stays
+    out = capsys.readouterr().out
+    returns = [float(v) for v in re.findall(r"eval AverageReturn ([\d.]+)", out)]
+    assert len(returns) == 6
+    best = load_checkpoint_file(best_checkpoint_path(tmp_path))["best"]
+    assert best["metric"] == "AverageReturn" and best["value"] == pytest.approx(max(returns),
+                                                                                abs=0.01)
+    assert best["iteration"] == 1 + returns.index(max(returns))
+    assert sorted(p.name for p in (tmp_path / "ckpt").glob("*.pt")) == ["best.pt", "ckpt-6.pt"]
+    policy = rlf.load_policy(tmp_path, checkpoint="best")
+    assert policy.checkpoint == best_checkpoint_path(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "rlf.bin.play", "--root_dir", str(tmp_path),
+                        "--num_episodes", "1", "--checkpoint", "best"], cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and f"checkpoint {tmp_path / 'ckpt' / 'best.pt'}" in r.stdout, \
+        r.stderr
+
+
+def test_best_is_one_line_where_nothing_was_evaluated(tmp_path):
+    import rlf
+    _ppo(tmp_path, 2, "TrainerConfig.evaluate = False")
+    with pytest.raises(UserError, match=r"checkpoint='best': .*best.pt does not exist: the run "
+                                        r"has not evaluated yet"):
+        rlf.load_policy(tmp_path, checkpoint="best")
+    r = subprocess.run([sys.executable, "-m", "rlf.bin.play", "--root_dir", str(tmp_path),
+                        "--checkpoint", "best"], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith("error: --checkpoint best: "), r.stderr
+
+
+def test_evaluation_videos_are_written_beside_the_run_and_to_tensorboard(tmp_path):
+    pytest.importorskip("pygame", reason="CartPole renders its frames with the play extra")
+    import cv2
+    from PIL import Image
+    Trainer(_config(4, evaluate=True, eval_interval=1, num_eval_episodes=1,
+                    eval_video_interval=2), tmp_path, progress=False).train()
+    assert sorted(p.name for p in (tmp_path / "videos").iterdir()) == ["eval-2.mp4",
+                                                                        "eval-4.mp4"]
+    lengths = [int(v) for v in _scalars(tmp_path, "Eval/AverageEpisodeLength").values()]
+    video = cv2.VideoCapture(str(tmp_path / "videos" / "eval-2.mp4"))
+    frames = int(video.get(cv2.CAP_PROP_FRAME_COUNT))
+    assert frames == lengths[1] + 1  # its FIRST step's frame and one per step after it
+    assert (int(video.get(cv2.CAP_PROP_FRAME_HEIGHT)),
+            int(video.get(cv2.CAP_PROP_FRAME_WIDTH))) == (400, 600)  # CartPole's own render
+    # TensorBoard's reader finds them as the images an add_video writes
+    accumulator = EventAccumulator(str(tmp_path / "train"), size_guidance={"images": 0})
+    accumulator.Reload()
+    images = accumulator.Images("Eval/video")
+    assert [e.step for e in images] == [2, 4]
+    gif = Image.open(io.BytesIO(images[0].encoded_image_string))
+    assert gif.format == "GIF" and 1 < gif.n_frames <= frames  # (repeated frames merged)
+
+
+def test_a_video_interval_without_evaluation_is_one_line():
+    with pytest.raises(ValueError) as raised:
+        TrainerConfig(eval_video_interval=2)
+    assert one_line(raised.value) == ("TrainerConfig: eval_video_interval = 2 takes effect only "
+                                      "with evaluation: set TrainerConfig.evaluate = True too, "
+                                      "or remove it")
