@@ -58,3 +58,7 @@ class Target(gym.Env):
 def short_corridor():
     """A function that returns an environment: a corridor of 3 cells."""
     return Corridor(length=3)
+
+
+# the id gymnasium's form names: "tests.api._envs:Corridor-v0" imports this module first
+gym.register("Corridor-v0", entry_point="tests.api._envs:Corridor")
