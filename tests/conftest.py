@@ -39,7 +39,7 @@ SLOW_FILES = {
 ONE_WORKER_FILES = {
     "experiments/test_tune.py", "experiments/test_cluster.py", "experiments/test_space.py",
     "matrix/test_matrix.py", "faults/test_missing_extras.py",
-    "faults/test_first_hour.py", "unrollers/test_fixed_lag.py",
+    "unrollers/test_fixed_lag.py",
     "unrollers/test_ray_cluster.py", "unrollers/test_ray_unroller.py",
     "unrollers/test_actor_counters.py", "trainers/test_learners.py",
 }

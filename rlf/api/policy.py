@@ -109,6 +109,7 @@ def _load_policy(path, checkpoint) -> "Policy":
                 algorithm = config.run.algorithm_ctor(
                     observation_spec=env.observation_spec(), action_spec=env.action_spec(),
                     reward_spec=env.reward_spec(), env=None, config=config)
+                preprocessing = TrainingObservations.of(env)
             finally:
                 env.close()
     finally:
@@ -120,7 +121,64 @@ def _load_policy(path, checkpoint) -> "Policy":
         raise UserError(f"{ckpt} does not fit the run's configuration "
                         f"({root / 'config.gin'}): {e}") from None
     algorithm.eval()
-    return Policy(algorithm, torch.device(config.run.device), ckpt)
+    return Policy(algorithm, torch.device(config.run.device), ckpt, preprocessing)
+
+
+class TrainingObservations:
+    """What rlf's gymnasium environment does to an observation before the networks see it
+    (its observation wrappers, innermost first: flattening a ``Dict``, ``Tuple`` or
+    ``Discrete`` observation, masking entries, moving channels first, float32), for raw
+    observations given to ``Policy.predict``.
+
+    Args:
+        raw_space: the environment's own observation space.
+        wrappers: its ``gymnasium.ObservationWrapper`` s, innermost first.
+    """
+
+    def __init__(self, raw_space, wrappers):
+        self.raw_space, self._wrappers = raw_space, list(wrappers)
+
+    @classmethod
+    def of(cls, env) -> Optional["TrainingObservations"]:
+        """The preprocessing of rlf's batched environment ``env``, or None where its
+        environments are not gymnasium wrappers (Atari's vector environment, whose frames ALE
+        preprocesses) or there is none."""
+        import gymnasium as gym
+        envs = getattr(getattr(env, "gym_env", None), "envs", None)
+        if not envs:
+            return None
+        chain, inner = [], envs[0]
+        while isinstance(inner, gym.Wrapper):
+            chain.append(inner)
+            inner = inner.env
+        wrappers = [w for w in reversed(chain) if isinstance(w, gym.ObservationWrapper)]
+        return cls(inner.observation_space, wrappers) if wrappers else None
+
+    def is_raw(self, observation: Any) -> Optional[bool]:
+        """True for one raw observation, False for a batch of them (a list, or an array with
+        the raw shape after its first dim), None for neither."""
+        import gymnasium as gym
+        discrete = isinstance(self.raw_space, gym.spaces.Discrete)
+        if isinstance(observation, (dict, tuple)) or (discrete and np.isscalar(observation)):
+            return True
+        if isinstance(observation, list) and observation and (
+                isinstance(observation[0], (dict, tuple))
+                or (discrete and np.isscalar(observation[0]))):
+            return False
+        shape = getattr(self.raw_space, "shape", None)
+        if shape is None or not isinstance(observation, (np.ndarray, torch.Tensor)):
+            return None
+        if tuple(observation.shape) == tuple(shape):
+            return True
+        if tuple(observation.shape[1:]) == tuple(shape):
+            return False
+        return None
+
+    def __call__(self, observation: Any) -> np.ndarray:
+        """One raw observation as the networks see it."""
+        for wrapper in self._wrappers:
+            observation = wrapper.observation(observation)
+        return np.asarray(observation)
 
 
 class Policy:
@@ -130,12 +188,16 @@ class Policy:
         algorithm: the trained ``RLAlgorithm``, in eval mode.
         device: where it runs.
         checkpoint: the file it was loaded from.
+        preprocessing: the environment's observation preprocessing, for raw observations
+            (``TrainingObservations``), or None.
     """
 
-    def __init__(self, algorithm, device: torch.device, checkpoint: Optional[Path] = None):
+    def __init__(self, algorithm, device: torch.device, checkpoint: Optional[Path] = None,
+                 preprocessing: Optional[TrainingObservations] = None):
         self.algorithm = algorithm
         self.device = device
         self.checkpoint = checkpoint
+        self.preprocessing = preprocessing
 
     @property
     def observation_spec(self):
@@ -159,8 +221,15 @@ class Policy:
             UserError: for a shape that is neither the spec's nor a batch of it.
         """
         spec = self.observation_spec
-        obs = torch.as_tensor(np.asarray(observation)).to(spec.dtype)
         shape = tuple(spec.shape)
+        prep = self.preprocessing
+        if prep is not None and not (isinstance(observation, (np.ndarray, torch.Tensor))
+                                     and tuple(observation.shape[-len(shape):]) == shape):
+            raw = prep.is_raw(observation)
+            if raw is not None:
+                observation = (prep(observation) if raw
+                               else np.stack([prep(o) for o in observation]))
+        obs = torch.as_tensor(np.asarray(observation)).to(spec.dtype)
         if tuple(obs.shape) == shape:
             return obs.unsqueeze(0).to(self.device), True
         if obs.ndim == len(shape) + 1 and tuple(obs.shape[1:]) == shape:
@@ -191,8 +260,10 @@ class Policy:
         """The action for one observation or a batch (Stable-Baselines3's ``predict``).
 
         Args:
-            observation: one ``spec.shape`` observation or a ``[B, ...]`` batch (numpy,
-                torch or nested lists), as rlf's environment gives it.
+            observation: one observation or a batch (numpy, torch or nested lists), as rlf's
+                environment gives it (``spec.shape``, ``[B, *spec.shape]``) or as the
+                gymnasium environment does (a ``Dict`` observation, a list of them, unmasked
+                or channels-last arrays): the training's preprocessing is applied to those.
             state: the recurrent state ``predict`` returned for the previous step of the same
                 episodes; None at an episode's start (and for a feed-forward policy).
             deterministic: the greedy action (``predict_step``); False samples as in

@@ -62,6 +62,11 @@ def test_an_environment_of_ones_own_trains(tmp_path, conf, env, bindings):
         space, gym.spaces.Dict) else space.sample()
     action, _ = policy.predict(observation)
     assert env().action_space.contains(np.asarray(action, dtype=env().action_space.dtype))
+    # the environment's own observations too: the training's preprocessing is applied
+    raw = [env().observation_space.sample() for _ in range(3)]
+    flat = np.stack([gym.spaces.flatten(env().observation_space, o) for o in raw])
+    assert np.array_equal(policy.predict(raw[0])[0], policy.predict(flat[0])[0])
+    assert np.array_equal(policy.predict(raw)[0], policy.predict(flat)[0])
 
 
 @pytest.mark.parametrize("env", ["tests.api._envs:Corridor", "tests.api._envs:Corridor-v0"],

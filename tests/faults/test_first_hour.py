@@ -101,7 +101,12 @@ def trained_run(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("case, tool, args, line, absent", CASES, ids=[c[0] for c in CASES])
+# (a case of several learners runs on the worker of those that start learners: conftest.py)
+PARAMS = [pytest.param(*c, id=c[0], marks=[pytest.mark.one_worker] if "learners" in c[0] else [])
+          for c in CASES]
+
+
+@pytest.mark.parametrize("case, tool, args, line, absent", PARAMS)
 def test_a_first_hour_mistake_is_one_line_and_leaves_nothing(trained_run, tmp_path, case, tool,
                                                              args, line, absent):
     if tool == "tune":
@@ -255,6 +260,7 @@ def test_ctrl_c_while_starting_is_one_line_and_status_130(tmp_path):
     assert not root.exists()
 
 
+@pytest.mark.one_worker
 def test_ctrl_c_while_several_learners_start_is_one_line_and_status_130(tmp_path):
     # The launcher returned 0, with torch's launcher's warning, and left learners/ behind.
     root = tmp_path / "run"
