@@ -9,8 +9,7 @@ from the newest complete checkpoint, skipping unreadable ones with a warning as 
 (``Checkpointer.newest_complete``; play never renames or deletes a file), or from
 ``--checkpoint`` (``best``: the best evaluation's policy, ``ckpt/best.pt``; a step; the
 old ``--checkpoint_step N``). A mistake (no run directory, a step that does not exist, an
-unreadable
-checkpoint, a bad binding) prints one line and exits with status 2 (the traceback with
+unreadable checkpoint, a bad binding) prints one line and exits with status 2 (the traceback with
 ``--debug`` or ``RLF_DEBUG=1``); so does a ``--record`` path that cannot be written, checked
 before any episode is played; a video that cannot be written in full (a full disk) prints
 one line and exits with status 1, leaving nothing at the path. The policy acts with
