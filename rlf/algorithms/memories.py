@@ -50,7 +50,7 @@ def _found(value: Any, path: str, depth: int, declared: bool
         items = [(f"{path}[{k!r}]", v) for k, v in value.items()]
     elif isinstance(value, (list, tuple)):
         items = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
-    elif isinstance(value, (types.SimpleNamespace,)) or type(value).__module__ != "builtins":
+    elif type(value).__module__ != "builtins":  # an object's attributes (SimpleNamespace's)
         try:
             attributes = vars(value)
         except TypeError:

@@ -40,11 +40,11 @@ class GreedyPolicy(nn.Module):
     def __init__(self, policy):
         super().__init__()
         self.algorithm = policy.algorithm
-        self._policy = [policy]  # not a sub-module: its algorithm is
+        self._time_step = policy.time_step  # (a Policy is no nn.Module: nothing registered)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         """``[B, ...]`` observations -> ``[B, ...]`` greedy actions."""
-        step = self.algorithm.predict_step(self._policy[0].time_step(observation), ())
+        step = self.algorithm.predict_step(self._time_step(observation), ())
         return step.output
 
 
