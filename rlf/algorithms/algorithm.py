@@ -146,7 +146,7 @@ class Algorithm(nn.Module):
         # The optimizers (built at first use), the updates and the counters.
         set_framework_state(self, _rlf_learner=Learner(
             self, self._rlf_optimizer_plans,
-            LearnerSettings(config, self._rlf_device, loss_average, distributed.world())))
+            LearnerSettings(config, self._rlf_device, loss_average, distributed.World())))
         # ALF's protected names, for a subclass to read (or replace: rlf never reads them).
         self._name, self._config, self._device = name, config, self._rlf_device
         self._debug_summaries = debug_summaries

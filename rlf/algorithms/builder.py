@@ -16,18 +16,21 @@ from typing import Optional
 
 from rlf.algorithms.training_loop import TrainingLoop
 from rlf.unrollers import Unroller
+from rlf.utils import distributed
 
 __all__ = ["build_training"]
 
 
 def build_training(algorithm, unroller: Optional[Unroller] = None,
-                   config=None) -> TrainingLoop:
+                   config=None, world: Optional[distributed.World] = None) -> TrainingLoop:
     """Builds what trains ``algorithm`` (the module docstring's order).
 
     Args:
         algorithm: the root ``RLAlgorithm``.
         unroller: the ``Unroller`` it acts through, or None to set it later.
         config: the ``TrainerConfig``; the algorithm's (``run_args.config``) if None.
+        world: the learners of the run (``rlf.utils.distributed.World``), handed to the
+            learner, the loop and the data path; one learner if None.
 
     Returns:
         The ``TrainingLoop``.
@@ -37,8 +40,8 @@ def build_training(algorithm, unroller: Optional[Unroller] = None,
         UserError: (a ``ValueError``) for settings the data path refuses, offline data it
             cannot read, or an unroller whose replay buffer settings do not fit.
     """
-    algorithm.learner.build()
-    loop = TrainingLoop(algorithm, config=config)
+    algorithm.learner.build(world)
+    loop = TrainingLoop(algorithm, config=config, world=world)
     loop.load_offline_data()
     if unroller is not None:
         loop.set_unroller(unroller)

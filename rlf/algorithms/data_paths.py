@@ -730,7 +730,7 @@ class Replay(DataPath):
         elif self.world.distributed:
             assert buffer is not None  # online_ready
             experience, batch_info, rows = buffer.get_batch_shard(
-                size * self.num_epochs, length, self.num_epochs)
+                size * self.num_epochs, length, self.num_epochs, world=self.world)
             yield from mb.shard_epochs(algorithm, experience, batch_info, rows,
                                        self.num_epochs, mixer=mixer,
                                        counter_per_mini_batch=update_global_counter)

@@ -69,7 +69,8 @@ class LearnerSettings(NamedTuple):
         config: the ``TrainerConfig``, or None.
         device: where the algorithm's parameters live.
         loss_average: ``masked_loss_mean``'s rule, ``"all"`` or ``"valid"``.
-        world: the learners of the run, over which gradients and loss summaries average.
+        world: the learners of the run, over which gradients and loss summaries average
+            (one learner until ``Learner.build`` is given the run's).
     """
 
     config: Any
@@ -162,13 +163,19 @@ class Learner:
         """Whether the optimizers exist (``add_optimizer`` and new state are refused then)."""
         return self._entries is not None
 
-    def build(self) -> None:
+    def build(self, world: Optional[distributed.World] = None) -> None:
         """Builds the optimizers and their schedules now (else the first update or
         ``state_dict`` does), so that a setting they refuse stops a run before any write.
+
+        Args:
+            world: the learners of the run, over which gradients and loss summaries average
+                (``build_training`` hands it in); None keeps the settings' (one learner).
 
         Raises:
             ValueError: for a setting an optimizer or schedule refuses.
         """
+        if world is not None:
+            self.settings = self.settings._replace(world=world)
         self._built()
 
     @property

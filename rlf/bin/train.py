@@ -76,7 +76,7 @@ def _train() -> int:
     if learners.launched_as_learner():
         world = learners.join_learners(config.run.num_learners, config.run.device)
         try:
-            status = _run(config, root_dir, note if world.is_chief else None)
+            status = _run(config, root_dir, note if world.is_chief else None, world)
         finally:
             learners.leave_learners()
         learners.end_learner(status)
@@ -98,21 +98,22 @@ def _launch(config, job: Job, root_dir: str) -> int:
         return 2 if e.caused_by_input else 1
 
 
-def _run(config, root_dir: str, note) -> int:
-    """Trains in this process (one learner, or one of several); a failure is one line."""
+def _run(config, root_dir: str, note, world=None) -> int:
+    """Trains in this process (one learner, or one of several: ``world``); a failure is one
+    line."""
     from rlf.algorithms import NonFiniteLossError
     from rlf.trainers import ActorFailure, CheckpointWriteError
-    from rlf.utils import distributed, summary
+    from rlf.utils import summary
     try:
         result = train_here(config, root_dir, FLAGS.progress, note,
-                            on_note=lambda line: print(line, flush=True))
+                            on_note=lambda line: print(line, flush=True), world=world)
     except (ActorFailure, CheckpointWriteError, NonFiniteLossError,
             summary.SummaryWriteError) as e:
         if debug_mode():
             raise
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2 if getattr(e, "caused_by_input", False) else 1
-    if not distributed.world().is_chief:
+    if world is not None and not world.is_chief:
         return 0
     metrics, evaluation = result["metrics"], result["eval"]
     episodes = metrics.get("NumberOfEpisodes", 0)

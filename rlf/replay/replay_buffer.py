@@ -354,7 +354,8 @@ class ReplayBuffer(nn.Module):
                                 positions=torch.from_numpy(start),
                                 importance_weights=weights)
 
-    def get_batch_shard(self, batch_size: int, batch_length: int = 1, num_groups: int = 1
+    def get_batch_shard(self, batch_size: int, batch_length: int = 1, num_groups: int = 1,
+                        world: Optional[distributed.World] = None
                         ) -> Tuple[Any, BatchInfo, torch.Tensor]:
         """With several learners (``rlf.utils.distributed``), each holding this buffer's
         counterpart for its own environments: this learner's share of one batch drawn over
@@ -367,6 +368,12 @@ class ReplayBuffer(nn.Module):
         rows ``rank * s ... (rank+1) * s - 1`` of the group, ``s = batch_size / (num_groups
         * N)``.
 
+        Args:
+            batch_size: the whole draw's rows over every learner.
+            batch_length: the steps of each row.
+            num_groups: the mini-batches the draw is cut into (prioritised sampling).
+            world: the learners (``rlf.utils.distributed.World``); one learner if None.
+
         Returns:
             ``(batch, info, rows)``: ``[n, batch_length]`` batch-major as ``get_batch``, its
             ``BatchInfo`` and ``rows`` ``[n]`` int64, each row's index in the whole draw. With
@@ -377,7 +384,7 @@ class ReplayBuffer(nn.Module):
             ValueError: as ``get_batch``; for prioritised sampling, a ``batch_size`` that the
                 number of learners does not divide.
         """
-        world = distributed.world()
+        world = distributed.World() if world is None else world
         if self._tree is not None:
             if batch_size % (world.size * num_groups):
                 raise ValueError(f"{self._name}.get_batch_shard: {world.size} learners cannot "
@@ -390,14 +397,14 @@ class ReplayBuffer(nn.Module):
             return batch, info, drawn
         with self._lock:
             own = self._num_valid_starts(batch_length)
-            num_starts = distributed.all_gather_cat(torch.from_numpy(own.astype(np.int64)),
-                                                    0).numpy()
+            num_starts = world.all_gather_cat(torch.from_numpy(own.astype(np.int64)),
+                                              0).numpy()
             if num_starts.sum() == 0:
                 raise ValueError(
                     f"{self._name}.get_batch_shard: no environment of any learner holds "
                     f"{batch_length} steps for a sequence")
             env, offset = _uniform_starts(batch_size, num_starts,
-                                          distributed.shared_generator(torch.device("cpu")))
+                                          world.shared_generator(torch.device("cpu")))
             first = world.rank * self._num_envs
             rows = np.nonzero((env >= first) & (env < first + self._num_envs))[0]
             env, offset = env[rows] - first, offset[rows]

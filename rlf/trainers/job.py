@@ -77,10 +77,14 @@ def configure(job: Job):
 
 
 def train_here(config, root_dir: str, progress: bool,
-               note: Optional[str] = None, on_note: Callable[[str], Any] = print
-               ) -> Dict[str, Any]:
+               note: Optional[str] = None, on_note: Callable[[str], Any] = print,
+               world=None) -> Dict[str, Any]:
     """Trains in this process (one learner, or one of several): builds the ``Trainer``,
     applies the learner's process settings and runs it.
+
+    Args:
+        world: the learners this process joined (``learners.join_learners``), or None for
+            the one learner of an ordinary run.
 
     Returns:
         ``Trainer.train``'s result.
@@ -89,7 +93,7 @@ def train_here(config, root_dir: str, progress: bool,
         What ``Trainer.build`` and ``Trainer.train`` raise.
     """
     from rlf.trainers import Trainer
-    trainer = Trainer(config, root_dir=root_dir, progress=progress)
+    trainer = Trainer(config, root_dir=root_dir, progress=progress, world=world)
     # The learner's process settings; the actors apply theirs themselves (ActorSetup).
     configure_process(num_threads=config.run.torch_num_threads,
                       flush_denormal=config.run.flush_denormal,

@@ -8,12 +8,10 @@ import functools
 import logging
 import os
 import random
-import signal
 import sys
-import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import gin
 import numpy as np
@@ -33,17 +31,17 @@ from rlf.metrics import metric_results
 from rlf.trainers.evaluator import EpisodeFrames, evaluate_episodes, write_eval_summaries
 from rlf.trainers.gin_config import query
 from rlf.trainers.learners import environments_per_learner
-from rlf.trainers.optimizer_settings import (apply_optimizer_settings, optimizer_settings,
-                                            replaced_hyperparameters)
-from rlf.trainers.signal_arrivals import SignalArrivals
-from rlf.trainers.run_dir import (REPLAY_BUFFER_COMPANION, changed_settings,
-                                  check_run_directory, config_bindings, learner_dir,
-                                  lock_run_directory, run_checkpointer, write_operative_config)
+from rlf.trainers.resume import RunRestore
+from rlf.trainers.run_dir import (REPLAY_BUFFER_COMPANION, check_run_directory,
+                                  config_bindings, learner_dir, lock_run_directory,
+                                  run_checkpointer, write_operative_config)
+from rlf.trainers.run_errors import ActorFailure, CheckpointMismatchError, CheckpointWriteError
+from rlf.trainers.stop_signals import StopSignals
+from rlf.trainers.trainer_state import TrainerState
 from rlf.trainers.tracker import Tracker, check_tracker, make_tracker
 from rlf.trainers.unrollers import make_unroller
 from rlf.unrollers import ActorError
 from rlf.utils import distributed, summary
-from rlf.utils.checkpoint import load_checkpoint_file, remove_stale_temp_files
 from rlf.utils.paths import expand_path
 from rlf.utils.errors import ConfigWarning, UserError, one_line
 from rlf.utils.gin_bindings import unapplied_bindings
@@ -53,48 +51,17 @@ __all__ = ["Trainer", "CheckpointMismatchError", "CheckpointWriteError", "ActorF
 
 logger = logging.getLogger(__name__)
 
-# The same stop signal again within this many seconds is the same request delivered twice
-# (`timeout` signals the run and its process group), not a second Ctrl-C.
-DUPLICATE_SIGNAL_SECONDS = 0.5
-
-
-class CheckpointMismatchError(UserError):
-    """The checkpoint in root_dir does not fit the configured algorithm."""
-
-
-class CheckpointWriteError(RuntimeError):
-    """A checkpoint could not be written (a full disk, a file system gone read-only) and
-    training stopped; the message names the file, the cause and the last good checkpoint,
-    which is kept, as is everything written before."""
-
-
-class ActorFailure(RuntimeError):
-    """An actor failed (or failed too often) and training stopped after writing a
-    checkpoint; the message names the actor, the cause, its log and the checkpoint.
-
-    Args:
-        message: the line.
-        caused_by_input: the actor raised a ``UserError`` (``ActorError.caused_by_input``):
-            ``rlf.bin.train`` then exits with status 2, as for the same error without actors.
-    """
-
-    def __init__(self, message: str, caused_by_input: bool = False):
-        super().__init__(message)
-        self.caused_by_input = bool(caused_by_input)
-
-
 def _warn(message: str) -> None:
     """One warning line on stderr, between progress-bar updates."""
     tqdm.write(f"WARNING: {message}", file=sys.stderr)
 
 
 class _Session:
-    """What a started run holds until ``Trainer.finish``: the signal handlers it replaced,
-    its progress bar, the iteration of its last checkpoint and of its start, and its last
-    evaluation."""
+    """What a started run holds until ``Trainer.finish``: its progress bar, the iteration of
+    its last checkpoint and of its start, and its last evaluation."""
 
-    def __init__(self, handlers, bar, saved_at: Optional[int], start_iter: int, tracker=None):
-        self.handlers, self.bar, self.tracker = handlers, bar, tracker
+    def __init__(self, bar, saved_at: Optional[int], start_iter: int, tracker=None):
+        self.bar, self.tracker = bar, tracker
         self.saved_at, self.start_iter = saved_at, start_iter
         self.last_eval: Dict[str, Any] = {}
         self.ended = False
@@ -102,62 +69,6 @@ class _Session:
 
 class _EvaluationStopped(Exception):
     """A stop signal arrived during evaluation (raised from its step callback)."""
-
-
-class _TrainerState:
-    """The loop's own counters, checkpointed with the algorithm."""
-
-    def __init__(self):
-        self.iter_num = 0
-        self.env_steps: Callable[[], int] = lambda: 0  # the algorithm's, once built
-        self.tracker_run_id: Optional[str] = None
-        # the algorithm's memories that checkpoints do not hold, and those of the restored run
-        self.not_checkpointed: Callable[[], List[str]] = lambda: []
-        self.restored_not_checkpointed: List[str] = []
-        # the best evaluation of the run so far (ckpt/best.pt holds its policy), or None
-        self.best_eval: Optional[float] = None
-
-    def state_dict(self) -> Dict[str, Any]:
-        """``{"iter_num", "global_counter", "env_steps"}``: the summary step, and the
-        environment steps for readers of the checkpoint (``run_dir.checkpointed_env_steps``;
-        the algorithm restores its own count); with a tracker also ``"tracker_run_id"``; with
-        several learners also ``"num_learners"`` and ``"shared_rng"`` (the states of the
-        generators of batch draws, ``rlf.utils.distributed``); with memories in
-        ``NotCheckpointed`` holders, ``"not_checkpointed"`` (their paths)."""
-        state = {"iter_num": self.iter_num, "global_counter": summary.get_global_counter(),
-                 "env_steps": int(self.env_steps())}
-        memories = self.not_checkpointed()
-        if memories:
-            state["not_checkpointed"] = memories
-        if self.tracker_run_id is not None:
-            state["tracker_run_id"] = self.tracker_run_id
-        world = distributed.world()
-        if world.distributed:
-            state["num_learners"] = world.size
-            state["shared_rng"] = {k: g.get_state() for k, g in world.generators.items()}
-        return state
-
-    def load_state_dict(self, state: Dict[str, Any], regroup: bool = False) -> None:
-        """Restores ``state_dict()`` output, including the global summary counter.
-
-        Args:
-            regroup: the checkpoint may be of another number of learners.
-
-        Raises:
-            ValueError: for a checkpoint of another number of learners, unless ``regroup``.
-        """
-        world = distributed.world()
-        learners = int(state.get("num_learners", 1))
-        if learners != world.size and not regroup:
-            raise ValueError(f"it was written by {learners} learner(s), this run has "
-                             f"{world.size} (TrainerConfig.num_learners)")
-        self.iter_num = int(state["iter_num"])
-        summary.set_global_counter(int(state["global_counter"]))
-        self.tracker_run_id = state.get("tracker_run_id")
-        self.restored_not_checkpointed = list(state.get("not_checkpointed", []))
-        for kind, rng in state.get("shared_rng", {}).items():
-            if kind in world.generators:
-                world.generators[kind].set_state(rng)
 
 
 class Trainer:
@@ -189,6 +100,9 @@ class Trainer:
             (``apply_optimizer_settings``; a schedule keeps its place), each change stated
             in one line and listed in ``optimizer_changes`` (population-based training's
             explore step).
+        world: the learners of the run (``rlf.utils.distributed.World``): this process is
+            learner ``world.rank`` of ``world.size``; None: the one learner of an ordinary
+            run. The learners' launcher hands in the world it joined.
 
     Raises:
         UserError: without a root_dir or ``algorithm_ctor``.
@@ -197,7 +111,8 @@ class Trainer:
     """
 
     def __init__(self, config, root_dir: Optional[str] = None, progress: bool = True,
-                 handle_signals: bool = True, configured_optimizer_settings: bool = False):
+                 handle_signals: bool = True, configured_optimizer_settings: bool = False,
+                 world: Optional[distributed.World] = None):
         root_dir = root_dir or config.run.root_dir
         if not root_dir:
             raise UserError("Trainer: no root_dir (pass --root_dir or set TrainerConfig.root_dir)")
@@ -208,13 +123,11 @@ class Trainer:
         self._root_dir = Path(expand_path(root_dir, "root_dir"))
         check_run_directory(self._root_dir)
         self._progress = progress
-        self._handle_signals = handle_signals
         self._configured_optimizer_settings = configured_optimizer_settings
         self._optimizer_changes: List[str] = []
-        self._stop_signal: Optional[int] = None
-        self._stop_time = 0.0
-        self._arrivals: Optional[SignalArrivals] = None  # from start() to the end
-        self._state = _TrainerState()
+        self._world = distributed.World() if world is None else world
+        self._signals = StopSignals(self._world, handle_signals)  # taken from start() to the end
+        self._state = TrainerState(self._world)
         # Built by build(): the environment, the algorithm, its TrainingLoop, the Checkpointer.
         self._env: Any = None
         self._algorithm: Any = None
@@ -236,9 +149,9 @@ class Trainer:
         seed = self._config.run.random_seed
         if seed is None:
             # (every learner takes rank 0's)
-            seed = distributed.broadcast_object(
+            seed = self._world.broadcast_object(
                 int.from_bytes(os.urandom(4), "little") % RANDOM_SEED_LIMIT)
-            if distributed.world().is_chief:
+            if self._world.is_chief:
                 tqdm.write(f"random_seed is None; using {seed}")
         random.seed(seed)
         np.random.seed(seed)
@@ -274,7 +187,7 @@ class Trainer:
                 # check has passed, before the actors start (they write its logs), so that a
                 # refused setting leaves no directory behind.
                 # With several learners rank 0 holds the lock for all of them.
-                chief = distributed.world().is_chief
+                chief = self._world.is_chief
                 if chief and self._root_dir.is_dir():
                     self._lock_fd = lock_run_directory(self._root_dir)
                 self._build()
@@ -283,7 +196,7 @@ class Trainer:
                 self._loop.check_replay_fits(self._unroller_batch_size())
                 # (synchronous learners take load.num_envs themselves: they split it)
                 _refuse_unapplied_bindings(
-                    ("load.num_envs",) if distributed.world().distributed
+                    ("load.num_envs",) if self._world.distributed
                     and not self._config.actors.async_unroll else ())
                 if chief and self._lock_fd is None:
                     made = not self._root_dir.exists()
@@ -325,7 +238,7 @@ class Trainer:
         config = self._config
         # a missing extra stops the run before anything runs
         check_tracker(config.summaries.tracker)
-        world = distributed.world()
+        world = self._world
         if config.run.num_learners != world.size:
             raise UserError(f"TrainerConfig.num_learners = {config.run.num_learners}, but this "
                             f"process is one of {world.size} learner(s): start the run with "
@@ -341,7 +254,7 @@ class Trainer:
         algorithm = self._algorithm
         # The optimizers, the loop and its data path and the offline data now (the composition
         # root): a setting they refuse stops the run before anything is written.
-        self._loop = build_training(algorithm, config=config)
+        self._loop = build_training(algorithm, config=config, world=world)
         if config.evaluation.evaluate and world.is_chief:
             # Now, not at the first evaluation: an evaluation environment that cannot be made
             # stops the run before anything is written, not after eval_interval iterations.
@@ -349,7 +262,7 @@ class Trainer:
             self._eval_env = self._make_eval_env()
 
     def _actors_per_learner(self) -> int:
-        return self._config.actors.num_actors // distributed.world().size
+        return self._config.actors.num_actors // self._world.size
 
     def _unroller_batch_size(self) -> int:
         """The environments the unroller ``_start_unroller`` makes will step: the
@@ -361,7 +274,7 @@ class Trainer:
         """Starts the unroller (the actors, with ``async_unroll``) and makes the run's
         checkpointer; with several learners, forks the shared random generators."""
         config, algorithm, loop = self._config, self._algorithm, self._loop
-        world = distributed.world()
+        world = self._world
         actors = self._actors_per_learner()
         loop.set_unroller(make_unroller(
             config, self._env, algorithm,
@@ -380,7 +293,7 @@ class Trainer:
         if world.distributed:
             # The batch draws continue from here as one learner's would; each learner's own
             # draws (and numpy's, Python's) get a stream of their own.
-            distributed.fork_shared_generators([algorithm.run_args.device])
+            world.fork_shared_generators([algorithm.run_args.device])
             own = (self._seed_value + 7919 * (world.rank + 1)) % RANDOM_SEED_LIMIT
             random.seed(own)
             np.random.seed(own)
@@ -406,7 +319,7 @@ class Trainer:
             CheckpointWriteError: if it cannot be written (a full disk); the file before is
                 kept (it is written atomically).
         """
-        if not distributed.world().is_chief:
+        if not self._world.is_chief:
             return
         try:
             write_operative_config(self._root_dir)
@@ -430,12 +343,12 @@ class Trainer:
                     companions[REPLAY_BUFFER_COMPANION] = {"algorithm": state}
             # With several learners rank 0's checkpoint comes last, after every other
             # learner's state: a ckpt-N.pt on disk has all of them beside it.
-            world = distributed.world()
+            world = self._world
             if world.is_chief:
-                distributed.barrier()
+                world.barrier()
             path = self._checkpointer.save(step, companions)
             if not world.is_chief:
-                distributed.barrier()
+                world.barrier()
         except OSError as e:
             raise CheckpointWriteError(
                 f"could not write the checkpoint of iteration {step} "
@@ -443,175 +356,6 @@ class Trainer:
                 f"{self._stopped_for_room()}") from e
         logger.debug("saved checkpoint %s", path)
         return path
-
-    def _restore(self) -> Optional[int]:
-        """Loads the newest complete checkpoint (``Checkpointer.restore``: newer incomplete
-        ones are set aside with a warning) after removing the leftovers of killed saves;
-        returns its iteration or None."""
-        for directory in (self._root_dir, self._checkpointer.ckpt_dir):
-            for p in remove_stale_temp_files(directory):
-                _warn(f"removed {p}: the temporary file of a save whose process "
-                      f"({p.name.rsplit('-', 1)[-1]}) no longer exists")
-        world = distributed.world()
-        try:
-            # Rank 0 reads the newest checkpoint; every learner learns its step and how many
-            # learners wrote it (one of another number carries over what they share).
-            found = (self._checkpointer.newest_complete(set_aside_unreadable=True,
-                                                        with_companions=True)
-                     if world.is_chief else None)
-            newest = distributed.broadcast_object(
-                None if found is None
-                else (found[0], int(found[1].get("trainer", {}).get("num_learners", 1))))
-            if newest is None:
-                return None
-            if newest[1] != world.size:
-                return self._regroup(newest[0], newest[1], state=found[1] if found else None)
-            if not world.is_chief:
-                return self._restore_learner(newest[0])
-            assert found is not None  # rank 0 found what it broadcast
-            configured = optimizer_settings(self._algorithm.learner.optimizers)
-            restored = self._checkpointer.apply(*found)
-            self._settle_optimizer_settings(configured)
-            replay = restored.companions.get(REPLAY_BUFFER_COMPANION)
-            if self._config.checkpoints.save_replay_buffer and replay is not None:
-                self._loop.load_replay_buffer_state_dict(replay["algorithm"])
-        except ValueError as e:
-            changed = changed_settings(self._root_dir, limit=1000)
-            algorithm = [c for c in changed if c.startswith("TrainerConfig.algorithm_ctor ")]
-            if algorithm:  # the cause of every other difference: one short line names it
-                raise CheckpointMismatchError(
-                    f"{self._root_dir} holds a run of another algorithm ({algorithm[0]}), "
-                    f"which cannot be resumed with this conf; use another --root_dir, or the "
-                    f"configuration it was written with ({self._root_dir / 'config.gin'})"
-                ) from None
-            changed = changed[:5] + ([f"{len(changed) - 5} more"] if len(changed) > 5 else [])
-            hint = f"; settings that differ from it: {'; '.join(changed)}" if changed else ""
-            raise CheckpointMismatchError(
-                f"{e}. The checkpoint was left untouched; use another --root_dir or the "
-                f"configuration it was written with ({self._root_dir / 'config.gin'}){hint}"
-            ) from None
-        return restored.step
-
-    def _regroup(self, step: int, learners: int, state: Optional[Dict[str, Any]] = None
-                 ) -> int:
-        """Loads checkpoint ``step``, written by ``learners`` learners, into this run of another
-        number: every learner takes rank 0's file's parameters, optimizers, counters, metrics
-        and loop counters; the random stream of batch draws continues (the one learner's
-        generator is the several learners' shared one); environments start new episodes and
-        replay buffers refill, as each learner's own part of the state has no counterpart.
-
-        Args:
-            step: the checkpoint's iteration.
-            learners: how many learners wrote it.
-            state: rank 0's file, if read already.
-
-        Raises:
-            ValueError: if the file does not fit (as ``Checkpointer.restore``).
-        """
-        path = run_checkpointer(self._root_dir).path(step)
-        state = load_checkpoint_file(path) if state is None else state
-        algorithm = dict(state["algorithm"])
-        extra = dict(algorithm.get("_extra_state") or {})
-        extra["last_unroll_step"] = None  # (one learner's environments)
-        algorithm["_extra_state"] = extra
-        configured = optimizer_settings(self._algorithm.learner.optimizers)
-        try:
-            RunCheckpoint(self._algorithm, self._loop).load_state_dict(algorithm)
-        except ValueError as e:
-            raise ValueError(f"{path} does not fit the configured algorithm: {e}") from None
-        self._settle_optimizer_settings(configured)
-        # (several learners' shared generators are restored with the trainer's state; the one
-        # learner's generator is theirs, and theirs, from one learner, is its generator)
-        self._state.load_state_dict(state["trainer"], regroup=True)
-        world = distributed.world()
-        if not world.distributed:
-            torch.set_rng_state(state["trainer"]["shared_rng"]["cpu"])
-        elif "shared_rng" not in state["trainer"]:
-            world.generators["cpu"].set_state(state["_rng_states"]["torch"])
-        if world.is_chief:
-            _warn(f"checkpoint {step} was written by {learners} learner(s) and this run has "
-                  f"{world.size}: parameters, optimizers, counters and metrics carry over; "
-                  f"the environments start new episodes"
-                  + ("" if self._algorithm.on_policy else " and the replay buffers refill"))
-        return step
-
-    def _settle_optimizer_settings(self, configured) -> None:
-        """After a restore, with the configured optimizer settings read before it: puts them
-        back or refuses the checkpoint's (``configured_optimizer_settings``).
-
-        Raises:
-            ValueError: naming the hyperparameters that differ (``_restore`` makes it a
-                ``CheckpointMismatchError``).
-        """
-        learner = self._algorithm.learner
-        if self._configured_optimizer_settings:
-            self._optimizer_changes = apply_optimizer_settings(
-                learner.optimizers, learner.schedules, configured)
-            if self._optimizer_changes:
-                tqdm.write(f"{self._algorithm.name}: the configured optimizer settings replace "
-                           f"the checkpoint's: {'; '.join(self._optimizer_changes)}")
-            return
-        replaced = replaced_hyperparameters(configured, learner.optimizers)
-        if replaced:
-            raise ValueError(
-                f"{self._algorithm.name}'s checkpoint has {'; '.join(replaced)}, which a resumed "
-                f"optimizer keeps (torch restores its hyperparameters with its state): the "
-                f"configured value would change nothing")
-
-    @property
-    def optimizer_changes(self) -> List[str]:
-        """What the restore changed of the checkpoint's optimizer settings
-        (``configured_optimizer_settings``): ``["optimizer i group j: lr old -> new", ...]``."""
-        return list(self._optimizer_changes)
-
-    def _restore_learner(self, step: int) -> int:
-        """Learner ``rank > 0`` of a data-parallel run: loads its own state of the checkpoint
-        rank 0 restores (``step``).
-
-        Raises:
-            ValueError: if this learner's file of that checkpoint is missing or does not fit.
-        """
-        checkpointer = self._checkpointer
-        if not checkpointer.path(step).is_file():
-            raise ValueError(f"{checkpointer.path(step)} is missing: checkpoint {step} was "
-                             f"not written by {distributed.world().size} learners")
-        checkpointer.load(step)
-        replay = checkpointer.companion_path(REPLAY_BUFFER_COMPANION, step)
-        if self._config.checkpoints.save_replay_buffer and replay.is_file():
-            self._loop.load_replay_buffer_state_dict(
-                load_checkpoint_file(replay)["algorithm"])
-        return step
-
-    # ------------------------------------------------------------------ signals
-    def _stop_agreed(self) -> bool:
-        """Whether to stop before the next iteration: a stop signal arrived (with several
-        learners: at any of them before their reduction, so that all stop after the same
-        iteration; one that arrives after it, while this returns, counts at the next)."""
-        if not distributed.world().distributed:
-            return self._stop_signal is not None
-        signum = int(distributed.all_reduce_max(float(self._stop_signal or 0)))
-        if self._stop_signal is None and signum:
-            self._stop_signal = signum
-        return signum != 0
-
-    def _on_signal(self, signum, frame) -> None:
-        if self._stop_signal is not None:
-            if signum == self._stop_signal and self._sent_twice(signum):
-                return  # one request sent twice (e.g. `timeout`: to the run and its group)
-            raise KeyboardInterrupt  # a second Ctrl-C: stop right away
-        self._stop_signal, self._stop_time = signum, time.monotonic()
-        tqdm.write(f"{signal.Signals(signum).name} received: finishing this iteration, "
-                   f"writing a checkpoint and exiting (again to abort)")
-
-    def _sent_twice(self, signum: int) -> bool:
-        """Whether this second ``signum`` arrived within ``DUPLICATE_SIGNAL_SECONDS`` of the
-        first: by their arrival times (``SignalArrivals``), which the handlers' times can
-        exceed by as long as a native call lasts; by the handlers' where the arrivals are not
-        recorded."""
-        times = self._arrivals.times(signum, at_least=2) if self._arrivals else []
-        if len(times) >= 2:
-            return times[-1] - times[-2] < DUPLICATE_SIGNAL_SECONDS
-        return time.monotonic() - self._stop_time < DUPLICATE_SIGNAL_SECONDS
 
     # ------------------------------------------------------------------ loop
     def train(self) -> Dict[str, Any]:
@@ -658,13 +402,17 @@ class Trainer:
         algorithm = self.build()
         summary.set_summary_interval(config.summaries.summary_interval)
         summary.set_global_counter(0)
-        restored = self._restore()
+        restore = RunRestore(self._root_dir, self._checkpointer, self._world, algorithm,
+                             self._loop, self._state, config.checkpoints.save_replay_buffer,
+                             self._configured_optimizer_settings, _warn)
+        restored = restore.restore()
+        self._optimizer_changes = restore.optimizer_changes
         # What an earlier process wrote past the restored state (after the checkpoint, or all
         # of it for a new run) is hidden by TensorBoard's restart marker, not plotted beside
         # the new summaries; env-step summaries after the checkpoint's step are the ones
         # hidden (iteration summaries past it are written again at the same steps).
         purge_step = algorithm.get_env_steps() + 1 if restored is not None else 0
-        chief = distributed.world().is_chief
+        chief = self._world.is_chief
         # With several learners, rank 0 writes the summaries; the others compute the same
         # ones (losses are averaged over the learners at each summary) and discard them.
         writer = (summary.create_summary_writer(str(self._root_dir / "train"),
@@ -700,12 +448,8 @@ class Trainer:
             summary.close()
             self.close()
             raise
-        handlers = ({s: signal.signal(s, self._on_signal) for s in (signal.SIGINT,
-                                                                     signal.SIGTERM)}
-                    if self._handle_signals else {})
-        # when each signal arrived (the handler may run long after: _on_signal)
-        self._arrivals = SignalArrivals() if self._handle_signals else None
-        self._session = _Session(handlers, self._progress_bar(algorithm),
+        self._signals.install()
+        self._session = _Session(self._progress_bar(algorithm),
                                  saved_at=self._state.iter_num if restored is not None
                                  else None, start_iter=self._state.iter_num, tracker=tracker)
         return restored
@@ -756,10 +500,10 @@ class Trainer:
         """
         session = self._started()
         config, algorithm = self._config, self._algorithm
-        world = distributed.world()
+        world = self._world
         done = 0
         try:
-            while not self._stop_agreed() and not self.done and (
+            while not self._signals.agreed() and not self.done and (
                     max_iterations is None or done < max_iterations):
                 try:
                     self._loop.train_iter()
@@ -848,7 +592,7 @@ class Trainer:
             self.save()
             it = self._state.iter_num
             # (with several learners, every one takes the same branches below)
-            stopped = self._stop_agreed()
+            stopped = self._signals.agreed()
             if not stopped and (it == session.start_iter
                                               or it % config.summaries.summary_interval):
                 # The run's final metrics reach TensorBoard even where its budget ends between
@@ -857,7 +601,7 @@ class Trainer:
                 with summary.record_if(lambda: True):
                     self._loop.summarize_metrics()
             if (config.evaluation.evaluate and not stopped and it > session.start_iter
-                    and it % config.evaluation.eval_interval and distributed.world().is_chief):
+                    and it % config.evaluation.eval_interval and self._world.is_chief):
                 # The run reached its budget between two evaluations: its final policy is
                 # what a reader of the curve wants evaluated (the checkpoint is already
                 # written; evaluation leaves the random state as it found it).
@@ -890,7 +634,7 @@ class Trainer:
         return {"iterations": self._state.iter_num,
                 "env_steps": self._algorithm.get_env_steps(),
                 "metrics": metric_results(self._loop.metrics),
-                "stopped_by_signal": self._stop_signal is not None,
+                "stopped_by_signal": self._signals.signum is not None,
                 "eval": self._session.last_eval}
 
     def abort(self) -> None:
@@ -914,11 +658,7 @@ class Trainer:
         assert session is not None  # from start()
         session.ended = True
         session.bar.close()
-        for s, h in session.handlers.items():
-            signal.signal(s, h)
-        if self._arrivals is not None:
-            self._arrivals.close()
-            self._arrivals = None
+        self._signals.restore()
         if session.tracker is not None:
             summary.remove_mirror(session.tracker.log_scalar)
             try:
@@ -978,7 +718,7 @@ class Trainer:
                                **({"render_mode": "rgb_array"} if videos else {}))
 
     def _stop_evaluation_on_signal(self, time_step) -> None:
-        if self._stop_signal is not None:
+        if self._signals.signum is not None:
             raise _EvaluationStopped
 
     def _evaluate(self) -> Dict[str, Any]:
@@ -1028,6 +768,12 @@ class Trainer:
                 f"could not write the evaluation's files in {self._root_dir}: "
                 f"{e.strerror or e}; {self._stopped_for_room()}") from e
         return result
+
+    @property
+    def optimizer_changes(self) -> List[str]:
+        """What the restore changed of the checkpoint's optimizer settings
+        (``configured_optimizer_settings``): ``["optimizer i group j: lr old -> new", ...]``."""
+        return list(self._optimizer_changes)
 
     @property
     def algorithm(self):

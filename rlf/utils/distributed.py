@@ -6,7 +6,11 @@ A run with ``TrainerConfig.num_learners = N`` has ``N`` processes (ranks), each 
 the environments: rank ``r`` runs the single learner's environments ``r*B ... (r+1)*B - 1``.
 ``set_world`` is called once per process by the launcher (``rlf.trainers.learners``); a
 process that never calls it is the one learner of an ordinary run, where every function here
-is what torch does by itself (the same draws, no communication).
+is what torch does by itself (the same draws, no communication). Below the process's entry a
+``World`` is handed on as a value (``Trainer(world=...)``, ``build_training(world=...)``); it
+owns its generators of batch draws, and ``World.batch_rows`` makes it the world the draws
+within the block use (a context variable: each thread sees its own), so two runs of different
+worlds can train in one process.
 
 Random draws of a batch. A rollout step's ``[B]`` rows are rows ``r*B ... (r+1)*B - 1`` of the
 ``[N*B]`` batch one learner would act on; a sampled mini-batch's rows are rows ``S_r`` of the
@@ -29,6 +33,7 @@ shape whose rows cannot be found is refused (``UserError``) rather than drawn lo
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import warnings
@@ -96,15 +101,14 @@ class World:
             size: the one learner's batch size.
             time_major: whether the block's data is time-major ``[T, B, ...]``.
         """
-        global _rows
         if index is None or not self.distributed:
             yield
             return
-        old, _rows = _rows, _Rows(index, size, time_major)
+        token = _active_rows.set(_Rows(self, index, size, time_major))
         try:
             yield
         finally:
-            _rows = old
+            _active_rows.reset(token)
 
     def rank_rows(self, batch_size: int) -> Optional[torch.Tensor]:
         """The rows ``rank*B ... (rank+1)*B - 1`` that this rank's ``B`` environments are
@@ -146,6 +150,32 @@ class World:
                           f"learner would; draw with rlf.utils.distributed's rand_like, "
                           f"randn_like, randint_like or categorical_sample", RuntimeWarning,
                           stacklevel=4)
+
+    def fork_shared_generators(self, devices: Sequence[torch.device]) -> None:
+        """Gives this world generators of batch draws in the current state of the process's
+        default generators (CPU, and each CUDA device type among ``devices``). Called on every
+        rank at the same point (after the build, before the ranks reseed their own
+        generators): the batch draws then continue the one learner's stream."""
+        gens = {"cpu": torch.Generator().set_state(torch.get_rng_state())}
+        for device in devices:
+            device = torch.device(device)
+            if device.type == "cuda" and "cuda" not in gens:
+                g = torch.Generator(device=device)
+                g.set_state(torch.cuda.get_rng_state(device))
+                gens["cuda"] = g
+        self.generators = gens
+
+    def shared_generator(self, device: torch.device) -> torch.Generator:
+        """This world's generator of batch draws on ``device``'s type.
+
+        Raises:
+            RuntimeError: if ``fork_shared_generators`` gave none for it.
+        """
+        kind = torch.device(device).type
+        if kind not in self.generators:
+            raise RuntimeError(f"no shared generator for device type {kind!r}: "
+                               f"World.fork_shared_generators was not called with it")
+        return self.generators[kind]
 
     # ------------------------------------------------------------------ collectives
     def all_reduce_sum(self, tensors: List[torch.Tensor]) -> None:
@@ -255,7 +285,6 @@ SMALL_MESSAGE = 1 << 16
 
 _world = World()
 _warned_own_draws: set = set()
-_rows: Optional["_Rows"] = None
 
 
 def world() -> World:
@@ -271,36 +300,29 @@ def set_world(new: World) -> None:
 
 
 def fork_shared_generators(devices: Sequence[torch.device]) -> None:
-    """Gives the world generators of batch draws in the current state of the process's
-    default generators (CPU, and each CUDA device type among ``devices``). Called on every
-    rank at the same point (after the build, before the ranks reseed their own generators):
-    the batch draws then continue the one learner's stream."""
-    gens = {"cpu": torch.Generator().set_state(torch.get_rng_state())}
-    for device in devices:
-        device = torch.device(device)
-        if device.type == "cuda" and "cuda" not in gens:
-            g = torch.Generator(device=device)
-            g.set_state(torch.cuda.get_rng_state(device))
-            gens["cuda"] = g
-    _world.generators = gens
+    """``World.fork_shared_generators`` of this process's world."""
+    _world.fork_shared_generators(devices)
 
 
 def shared_generator(device: torch.device) -> torch.Generator:
-    """The generator of batch draws on ``device``'s type.
+    """``World.shared_generator`` of this process's world.
 
     Raises:
         RuntimeError: if ``fork_shared_generators`` gave none for it.
     """
-    kind = torch.device(device).type
-    if kind not in _world.generators:
-        raise RuntimeError(f"no shared generator for device type {kind!r}: "
-                           f"fork_shared_generators was not called with it")
-    return _world.generators[kind]
+    return _world.shared_generator(device)
 
 
 class _Rows:
-    def __init__(self, index: torch.Tensor, size: int, time_major: bool = False):
-        self.index, self.size, self.time_major = index, int(size), time_major
+    """The rows of a ``World.batch_rows`` block and the world whose generators draw them."""
+
+    def __init__(self, world: World, index: torch.Tensor, size: int, time_major: bool = False):
+        self.world, self.index, self.size, self.time_major = world, index, int(size), time_major
+
+
+#: The rows of the innermost ``World.batch_rows`` block under way, or None.
+_active_rows: contextvars.ContextVar[Optional[_Rows]] = contextvars.ContextVar(
+    "rlf_batch_rows", default=None)
 
 
 def _rows_of(x: torch.Tensor, batch_dim: Optional[int]) -> Optional[Tuple[_Rows, int, int]]:
@@ -310,7 +332,7 @@ def _rows_of(x: torch.Tensor, batch_dim: Optional[int]) -> Optional[Tuple[_Rows,
     Raises:
         UserError: inside ``batch_rows`` for a shape whose rows cannot be placed.
     """
-    rows = _rows
+    rows = _active_rows.get()
     if rows is None or rows.index.numel() == 0:
         return None
     n, shape = rows.index.numel(), tuple(x.shape)
@@ -329,7 +351,7 @@ def _rows_of(x: torch.Tensor, batch_dim: Optional[int]) -> Optional[Tuple[_Rows,
     raise UserError(
         f"a batch draw (rlf.utils.distributed) of shape {list(shape)} in {where}: this "
         f"learner's {n} rows of the batch ({rows.size} for one learner) are not {found}, so "
-        f"{_world.size} learners cannot draw as one would; draw on [B, ...] or time-major "
+        f"{rows.world.size} learners cannot draw as one would; draw on [B, ...] or time-major "
         f"[T, B, ...] tensors (batch_dim=0 or 1 says which), not flattened or scalar ones")
 
 
@@ -355,7 +377,7 @@ def _batch_draw(draw, draw_like, x: torch.Tensor, batch_dim: Optional[int]) -> t
         return draw_like(x)
     rows, dim, steps = found
     full = draw(_full_shape(rows, dim, steps, x), dtype=x.dtype, device=x.device,
-                generator=shared_generator(x.device))
+                generator=rows.world.shared_generator(x.device))
     return _keep(full, rows, dim, steps, x)
 
 
@@ -410,7 +432,7 @@ def categorical_sample(probs: torch.Tensor) -> torch.Tensor:
     rows, dim, steps = found
     q = torch.empty(_full_shape(rows, dim, steps, probs), dtype=probs.dtype,
                     device=probs.device).exponential_(
-        1, generator=shared_generator(probs.device))
+        1, generator=rows.world.shared_generator(probs.device))
     return (probs / _keep(q, rows, dim, steps, probs)).argmax(-1)
 
 

@@ -260,3 +260,20 @@ def test_a_checkpoint_of_two_learners_loads_into_one_and_back(tmp_path):
                   state["trainer"]["env_steps"])
         assert counts[0] > previous[0] and counts[1] > previous[1], (iteration, counts)
         previous = counts
+
+
+def test_trainers_of_different_worlds_train_in_one_process(runs, tmp_path):
+    """Each of two learner processes trains the two-learner run through the ``World`` handed
+    to its ``Trainer`` (the process's own world left as it is), then a one-learner run of its
+    own through another ``Trainer``: the first is the two-learner run, each second the one
+    learner's, bit for bit."""
+    environ = {k: v for k, v in os.environ.items() if k != "RLF_DEBUG"}
+    roots = [tmp_path / name for name in ("two", "alone-0", "alone-1")]
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+         "2", "-m", "tests.trainers._two_worlds", *map(str, roots)],
+        cwd=REPO, env=environ, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for root, straight in zip(roots, ("two", "one", "one")):
+        expected, trained = _state(runs["impala"] / straight, 4), _state(root, 4)
+        assert all(torch.equal(expected[k], trained[k]) for k in expected), root.name

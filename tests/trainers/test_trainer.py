@@ -534,26 +534,23 @@ def test_a_run_shorter_than_its_summary_interval_writes_its_final_metrics(tmp_pa
     assert result["iterations"] == 6 and metrics()[:2] == (steps, values)
 
 
-def test_a_signal_after_the_learners_agreed_counts_at_their_next_agreement(monkeypatch):
+def test_a_signal_after_the_learners_agreed_counts_at_their_next_agreement():
     # Learner A's stop signal arrives as the all-reduce of the stop flags returns 0 (B had
     # none): A must go on as B does, else A writes its last checkpoint (a barrier) while B
     # trains (an all-gather), and both wait for ever.
     from types import SimpleNamespace
 
-    from rlf.trainers import trainer as trainer_module
-    learner = SimpleNamespace(_stop_signal=None)
+    from rlf.trainers.stop_signals import StopSignals
 
     def reduce_as_the_signal_arrives(value):
-        learner._stop_signal = int(signal.SIGTERM)
+        signals.signum = int(signal.SIGTERM)
         return value
 
-    monkeypatch.setattr(trainer_module.distributed, "world",
-                        lambda: SimpleNamespace(distributed=True))
-    monkeypatch.setattr(trainer_module.distributed, "all_reduce_max",
-                        reduce_as_the_signal_arrives)
-    assert not Trainer._stop_agreed(learner)  # the agreement: nobody had a signal
-    monkeypatch.setattr(trainer_module.distributed, "all_reduce_max", lambda value: value)
-    assert Trainer._stop_agreed(learner)  # the next one: A's signal stops both
+    world = SimpleNamespace(distributed=True, all_reduce_max=reduce_as_the_signal_arrives)
+    signals = StopSignals(world, handle=False)
+    assert not signals.agreed()  # the agreement: nobody had a signal
+    world.all_reduce_max = lambda value: value
+    assert signals.agreed()  # the next one: A's signal stops both
 
 
 def test_an_off_policy_resume_without_its_replay_buffer_says_so_in_one_line(tmp_path, capsys):

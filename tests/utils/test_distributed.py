@@ -126,3 +126,28 @@ def test_a_draw_whose_rows_cannot_be_placed_is_refused_in_one_line(two_learners,
             pytest.raises(UserError, match=r"^a batch draw \(rlf.utils.distributed\) of shape "
                                            r".*2 learners cannot draw as one would"):
         distributed.randn_like(torch.zeros(shape), batch_dim=batch_dim)
+
+
+def test_a_world_handed_in_draws_with_its_own_generators_not_the_process_worlds():
+    # Two worlds of two learners (one for each of two runs in one process), neither of them
+    # the process's: each block draws with its own world's generators and rows.
+    assert not distributed.world().distributed
+    torch.manual_seed(11)
+    first, second = distributed.World(rank=0, size=2), distributed.World(rank=1, size=2)
+    first.fork_shared_generators([torch.device("cpu")])
+    torch.manual_seed(12)
+    second.fork_shared_generators([torch.device("cpu")])
+    states = [w.generators["cpu"].get_state() for w in (first, second)]
+    with first.batch_rows(first.rank_rows(2), 4):
+        a = distributed.randn_like(torch.zeros(2, 3))
+        with second.batch_rows(second.rank_rows(2), 4):  # the innermost block's world
+            b = distributed.randn_like(torch.zeros(2, 3))
+        a2 = distributed.randn_like(torch.zeros(2, 3))
+    one = [torch.Generator().set_state(s) for s in states]
+    assert torch.equal(a, torch.randn(4, 3, generator=one[0])[:2])
+    assert torch.equal(a2, torch.randn(4, 3, generator=one[0])[:2])
+    assert torch.equal(b, torch.randn(4, 3, generator=one[1])[2:])
+    assert distributed.world().generators == {}  # the process's world is untouched
+    with pytest.raises(RuntimeError, match="no shared generator for device type 'cpu'"):
+        with distributed.World(rank=0, size=2).batch_rows(torch.arange(2), 4):
+            distributed.rand_like(torch.zeros(2))
