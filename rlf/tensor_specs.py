@@ -6,6 +6,7 @@ prepended (``[B, ...]`` for a batch, ``[T, B, ...]`` for an unroll).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence, Tuple, Union
 
 import numpy as np
@@ -184,7 +185,11 @@ class BoundedTensorSpec(TensorSpec):
 
     @classmethod
     def from_spec(cls, spec: TensorSpec, minimum: Any = 0, maximum: Any = None):
-        """A bounded spec with ``spec``'s shape and dtype."""
+        """Deprecated (removed in 0.5): ``BoundedTensorSpec(spec.shape, spec.dtype, minimum,
+        maximum)``, which it returns."""
+        warnings.warn("BoundedTensorSpec.from_spec is deprecated and will be removed in the "
+                      "next release; use BoundedTensorSpec(spec.shape, spec.dtype, minimum, "
+                      "maximum)", DeprecationWarning, stacklevel=2)
         return cls(spec.shape, spec.dtype, minimum, maximum)
 
     @property

@@ -101,3 +101,9 @@ def test_bounds_are_tensors_of_the_shape_and_dtype():
     assert torch.equal(high[1], torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
     low[0, 0] = 5.0  # a copy: the spec is unchanged
     assert spec.bounds()[0][0, 0] == -1.0
+
+
+def test_from_spec_is_deprecated_and_still_answers():
+    with pytest.warns(DeprecationWarning, match=r"^BoundedTensorSpec.from_spec is deprecated"):
+        spec = BoundedTensorSpec.from_spec(TensorSpec((2,), torch.int64), 0, 3)
+    assert spec == BoundedTensorSpec((2,), torch.int64, 0, 3)

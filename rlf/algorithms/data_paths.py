@@ -711,10 +711,7 @@ class Replay(DataPath):
         online_ready = self._online_ready()
         if not online_ready and offline is None:
             return
-        need_sampling = not online_ready or not self.whole
-        if need_sampling and (mb.mini_batch_size is None or mb.mini_batch_length is None):
-            raise ValueError("TrainerConfig.mini_batch_size and mini_batch_length must be set "
-                             "for training from sampled (or offline) batches")
+        # (sampled batches have their shape: _check_replay_settings refused the build otherwise)
         mixer = self.offline_mixer() if online_ready else None
         size, length = mb.mini_batch_size or 0, mb.mini_batch_length or 0
         if not online_ready:  # offline only: no environment data (yet)

@@ -29,6 +29,7 @@ from rlf.replay.offline import OfflineLayout
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
 from rlf.unrollers import SyncUnroller
 from rlf.unrollers.actor_params import ActorIdentity
+from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.errors import UserError
 
 __all__ = ["RLAlgorithm", "adjust_replay_buffer_length", "check_unit_interval"]
@@ -48,8 +49,12 @@ def check_unit_interval(owner: str, **values: float) -> None:
             raise ValueError(f"{owner}: {key} must be in [0, 1], got {value}")
 
 
-#: ``rlf.algorithms.data_paths.replay_buffer_length`` under its earlier name.
-adjust_replay_buffer_length = replay_buffer_length
+def adjust_replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:
+    """Deprecated name of ``rlf.algorithms.data_paths.replay_buffer_length`` (removed in
+    0.5): warns once, then returns what it returns."""
+    warn_deprecated("adjust_replay_buffer_length",
+                    "rlf.algorithms.data_paths.replay_buffer_length")
+    return replay_buffer_length(config, num_earliest_frames_ignored)
 
 
 class RLAlgorithm(Algorithm):

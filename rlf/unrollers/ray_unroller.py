@@ -24,6 +24,7 @@ from rlf.unrollers.actor_unroller import (ActorUnroller, actor_torch_seed, build
                                           copy_parameters)
 from rlf.unrollers.sync_unroller import SyncUnroller
 from rlf.utils.common import detach
+from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.extras import require
 from rlf.utils.ray_address import init_ray
@@ -162,7 +163,8 @@ class RayUnroller(ActorUnroller):
             k += 1
 
     def actor_pids(self) -> List[int]:
-        """Process ids of the actors (on their machines)."""
+        """Deprecated (removed in 0.5): the process ids of the actors (on their machines)."""
+        warn_deprecated("RayUnroller.actor_pids", "ray.util.state.list_actors()")
         return self._ray.get([a.pid.remote() for a in self._actors])
 
     def actor_nodes(self) -> List[str]:

@@ -12,11 +12,12 @@ from rlf.algorithms import build_training
 from rlf.algorithms.algorithm_state import load_initial_checkpoint
 from rlf.algorithms import (Algorithm, NonFiniteLossError, RLAlgorithm, TrainerConfig,
                             adjust_replay_buffer_length)
-from rlf.algorithms.data_paths import Sequences
+from rlf.algorithms.data_paths import Sequences, replay_buffer_length
 from rlf.data_structures import AlgStep, LossInfo, StepType
 from rlf.environments import load
 from rlf.tensor_specs import TensorSpec
 from rlf.unrollers import SyncUnroller
+from rlf.utils import deprecation
 from rlf.utils.errors import UserError
 
 SGD = functools.partial(torch.optim.SGD, lr=1.0)
@@ -324,10 +325,14 @@ def test_recurrent_state_resets_at_first_in_rollout_and_training():
 def test_adjust_replay_buffer_length_and_fractional_unroll():
     c = TrainerConfig(unroll_length=20, whole_replay_buffer_training=True,
                       clear_replay_buffer=True, replay_buffer_length=1000)
-    assert adjust_replay_buffer_length(c) == 21
-    assert adjust_replay_buffer_length(c, 3) == 24
+    assert replay_buffer_length(c) == 21
+    assert replay_buffer_length(c, 3) == 24
     c = TrainerConfig(unroll_length=20, replay_buffer_length=1000)
-    assert adjust_replay_buffer_length(c) == 1000
+    assert replay_buffer_length(c) == 1000
+    deprecation._warned.discard(("", "adjust_replay_buffer_length"))
+    with pytest.warns(DeprecationWarning, match=r"^adjust_replay_buffer_length is deprecated "
+                      r".*; use rlf.algorithms.data_paths.replay_buffer_length$"):
+        assert adjust_replay_buffer_length(c) == 1000
 
     env = load("CartPole-v1", 2, seed=0)
     config = TrainerConfig(unroll_length=0.25, mini_batch_size=4, mini_batch_length=2,
