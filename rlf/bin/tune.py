@@ -47,44 +47,36 @@ from pathlib import Path
 from absl import flags
 
 from rlf.bin.cli import debug_mode, parse_seeds, refuse_repeated, run_main
+from rlf.experiments.options import ExperimentOptions, OptionFlag, option_flags
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.extras import require
 
 FLAGS = flags.FLAGS
+
+
+def _define_flag(name: str, kind: type, default, flag: OptionFlag) -> None:
+    """Defines the flag of ``ExperimentOptions.<name>`` (its default, help and bounds)."""
+    if flag.choices is not None:
+        flags.DEFINE_enum(name, default, list(flag.choices), flag.help)
+    elif kind is int:
+        flags.DEFINE_integer(name, default, flag.help, lower_bound=flag.lower,
+                             upper_bound=flag.upper)
+    elif kind is float:
+        flags.DEFINE_float(name, default, flag.help, lower_bound=flag.lower,
+                           upper_bound=flag.upper)
+    else:
+        flags.DEFINE_string(name, default, flag.help)
+
+
 flags.DEFINE_string("conf", None, "gin file of every trial")
 flags.DEFINE_string("root_dir", None, "the experiment's directory")
 flags.DEFINE_multi_string("grid", [], "a grid: 'Name.param=[v1, v2]' (repeatable)")
 flags.DEFINE_multi_string("sample", [], "a sampled value: 'Name.param=loguniform(a, b)' "
                           "(uniform, loguniform, quniform, randint, choice, ...; repeatable)")
-flags.DEFINE_integer("num_samples", 1, "samples of the --sample values per grid point",
-                     lower_bound=1)
 flags.DEFINE_list("seeds", [], "random seeds (a grid over TrainerConfig.random_seed)")
 flags.DEFINE_list("games", [], "Atari games (a grid over load.env_name = ALE/<game>-v5)")
-flags.DEFINE_enum("scheduler", "fifo", ["fifo", "asha", "pbt"], "trial scheduler")
-flags.DEFINE_string("metric", None, "the metric ASHA and PBT rank by (e.g. AverageReturn)")
-flags.DEFINE_enum("mode", "max", ["max", "min"], "whether the metric is maximised")
-flags.DEFINE_integer("max_concurrent", 0, "trials at once (0: as the CPUs allow)",
-                     lower_bound=0)
-flags.DEFINE_string("address", None, "a running Ray cluster's address (default: RAY_ADDRESS's "
-                    "if set, else a local Ray)")
-flags.DEFINE_integer("num_cpus", None, "CPUs of the local Ray (default: the machine's)",
-                     lower_bound=1)
-flags.DEFINE_integer("step_iterations", 10, "iterations per trial step", lower_bound=0)
-flags.DEFINE_integer("step_env_steps", 0, "environment steps per trial step instead",
-                     lower_bound=0)
-flags.DEFINE_integer("checkpoint_every", 0, "trial steps between checkpoints (0: PBT's "
-                     "perturbation interval, else 10)", lower_bound=0)
-flags.DEFINE_integer("perturbation_interval", 5, "PBT: trial steps between perturbations",
-                     lower_bound=1)
-flags.DEFINE_float("quantile_fraction", 0.25, "PBT: the fraction that clones the top one",
-                   lower_bound=0.0, upper_bound=0.5)
-flags.DEFINE_float("resample_probability", 0.25, "PBT: the chance a value is drawn anew",
-                   lower_bound=0.0, upper_bound=1.0)
-flags.DEFINE_integer("grace_period", 2, "ASHA: trial steps before a trial may be stopped",
-                     lower_bound=1)
-flags.DEFINE_float("reduction_factor", 2.0, "ASHA: the halving rate", lower_bound=1.01)
-flags.DEFINE_integer("max_failures", 0, "restarts of a failed trial from its checkpoint",
-                     lower_bound=0)
+for _name, _kind, _default, _flag in option_flags():
+    _define_flag(_name, _kind, _default, _flag)
 flags.DEFINE_multi_string("conf_param", [], "a gin binding for every trial (repeatable)")
 flags.DEFINE_bool("debug", False, "show the full traceback of errors (also RLF_DEBUG=1)")
 
@@ -96,7 +88,6 @@ def options_from_flags():
         UserError: for a missing ``--conf``/``--root_dir``, ``--mode`` without ``--metric``,
             bad seeds or a malformed grid or sample.
     """
-    from rlf.experiments.runner import ExperimentOptions
     from rlf.experiments.space import SearchSpace
     if not FLAGS.conf:
         raise UserError("--conf is required (e.g. --conf confs/ppo_cartpole.gin)")
@@ -113,15 +104,8 @@ def options_from_flags():
         "load.env_name", "TrainerConfig.random_seed"}
     return ExperimentOptions(
         conf=FLAGS.conf, root_dir=FLAGS.root_dir, space=space, conf_params=FLAGS.conf_param,
-        num_samples=FLAGS.num_samples, scheduler=FLAGS.scheduler, metric=FLAGS.metric,
-        mode=FLAGS.mode, max_concurrent=FLAGS.max_concurrent, address=FLAGS.address,
-        num_cpus=FLAGS.num_cpus, step_iterations=FLAGS.step_iterations,
-        step_env_steps=FLAGS.step_env_steps, checkpoint_every=FLAGS.checkpoint_every,
-        perturbation_interval=FLAGS.perturbation_interval,
-        quantile_fraction=FLAGS.quantile_fraction,
-        resample_probability=FLAGS.resample_probability, grace_period=FLAGS.grace_period,
-        reduction_factor=FLAGS.reduction_factor, max_failures=FLAGS.max_failures,
-        layout="suite" if suite_like else "trials")
+        layout="suite" if suite_like else "trials",
+        **{name: FLAGS[name].value for name, *_ in option_flags()})
 
 
 def _write_suite_outputs(options, root: Path) -> None:

@@ -10,9 +10,12 @@ __all__ = ["SearchSpace", "ExperimentOptions", "ExperimentSpec", "RlfTrainable",
 
 def __getattr__(name):
     # Ray Tune is an extra: importing rlf.experiments does not need it.
-    if name in ("ExperimentOptions", "run_experiment"):
+    if name == "ExperimentOptions":
+        from rlf.experiments.options import ExperimentOptions
+        return ExperimentOptions
+    if name == "run_experiment":
         from rlf.experiments import runner
-        return getattr(runner, name)
+        return runner.run_experiment
     if name in ("ExperimentSpec", "RlfTrainable"):
         from rlf.experiments import trainable
         return getattr(trainable, name)

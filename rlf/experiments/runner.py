@@ -14,12 +14,12 @@ import json
 import math
 import os
 import signal
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
+from rlf.experiments.options import SCHEDULERS, ExperimentOptions
 from rlf.experiments.schedulers import make_scheduler
-from rlf.experiments.space import ENV_KEY, SearchSpace, trial_bindings
+from rlf.experiments.space import ENV_KEY, trial_bindings
 from rlf.experiments.trainable import (BUDGET_REACHED, RESULT_METRICS, ExperimentSpec,
                                        RlfTrainable)
 from rlf.experiments.tune_state import check_tune_state
@@ -33,81 +33,11 @@ __all__ = ["ExperimentOptions", "TUNE_DIR", "SCHEDULERS", "check_options", "tria
            "run_experiment", "ExperimentFailed"]
 
 TUNE_DIR = ".tune"
-SCHEDULERS = ("fifo", "asha", "pbt")
 SETTINGS_FILE = "experiment.json"
 
 
 class ExperimentFailed(RuntimeError):
     """Trials of the experiment failed; the message names each with its error."""
-
-
-@dataclass
-class ExperimentOptions:
-    """An experiment's settings (``rlf.bin.tune``'s flags).
-
-    Attributes:
-        conf: the gin file.
-        root_dir: the experiment's directory.
-        space: the varied bindings.
-        conf_params: bindings for every trial, after the conf.
-        num_samples: samples of ``space.sample`` (per grid point).
-        scheduler: ``"fifo"``, ``"asha"`` or ``"pbt"``.
-        metric: the reported metric schedulers rank by (``RESULT_METRICS``).
-        mode: ``"max"`` or ``"min"``.
-        max_concurrent: trials running at once (0: as many as the resources allow).
-        address: a running Ray cluster's address (None: the ``RAY_ADDRESS`` environment
-            variable's if set, else a local Ray; ``'local'``: a local Ray).
-        num_cpus: the local Ray's CPUs (None: the machine's).
-        step_iterations: iterations per trial step (Tune's ``training_iteration``).
-        step_env_steps: environment steps per trial step instead (0: by iterations).
-        checkpoint_every: trial steps between Tune checkpoints (0: PBT's
-            ``perturbation_interval``, else 10).
-        perturbation_interval: PBT's, in trial steps.
-        quantile_fraction: PBT's: the bottom fraction clones the top fraction.
-        resample_probability: PBT's: the chance a mutated value is drawn anew.
-        grace_period: ASHA's minimum trial steps.
-        reduction_factor: ASHA's.
-        layout: ``"trials"`` or ``"suite"`` (``ExperimentSpec.layout``).
-        max_failures: times a failed trial is restarted from its last checkpoint.
-    """
-
-    conf: str
-    root_dir: str
-    space: SearchSpace = field(default_factory=SearchSpace)
-    conf_params: Sequence[str] = ()
-    num_samples: int = 1
-    scheduler: str = "fifo"
-    metric: Optional[str] = None
-    mode: str = "max"
-    max_concurrent: int = 0
-    address: Optional[str] = None
-    num_cpus: Optional[int] = None
-    step_iterations: int = 10
-    step_env_steps: int = 0
-    checkpoint_every: int = 0
-    perturbation_interval: int = 5
-    quantile_fraction: float = 0.25
-    resample_probability: float = 0.25
-    grace_period: int = 2
-    reduction_factor: float = 2.0
-    layout: str = "trials"
-    max_failures: int = 0
-
-    @property
-    def checkpoint_frequency(self) -> int:
-        """Trial steps between Tune checkpoints."""
-        if self.checkpoint_every:
-            return self.checkpoint_every
-        return self.perturbation_interval if self.scheduler == "pbt" else 10
-
-    def settings(self) -> Dict[str, Any]:
-        """What a restart must repeat (``experiment.json``)."""
-        out = asdict(self)
-        for key in ("max_concurrent", "address", "num_cpus", "max_failures"):
-            out.pop(key)
-        out["conf"] = str(Path(self.conf).resolve())
-        out["root_dir"] = str(Path(self.root_dir).resolve())
-        return json.loads(json.dumps(out))
 
 
 def check_options(options: ExperimentOptions):
