@@ -9,7 +9,7 @@ interrupt: ``rlf.bin``) stays light.
 from typing import Any
 
 #: The release; ``CHANGELOG.md`` lists what each one changed for users.
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = ["Policy", "Run", "load_policy", "train", "__version__"]
 
