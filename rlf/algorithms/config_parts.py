@@ -358,8 +358,9 @@ class ActorConfig:
                     for_actors, "with actors",
                     "set TrainerConfig.async_unroll = True too, or remove {it}"))
         _set(self, "ray_num_cpus_per_actor", float(self.ray_num_cpus_per_actor))
-        _set(self, "ray_actor_resources", dict(self.ray_actor_resources or {}))
-        resources = {"num_cpus": self.ray_num_cpus_per_actor, **self.ray_actor_resources}
+        actor_resources = dict(self.ray_actor_resources or {})
+        _set(self, "ray_actor_resources", actor_resources)
+        resources = {"num_cpus": self.ray_num_cpus_per_actor, **actor_resources}
         bad = {k: v for k, v in resources.items()
                if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0}
         if bad:

@@ -138,7 +138,7 @@ class Learner:
         self.settings = settings
         self.counters = Counters()
         self._entries: Optional[List[_Optimizer]] = None
-        self._grad_scaler = None
+        self._grad_scaler: Optional[torch.amp.GradScaler] = None
         # Loss terms, gradient norms and rates, written at the next recording update.
         self._pending: Dict[str, Any] = {}
         # The rows of each RowSource in the mini-batch of the update under way.

@@ -443,19 +443,21 @@ class ReplayBuffer(nn.Module):
         return (age >= batch_length - 1) & (age < (self._size_np - self._num_ignored)[:, None])
 
     def _sample_from_tree(self, batch_size, batch_length, num_starts):
-        values = self._tree.values.reshape(self._num_envs, self._max_length)
+        tree = self._tree
+        assert tree is not None  # (prioritised or use-counted sampling)
+        values = tree.values.reshape(self._num_envs, self._max_length)
         valid = self._valid_start_mask(batch_length)
         valid_mass = float(values[valid].sum()) if batch_length > 1 or self._num_ignored \
-            else self._tree.total
+            else tree.total
         if valid_mass <= 0:
             raise ValueError(f"{self._name}.get_batch: every eligible step was sampled "
                              f"max_use={self._max_use} times; add new steps first")
         flat_valid = valid.reshape(-1)
         chosen = np.empty(0, dtype=np.int64)
         for _ in range(1000):  # rejection of non-starts; almost always one round
-            u = torch.rand(batch_size, dtype=torch.float64).numpy() * self._tree.total
-            idx = self._tree.find(u)
-            idx = idx[flat_valid[idx] & (self._tree.values[idx] > 0)]
+            u = torch.rand(batch_size, dtype=torch.float64).numpy() * tree.total
+            idx = tree.find(u)
+            idx = idx[flat_valid[idx] & (tree.values[idx] > 0)]
             chosen = np.concatenate([chosen, idx])[:batch_size]
             if chosen.size == batch_size:
                 break
@@ -465,7 +467,7 @@ class ReplayBuffer(nn.Module):
         newest = self._pos_np[env] - 1
         start = newest - (newest % self._max_length - slot) % self._max_length
         if self._prioritized:
-            probs = self._tree.values[chosen] / valid_mass
+            probs = tree.values[chosen] / valid_mass
             w = (num_starts.sum() * probs) ** (-self.beta)
             weights = torch.from_numpy((w / w.max()).astype(np.float32))
         else:
@@ -475,7 +477,7 @@ class ReplayBuffer(nn.Module):
             chosen_t = torch.from_numpy(chosen)
             counts.index_add_(0, chosen_t, torch.ones_like(chosen_t))
             exhausted = chosen[(counts[chosen_t] >= self._max_use).numpy()]
-            self._tree.update(exhausted, 0.0)
+            tree.update(exhausted, 0.0)
         return env.astype(np.int64), start.astype(np.int64), weights
 
     def _gather(self, env: np.ndarray, positions: np.ndarray) -> Any:

@@ -8,6 +8,8 @@ buffers of millions of entries.
 
 from __future__ import annotations
 
+from typing import Union
+
 import numpy as np
 
 __all__ = ["SumTree"]
@@ -50,7 +52,7 @@ class SumTree:
         """Sum of all values."""
         return float(self._tree[1])
 
-    def update(self, indices: np.ndarray, values: np.ndarray) -> None:
+    def update(self, indices: np.ndarray, values: Union[np.ndarray, float]) -> None:
         """Sets ``values[indices]`` and updates the sums above them.
 
         Args:
