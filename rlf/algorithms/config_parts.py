@@ -324,6 +324,19 @@ class ActorConfig:
                              "TrainerConfig.async_unroll = True as well")
         _positive_ints(self, ("unroll_queue_size", "num_actors",
                               "unroll_parameter_update_period"))
+        self._check_policy_lag()
+        self._check_restarts_and_niceness()
+        if not self.async_unroll:
+            for_actors = changed_fields(self, self.ACTOR_SETTINGS)
+            if for_actors:
+                raise ValueError(without_effect(
+                    for_actors, "with actors",
+                    "set TrainerConfig.async_unroll = True too, or remove {it}"))
+        self._check_ray_resources()
+
+    def _check_policy_lag(self) -> None:
+        """``policy_lag``: an integer >= 0, with reproducible actors only, which need a
+        broadcast after every update."""
         lag = self.policy_lag
         if lag != int(lag) or lag < 0:
             raise ValueError(f"TrainerConfig.policy_lag must be an integer >= 0, got {lag}")
@@ -339,6 +352,9 @@ class ActorConfig:
             raise ValueError(without_effect(
                 [f"policy_lag = {self.policy_lag}"], "with deterministic = True",
                 "set TrainerConfig.deterministic = True too, or remove {it}"))
+
+    def _check_restarts_and_niceness(self) -> None:
+        """The restart budget and the actors' niceness."""
         if self.max_actor_restarts < 0 or self.actor_restart_window <= 0:
             raise ValueError(f"TrainerConfig.max_actor_restarts must be >= 0 (got "
                              f"{self.max_actor_restarts}) and actor_restart_window > 0 (got "
@@ -351,12 +367,9 @@ class ActorConfig:
                              f"can only be given a lower priority than the learner), got "
                              f"{niceness}")
         _set(self, "actor_niceness", int(niceness))
-        if not self.async_unroll:
-            for_actors = changed_fields(self, self.ACTOR_SETTINGS)
-            if for_actors:
-                raise ValueError(without_effect(
-                    for_actors, "with actors",
-                    "set TrainerConfig.async_unroll = True too, or remove {it}"))
+
+    def _check_ray_resources(self) -> None:
+        """Ray's resources per actor: numbers >= 0, set only with Ray actors."""
         _set(self, "ray_num_cpus_per_actor", float(self.ray_num_cpus_per_actor))
         actor_resources = dict(self.ray_actor_resources or {})
         _set(self, "ray_actor_resources", actor_resources)

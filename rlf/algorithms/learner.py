@@ -553,34 +553,57 @@ def _build_optimizers(root, plans: List[OptimizerPlan]) -> List[_Optimizer]:
         for entry in plan.added:
             claimed.update(id(p) for p in _parameters_of(plan.algorithm, entry["modules"]))
     entries: List[_Optimizer] = []
-
-    def _add(opt, params, ctor, clip, name, period):
-        if not isinstance(opt, torch.optim.Optimizer):
-            if not params:
-                return
-            opt = opt(params)
-        index = len(entries)
-        tag = (str(index) if name in (None, "default") or name.endswith("/default")
-               else name)
-        entries.append(_Optimizer(opt, None if ctor is None else checked_schedule(ctor(opt)),
-                                  clip, str(index) if name is None else name, tag, period))
-
     for plan in plans:
-        module = plan.algorithm
-        taken: Set[int] = set()
-        for entry in plan.added:
-            params = [p for p in _parameters_of(module, entry["modules"]) if id(p) not in taken]
-            taken.update(id(p) for p in params)
-            _add(entry["optimizer"], params, entry["lr_scheduler"], entry["clipping"],
-                 entry["name"] if module is root or entry["name"] is None
-                 else f"{module.name}/{entry['name']}", entry["every"])
-        if plan.optimizer is None:
-            if plan.lr_scheduler is not None:
-                raise UserError(f"{module.name}: lr_scheduler needs an optimizer of its "
-                                f"own (set {type(module).__name__}.optimizer)")
-            continue
-        _add(plan.optimizer, _own_parameters(plan, plans, claimed), plan.lr_scheduler,
-             plan.clipping, "default" if module is root else f"{module.name}/default", 1)
+        _add_plan(entries, root, plan, _own_parameters(plan, plans, claimed))
+    _check_optimizers(root, entries)
+    return entries
+
+
+def _add_optimizer(entries: List[_Optimizer], opt, params, ctor, clip, name: Optional[str],
+                   period: int) -> None:
+    """Appends the optimizer ``opt`` (an instance, or a factory of ``params``: nothing
+    without parameters) with its schedule (``ctor``), clipping, name and period."""
+    if not isinstance(opt, torch.optim.Optimizer):
+        if not params:
+            return
+        opt = opt(params)
+    index = len(entries)
+    tag = str(index) if name in (None, "default") or str(name).endswith("/default") else name
+    entries.append(_Optimizer(opt, None if ctor is None else checked_schedule(ctor(opt)),
+                              clip, str(index) if name is None else name, str(tag), period))
+
+
+def _add_plan(entries: List[_Optimizer], root, plan: OptimizerPlan, own: List[nn.Parameter]
+              ) -> None:
+    """Appends one algorithm's optimizers: those it added, then its default one over ``own``
+    (its parameters no other optimizer claims).
+
+    Raises:
+        UserError: for a schedule without an optimizer.
+    """
+    module = plan.algorithm
+    taken: Set[int] = set()
+    for entry in plan.added:
+        params = [p for p in _parameters_of(module, entry["modules"]) if id(p) not in taken]
+        taken.update(id(p) for p in params)
+        _add_optimizer(entries, entry["optimizer"], params, entry["lr_scheduler"],
+                       entry["clipping"], entry["name"] if module is root or entry["name"] is None
+                       else f"{module.name}/{entry['name']}", entry["every"])
+    if plan.optimizer is None:
+        if plan.lr_scheduler is not None:
+            raise UserError(f"{module.name}: lr_scheduler needs an optimizer of its "
+                            f"own (set {type(module).__name__}.optimizer)")
+        return
+    _add_optimizer(entries, plan.optimizer, own, plan.lr_scheduler, plan.clipping,
+                   "default" if module is root else f"{module.name}/default", 1)
+
+
+def _check_optimizers(root, entries: List[_Optimizer]) -> None:
+    """Refuses repeated optimizer names and trainable parameters no optimizer holds.
+
+    Raises:
+        UserError: naming them.
+    """
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
         raise UserError(f"{root.name}: optimizer names {names} repeat; give each "
@@ -594,7 +617,6 @@ def _build_optimizers(root, plans: List[OptimizerPlan]) -> List[_Optimizer]:
             f"{root.name}: parameters {uncovered[:5]}{'...' if len(uncovered) > 5 else ''}"
             f" have no optimizer; pass optimizer=... (e.g. in gin "
             f"`{type(root).__name__}.optimizer = @torch.optim.Adam`)")
-    return entries
 
 
 # ---------------------------------------------------------------------- several learners

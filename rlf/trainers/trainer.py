@@ -499,64 +499,84 @@ class Trainer:
                 ``train``.
         """
         session = self._started()
-        config, algorithm = self._config, self._algorithm
-        world = self._world
         done = 0
         try:
             while not self._signals.agreed() and not self.done and (
                     max_iterations is None or done < max_iterations):
-                try:
-                    self._loop.train_iter()
-                except NonFiniteLossError as e:
-                    raise NonFiniteLossError(f"{e} ({self._newest_checkpoint()}; nothing was "
-                                             f"saved after the failure)") from None
-                except UserError as e:  # e.g. a NaN reward; the iteration may be half done
-                    raise UserError(f"{one_line(e)} (iteration {self._state.iter_num + 1}; "
-                                    f"{self._newest_checkpoint()}; nothing was saved after "
-                                    f"the failure)") from e
-                except ActorError as e:
-                    # The failed iteration changed nothing (TrainingLoop.train_iter): the
-                    # learner's state is that of the last completed one, worth a checkpoint
-                    # if one was completed since the last (not the untrained learner's). With
-                    # several learners the others are not at a checkpoint: none is written.
-                    if self._state.iter_num in (0, session.saved_at) or world.distributed:
-                        where = f"training stopped; {self._newest_checkpoint()}"
-                    else:
-                        where = f"training stopped, checkpoint written: {self._save()}"
-                    raise ActorFailure(f"{e}; {where}", e.caused_by_input) from None
+                self._train_iteration(session)
                 done += 1
-                self._state.iter_num += 1
-                it = self._state.iter_num
-                if it == 1:
-                    self._write_config()  # now also holds what was configured lazily
-                if self._progress:
-                    self._advance(session.bar, algorithm)
-                if it % config.checkpoints.checkpoint_interval == 0:
-                    self._save()
-                    session.saved_at = it
-                evaluation = config.evaluation
-                if (evaluation.evaluate and it % evaluation.eval_interval == 0
-                        and world.is_chief):
-                    try:
-                        session.last_eval = self._evaluate() or session.last_eval
-                    except Exception as e:
-                        # The iteration is complete: keep it before stopping (not with
-                        # several learners: the others are not at a checkpoint).
-                        if world.distributed:
-                            where = f"training stopped; {self._newest_checkpoint()}"
-                        else:
-                            path = (self._save() if session.saved_at != it
-                                    else self._checkpointer.path(it))
-                            where = f"training stopped, checkpoint written: {path}"
-                        if not isinstance(e, UserError):
-                            raise
-                        raise UserError(f"evaluation at iteration {it}: {one_line(e)}; "
-                                        f"{where}") from e
+                self._after_iteration(session)
         except summary.SummaryWriteError as e:
             # The iteration may be half done: nothing is saved, the newest checkpoint stays.
             raise summary.SummaryWriteError(
                 e.errno, f"{e.strerror}; {self._stopped_for_room()}") from e
         return self._results()
+
+    def _train_iteration(self, session: "_Session") -> None:
+        """One iteration of the loop; a failure names the newest checkpoint (and writes one
+        where an actor failed after an iteration that none holds).
+
+        Raises:
+            NonFiniteLossError, UserError, ActorFailure: see ``train``.
+        """
+        try:
+            self._loop.train_iter()
+        except NonFiniteLossError as e:
+            raise NonFiniteLossError(f"{e} ({self._newest_checkpoint()}; nothing was "
+                                     f"saved after the failure)") from None
+        except UserError as e:  # e.g. a NaN reward; the iteration may be half done
+            raise UserError(f"{one_line(e)} (iteration {self._state.iter_num + 1}; "
+                            f"{self._newest_checkpoint()}; nothing was saved after "
+                            f"the failure)") from e
+        except ActorError as e:
+            # The failed iteration changed nothing (TrainingLoop.train_iter): the
+            # learner's state is that of the last completed one, worth a checkpoint
+            # if one was completed since the last (not the untrained learner's). With
+            # several learners the others are not at a checkpoint: none is written.
+            if self._state.iter_num in (0, session.saved_at) or self._world.distributed:
+                where = f"training stopped; {self._newest_checkpoint()}"
+            else:
+                where = f"training stopped, checkpoint written: {self._save()}"
+            raise ActorFailure(f"{e}; {where}", e.caused_by_input) from None
+
+    def _after_iteration(self, session: "_Session") -> None:
+        """Counts the iteration done, then what is due after it: the config's rewrite after
+        the first, the progress bar, a checkpoint, an evaluation."""
+        config = self._config
+        self._state.iter_num += 1
+        it = self._state.iter_num
+        if it == 1:
+            self._write_config()  # now also holds what was configured lazily
+        if self._progress:
+            self._advance(session.bar, self._algorithm)
+        if it % config.checkpoints.checkpoint_interval == 0:
+            self._save()
+            session.saved_at = it
+        evaluation = config.evaluation
+        if evaluation.evaluate and it % evaluation.eval_interval == 0 and self._world.is_chief:
+            self._scheduled_evaluation(session, it)
+
+    def _scheduled_evaluation(self, session: "_Session", it: int) -> None:
+        """The evaluation of iteration ``it``; one that fails stops the run after keeping the
+        completed iteration in a checkpoint (not with several learners: the others are not
+        at a checkpoint).
+
+        Raises:
+            UserError: naming the iteration, the cause and the checkpoint.
+        """
+        try:
+            session.last_eval = self._evaluate() or session.last_eval
+        except Exception as e:
+            if self._world.distributed:
+                where = f"training stopped; {self._newest_checkpoint()}"
+            else:
+                path = (self._save() if session.saved_at != it
+                        else self._checkpointer.path(it))
+                where = f"training stopped, checkpoint written: {path}"
+            if not isinstance(e, UserError):
+                raise
+            raise UserError(f"evaluation at iteration {it}: {one_line(e)}; "
+                            f"{where}") from e
 
     def save(self) -> Path:
         """Writes a checkpoint of the current iteration now (unless one was written at it),
