@@ -26,6 +26,7 @@ import torch
 from rlf import nest
 from rlf.algorithms.config_parts import DataPathConfig, changed_fields, without_effect
 from rlf.algorithms.data_needs import check_data_needs
+from rlf.algorithms.seams import DataPathSeam
 from rlf.data_structures import Experience, valid_step_mask
 from rlf.replay import ReplayBuffer
 from rlf.tensor_specs import spec_from_tensors
@@ -420,7 +421,7 @@ class DataPath:
 
     name = ""
 
-    def __init__(self, algorithm, sequences: Optional[Sequences]):
+    def __init__(self, algorithm: DataPathSeam, sequences: Optional[Sequences]):
         self.algorithm = algorithm
         self.sequences = sequences
 
@@ -485,7 +486,7 @@ class UnrollEpochs(DataPath):
 
     name = "unroll_epochs"
 
-    def __init__(self, algorithm, sequences: Sequences, mini_batches: MiniBatches,
+    def __init__(self, algorithm: DataPathSeam, sequences: Sequences, mini_batches: MiniBatches,
                  num_epochs: int):
         super().__init__(algorithm, sequences)
         self.mini_batches, self.num_epochs = mini_batches, num_epochs
@@ -562,7 +563,7 @@ class Replay(DataPath):
         world: the learners (``mini_batches.world`` if None).
     """
 
-    def __init__(self, algorithm, sequences: Sequences, mini_batches: MiniBatches,
+    def __init__(self, algorithm: DataPathSeam, sequences: Sequences, mini_batches: MiniBatches,
                  num_epochs: int, whole: bool, clear: bool, initial_collect_steps: int,
                  offline_fraction: float, unroll_with_grad: bool, offline_only: bool,
                  length: int, priority: Dict[str, Any],
@@ -823,7 +824,8 @@ def _check_replay_settings(config, name: str, path: str) -> None:
                         f"priority_replay (or offline_buffer_dir)")
 
 
-def make_data_path(algorithm, config, make_buffer: Optional[Callable[[Any], Any]] = None,
+def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
+                   make_buffer: Optional[Callable[[Any], Any]] = None,
                    world: Optional[distributed.World] = None) -> DataPath:
     """The data path ``config`` selects for ``algorithm`` (the module docstring's table),
     built and checked; the only reader of ``DATA_PATH_SETTINGS``.

@@ -18,6 +18,7 @@ from torch import nn
 from rlf import nest
 from rlf.algorithms.counters import Counters
 from rlf.algorithms.data_paths import Batch
+from rlf.algorithms.seams import LearnerSeam
 from rlf.algorithms.optimization import (NonFiniteLossError, checked_schedule, extra_mean,
                                          extra_sum, masked_loss_mean, term_mask)
 from rlf.data_structures import Experience, LossInfo, valid_step_mask
@@ -131,7 +132,7 @@ class Learner:
         settings: the ``LearnerSettings``.
     """
 
-    def __init__(self, algorithm, plans: Callable[[], List[OptimizerPlan]],
+    def __init__(self, algorithm: LearnerSeam, plans: Callable[[], List[OptimizerPlan]],
                  settings: LearnerSettings):
         self.algorithm = algorithm
         self._plans = plans

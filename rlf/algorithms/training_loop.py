@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Dict, List, Optional, cast
+from typing import Any, Dict, List, Optional, Union, cast
 
 import torch
 from torch import nn
@@ -27,6 +27,7 @@ from rlf.algorithms.data_paths import (DataPath, Replay, RolloutGraph, make_data
                                        offline_data_settings)
 from rlf.algorithms.memories import check_memories
 from rlf.algorithms.reserved import set_framework_state
+from rlf.algorithms.seams import LoopSeam
 from rlf.data_structures import Experience, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.networks.normalizers import ObservationNormalizer
@@ -47,7 +48,8 @@ _EXTRA_KEYS = ("last_unroll_step", "remaining_unroll_length_fraction")
 _METRICS_PREFIX = "_metrics."
 
 
-def observation_normalizers(algorithm: nn.Module) -> List[ObservationNormalizer]:
+def observation_normalizers(algorithm: Union[nn.Module, LoopSeam]
+                            ) -> List[ObservationNormalizer]:
     """Every ``ObservationNormalizer`` among ``algorithm``'s modules, in order."""
     return [m for m in algorithm.modules() if isinstance(m, ObservationNormalizer)]
 
@@ -67,7 +69,7 @@ class TrainingLoop:
             refuses.
     """
 
-    def __init__(self, algorithm, unroller: Optional[Unroller] = None, config=None,
+    def __init__(self, algorithm: LoopSeam, unroller: Optional[Unroller] = None, config=None,
                  world: Optional[distributed.World] = None):
         config = algorithm.run_args.config if config is None else config
         if config is None:
@@ -89,8 +91,10 @@ class TrainingLoop:
         self._num_envs = 0
         self._rollout_info_spec = None
         self._remaining_unroll_length_fraction = 0.0
-        # alg.train_iter() and alg.training_loop reach it, as in ALF.
-        set_framework_state(algorithm, _rlf_loop=self)
+        # alg.train_iter() and alg.training_loop reach it, as in ALF (an algorithm that is
+        # no RLAlgorithm, only the seam, has no such entry).
+        if isinstance(algorithm, nn.Module):
+            set_framework_state(algorithm, _rlf_loop=self)
         if unroller is not None:
             self.set_unroller(unroller)
 

@@ -1,0 +1,123 @@
+"""What the machinery of training needs of an algorithm, as typing ``Protocol`` s: the
+``Learner`` (``LearnerSeam``), a data path (``DataPathSeam``) and the ``TrainingLoop``
+(``LoopSeam``). Every ``RLAlgorithm`` is all three (mypy checks it: ``_conforms``); an object
+that is not an ``RLAlgorithm`` but has these members trains as well.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Protocol, Tuple
+
+from torch import nn
+
+from rlf.data_structures import AlgStep, Experience, LossInfo
+
+if TYPE_CHECKING:
+    from rlf.algorithms.algorithm import RunArgs
+    from rlf.algorithms.data_needs import DataNeeds
+    from rlf.algorithms.learner import Learner
+    from rlf.algorithms.rl_algorithm import RLAlgorithm
+    from rlf.replay.offline import OfflineLayout
+
+__all__ = ["LearnerSeam", "DataPathSeam", "LoopSeam"]
+
+
+class LearnerSeam(Protocol):
+    """What ``Learner`` reads of the algorithm it updates: its name (in messages), its loss
+    and after-update hook, and its parameters (the optimizers' and the gradients')."""
+
+    @property
+    def name(self) -> str: ...
+
+    def calc_loss(self, info: Any) -> LossInfo: ...
+
+    def after_update(self, root_inputs: Any, info: Any) -> None: ...
+
+    def parameters(self, recurse: bool = ...) -> Iterator[nn.Parameter]: ...
+
+    def named_parameters(self, prefix: str = ..., recurse: bool = ...,
+                         remove_duplicate: bool = ...) -> Iterator[Tuple[str, nn.Parameter]]: ...
+
+    def modules(self) -> Iterator[nn.Module]: ...
+
+    def get_submodule(self, target: str) -> nn.Module: ...
+
+    def get_parameter(self, target: str) -> nn.Parameter: ...
+
+
+class DataPathSeam(Protocol):
+    """What a data path (``make_data_path``) reads of the algorithm: its needs, its train
+    state, ``train_step`` and the hooks on stored and sampled experience."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def on_policy(self) -> Optional[bool]: ...
+
+    @property
+    def run_args(self) -> "RunArgs": ...
+
+    @property
+    def data_needs(self) -> "DataNeeds": ...
+
+    @property
+    def train_state_spec(self) -> Any: ...
+
+    @property
+    def learner(self) -> "Learner": ...
+
+    def get_initial_train_state(self, batch_size: int) -> Any: ...
+
+    def train_state_from_rollout_state(self, state: Any) -> Any: ...
+
+    def train_step(self, inputs: Any, state: Any, rollout_info: Any) -> AlgStep: ...
+
+    def preprocess_experience(self, root_inputs: Any, rollout_info: Any, batch_info: Any
+                              ) -> Tuple[Any, Any]: ...
+
+    def observe_for_replay(self, exp: Experience) -> None: ...
+
+    def mix_experience(self, experience: Experience, batch_info: Any
+                       ) -> Tuple[Experience, Any]: ...
+
+
+class LoopSeam(DataPathSeam, Protocol):
+    """What the ``TrainingLoop`` reads of the algorithm beyond its data path's needs: its
+    specs, its learner, the iteration's last hook and the offline layout, and its modules
+    (train and eval modes, the observation normalizers, the checkpoint)."""
+
+    @property
+    def observation_spec(self) -> Any: ...
+
+    @property
+    def action_spec(self) -> Any: ...
+
+    @property
+    def reward_spec(self) -> Any: ...
+
+    @property
+    def rollout_state_spec(self) -> Any: ...
+
+    def after_train_iter(self, root_inputs: Any, rollout_info: Any = ...) -> None: ...
+
+    def offline_layout(self) -> "OfflineLayout": ...
+
+    def get_env_steps(self) -> int: ...
+
+    def modules(self) -> Iterator[nn.Module]: ...
+
+    def train(self, mode: bool = ...) -> Any: ...
+
+    def eval(self) -> Any: ...
+
+    def state_dict(self, *args: Any, destination: Any = ..., prefix: str = ...,
+                   keep_vars: bool = ...) -> Dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: Any, strict: bool = ..., assign: Any = ...) -> Any: ...
+
+
+if TYPE_CHECKING:
+    def _conforms(algorithm: "RLAlgorithm") -> Tuple[LearnerSeam, DataPathSeam, LoopSeam]:
+        """mypy checks here that every ``RLAlgorithm`` is each seam."""
+        return algorithm, algorithm, algorithm
