@@ -282,7 +282,7 @@ class Trainer:
                 actors if config.actors.async_unroll else 1),
             self._root_dir, num_actors=actors,
             log_dir=learner_dir(self._root_dir / "actors", world.rank)))
-        self._state.env_steps = algorithm.get_env_steps
+        self._state.counters = algorithm.learner.counters
         self._state.not_checkpointed = functools.partial(not_checkpointed_memories, algorithm)
         # Rank 0 writes the run's checkpoints, every other learner its own state beside them
         # (ckpt/learner-<rank>/).
@@ -525,7 +525,7 @@ class Trainer:
             raise NonFiniteLossError(f"{e} ({self._newest_checkpoint()}; nothing was "
                                      f"saved after the failure)") from None
         except UserError as e:  # e.g. a NaN reward; the iteration may be half done
-            raise UserError(f"{one_line(e)} (iteration {self._state.iter_num + 1}; "
+            raise UserError(f"{one_line(e)} (iteration {self._state.iter_num}; "
                             f"{self._newest_checkpoint()}; nothing was saved after "
                             f"the failure)") from e
         except ActorError as e:
@@ -543,8 +543,7 @@ class Trainer:
         """Counts the iteration done, then what is due after it: the config's rewrite after
         the first, the progress bar, a checkpoint, an evaluation."""
         config = self._config
-        self._state.iter_num += 1
-        it = self._state.iter_num
+        it = self._state.iter_num  # (the loop counted it)
         if it == 1:
             self._write_config()  # now also holds what was configured lazily
         if self._progress:
