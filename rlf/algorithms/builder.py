@@ -2,8 +2,10 @@
 algorithm, handing each part its collaborators through its constructor, in the order that
 lets a refused setting stop everything before a run writes anything: the optimizers
 (``Learner.build``), the ``TrainingLoop`` and its data path (``make_data_path``, which checks
-``data_needs``), the offline data, then the unroller. The ``Trainer`` and
-``RLAlgorithm.train_iter`` build through it; a script may too::
+``data_needs``), the offline data, then the unroller: one made already, or an
+``UnrollerFactory`` made only once the replay settings are known to fit its environments (so
+that a refused setting leaves no actor behind). The ``Trainer`` and ``RLAlgorithm.train_iter``
+build through it; a script may too::
 
     loop = build_training(alg, SyncUnroller(env, alg))
     for _ in range(n):
@@ -12,22 +14,35 @@ lets a refused setting stop everything before a run writes anything: the optimiz
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, NamedTuple, Optional, Union
 
 from rlf.algorithms.training_loop import TrainingLoop
 from rlf.unrollers import Unroller
 from rlf.utils import distributed
 
-__all__ = ["build_training"]
+__all__ = ["build_training", "UnrollerFactory"]
 
 
-def build_training(algorithm, unroller: Optional[Unroller] = None,
+class UnrollerFactory(NamedTuple):
+    """An unroller to be made by ``build_training`` after the checks of its environments.
+
+    Attributes:
+        batch_size: the environments the unroller will step (``Unroller.batch_size``).
+        make: makes it (starting its actors, if any).
+    """
+
+    batch_size: int
+    make: Callable[[], Unroller]
+
+def build_training(algorithm, unroller: Union[Unroller, UnrollerFactory, None] = None,
                    config=None, world: Optional[distributed.World] = None) -> TrainingLoop:
     """Builds what trains ``algorithm`` (the module docstring's order).
 
     Args:
         algorithm: the root ``RLAlgorithm``.
-        unroller: the ``Unroller`` it acts through, or None to set it later.
+        unroller: the ``Unroller`` it acts through, an ``UnrollerFactory`` (made after
+            ``TrainingLoop.check_replay_fits`` of its ``batch_size``), or None (a purely
+            offline loop, or one a script gives its unroller later).
         config: the ``TrainerConfig``; the algorithm's (``run_args.config``) if None.
         world: the learners of the run (``rlf.utils.distributed.World``), handed to the
             learner, the loop and the data path; one learner if None.
@@ -43,6 +58,14 @@ def build_training(algorithm, unroller: Optional[Unroller] = None,
     algorithm.learner.build(world)
     loop = TrainingLoop(algorithm, config=config, world=world)
     loop.load_offline_data()
-    if unroller is not None:
+    if isinstance(unroller, UnrollerFactory):
+        loop.check_replay_fits(unroller.batch_size)
+        made = unroller.make()
+        try:
+            loop.set_unroller(made)
+        except BaseException:
+            made.close()  # (its actors: nothing the build made outlives it)
+            raise
+    elif unroller is not None:
         loop.set_unroller(unroller)
     return loop

@@ -23,7 +23,7 @@ from rlf.algorithms.algorithm_state import load_initial_checkpoint
 from rlf.algorithms.config import RANDOM_SEED_LIMIT
 from rlf.algorithms.data_paths import replay_buffer_not_restored
 from rlf.algorithms.memories import not_checkpointed_memories
-from rlf.algorithms.builder import build_training
+from rlf.algorithms.builder import UnrollerFactory, build_training
 from rlf.algorithms.training_loop import RunCheckpoint, TrainingLoop
 from rlf.trainers.best_checkpoint import best_value, save_best
 from rlf.environments import is_atari, load_configured
@@ -42,6 +42,7 @@ from rlf.trainers.tracker import Tracker, check_tracker, make_tracker
 from rlf.trainers.unrollers import make_unroller
 from rlf.unrollers import ActorError
 from rlf.utils import distributed, summary
+from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.paths import expand_path
 from rlf.utils.errors import ConfigWarning, UserError, one_line
 from rlf.utils.gin_bindings import unapplied_bindings
@@ -102,7 +103,8 @@ class Trainer:
             explore step).
         world: the learners of the run (``rlf.utils.distributed.World``): this process is
             learner ``world.rank`` of ``world.size``; None: the one learner of an ordinary
-            run. The learners' launcher hands in the world it joined.
+            run (deprecated in a process that joined a group of learners: its group, with a
+            warning). The learners' launcher hands in the world it joined.
 
     Raises:
         UserError: without a root_dir or ``algorithm_ctor``.
@@ -125,7 +127,7 @@ class Trainer:
         self._progress = progress
         self._configured_optimizer_settings = configured_optimizer_settings
         self._optimizer_changes: List[str] = []
-        self._world = distributed.World() if world is None else world
+        self._world = _process_world() if world is None else world
         self._signals = StopSignals(self._world, handle_signals)  # taken from start() to the end
         self._state = TrainerState(self._world)
         # Built by build(): the environment, the algorithm, its TrainingLoop, the Checkpointer.
@@ -187,22 +189,9 @@ class Trainer:
                 # check has passed, before the actors start (they write its logs), so that a
                 # refused setting leaves no directory behind.
                 # With several learners rank 0 holds the lock for all of them.
-                chief = self._world.is_chief
-                if chief and self._root_dir.is_dir():
+                if self._world.is_chief and self._root_dir.is_dir():
                     self._lock_fd = lock_run_directory(self._root_dir)
                 self._build()
-                # The replay buffer's settings (its configurable called) before the actors
-                # start, and then the bindings nothing took: a refusal leaves no actor log.
-                self._loop.check_replay_fits(self._unroller_batch_size())
-                # (synchronous learners take load.num_envs themselves: they split it)
-                _refuse_unapplied_bindings(
-                    ("load.num_envs",) if self._world.distributed
-                    and not self._config.actors.async_unroll else ())
-                if chief and self._lock_fd is None:
-                    made = not self._root_dir.exists()
-                    self._lock_fd = lock_run_directory(self._root_dir)
-                    self._made_root_dir = made
-                self._start_unroller()
             except BaseException:
                 self.close()
                 self._remove_empty_root_dir()
@@ -252,36 +241,57 @@ class Trainer:
         self._algorithm.to(config.run.device)
         load_initial_checkpoint(self._algorithm)
         algorithm = self._algorithm
-        # The optimizers, the loop and its data path and the offline data now (the composition
-        # root): a setting they refuse stops the run before anything is written.
-        self._loop = build_training(algorithm, config=config, world=world)
-        if config.evaluation.evaluate and world.is_chief:
-            # Now, not at the first evaluation: an evaluation environment that cannot be made
-            # stops the run before anything is written, not after eval_interval iterations.
-            # (With several learners, learner 0 evaluates.)
-            self._eval_env = self._make_eval_env()
+        # The optimizers, the loop and its data path, the offline data, the replay buffer's
+        # settings and then the unroller (the composition root): a setting they refuse stops
+        # the run before anything is written, and before any actor starts.
+        self._loop = build_training(
+            algorithm, UnrollerFactory(self._unroller_batch_size(), self._make_unroller),
+            config=config, world=world)
+        self._make_checkpointer()
 
     def _actors_per_learner(self) -> int:
         return self._config.actors.num_actors // self._world.size
 
     def _unroller_batch_size(self) -> int:
-        """The environments the unroller ``_start_unroller`` makes will step: the
+        """The environments the unroller ``_make_unroller`` makes will step: the
         learner's own, or every actor's with ``async_unroll``."""
         actors = self._actors_per_learner() if self._config.actors.async_unroll else 1
         return self._env.batch_size * actors
 
-    def _start_unroller(self) -> None:
-        """Starts the unroller (the actors, with ``async_unroll``) and makes the run's
-        checkpointer; with several learners, forks the shared random generators."""
-        config, algorithm, loop = self._config, self._algorithm, self._loop
-        world = self._world
+    def _make_unroller(self):
+        """The unroller (``build_training``'s ``UnrollerFactory``): after the build's checks,
+        the evaluation environment, the bindings nothing took and the new run's lock (every
+        check passed), then the actors, with ``async_unroll``.
+
+        Raises:
+            UserError: for an evaluation environment that cannot be made, or a
+                command-line binding that nothing took.
+        """
+        config, world = self._config, self._world
+        if config.evaluation.evaluate and world.is_chief:
+            # Now, not at the first evaluation: an evaluation environment that cannot be made
+            # stops the run before anything is written, not after eval_interval iterations.
+            # (With several learners, learner 0 evaluates.)
+            self._eval_env = self._make_eval_env()
+        # (synchronous learners take load.num_envs themselves: they split it)
+        _refuse_unapplied_bindings(
+            ("load.num_envs",) if world.distributed and not config.actors.async_unroll else ())
+        if world.is_chief and self._lock_fd is None:
+            made = not self._root_dir.exists()
+            self._lock_fd = lock_run_directory(self._root_dir)
+            self._made_root_dir = made
         actors = self._actors_per_learner()
-        loop.set_unroller(make_unroller(
-            config, self._env, algorithm,
+        return make_unroller(
+            config, self._env, self._algorithm,
             self._seed_value + world.rank * self._env.batch_size * (
                 actors if config.actors.async_unroll else 1),
             self._root_dir, num_actors=actors,
-            log_dir=learner_dir(self._root_dir / "actors", world.rank)))
+            log_dir=learner_dir(self._root_dir / "actors", world.rank))
+
+    def _make_checkpointer(self) -> None:
+        """Makes the run's checkpointer; with several learners, forks the shared random
+        generators."""
+        config, algorithm, loop, world = self._config, self._algorithm, self._loop, self._world
         self._state.counters = algorithm.learner.counters
         self._state.not_checkpointed = functools.partial(not_checkpointed_memories, algorithm)
         # Rank 0 writes the run's checkpoints, every other learner its own state beside them
@@ -813,6 +823,18 @@ class Trainer:
     def loop(self) -> Optional[TrainingLoop]:
         """The ``TrainingLoop`` (None until ``build`` or ``train`` has created it)."""
         return self._loop
+
+
+def _process_world() -> distributed.World:
+    """The world of a ``Trainer`` given none: one learner, or, in a process that joined a
+    group of learners (``learners.join_learners``), that group, with a deprecation warning
+    (rlf 0.3 read it; 0.5 will not)."""
+    joined = distributed.world()
+    if not joined.distributed:
+        return distributed.World()
+    warn_deprecated("Trainer(world=None) in a process that joined a group of learners",
+                    "Trainer(..., world=learners.join_learners(...)), the World it returns")
+    return joined
 
 
 def _refuse_unapplied_bindings(taken=()) -> None:

@@ -158,9 +158,10 @@ def _parse(conf: str, binds: Sequence[str]):
         raise ConfigError(one_line(e)) from e
 
 
-def train(conf: str, binds: Sequence[str], root: Path) -> Dict[str, object]:
+def train(conf: str, binds: Sequence[str], root: Path, world=None) -> Dict[str, object]:
     """Trains ``conf`` with ``binds`` in ``root`` in this process (as ``rlf.bin.train`` does:
-    a ``UserError`` anywhere before or during training is a refusal).
+    a ``UserError`` anywhere before or during training is a refusal), as one of ``world``'s
+    learners (one learner if None).
 
     Returns:
         ``{"outcome": "trains" | "refused: <line>", "updates": int, "state": path}``: the
@@ -171,7 +172,7 @@ def train(conf: str, binds: Sequence[str], root: Path) -> Dict[str, object]:
     from rlf.utils.errors import UserError, one_line
     try:
         config = _parse(conf, binds)
-        trainer = Trainer(config, root_dir=str(root), progress=False)
+        trainer = Trainer(config, root_dir=str(root), progress=False, world=world)
         with configured_values_refused_as_config_errors():
             trainer.build()
         trainer.train()
@@ -267,7 +268,7 @@ def _learner(rank: int, port: int, names: List[str], root: str, files: Dict[str,
     from rlf.runtime import configure_process
     from rlf.trainers import learners
     configure_process(num_threads=1)
-    learners.join_learners(2, "cpu")
+    world = learners.join_learners(2, "cpu")
     results = {}
     try:
         for name in names:
@@ -275,7 +276,7 @@ def _learner(rank: int, port: int, names: List[str], root: str, files: Dict[str,
             try:
                 results[name] = train(row.conf, bindings(name, "2 learners",
                                                          {k: Path(v) for k, v in files.items()}),
-                                      Path(root) / name.replace(" ", "_"))
+                                      Path(root) / name.replace(" ", "_"), world)
             except Exception:  # a crash: recorded, the test fails on it
                 results[name] = {"outcome": "crash: " + traceback.format_exc(limit=-3)}
     finally:

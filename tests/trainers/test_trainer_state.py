@@ -30,3 +30,31 @@ def test_the_algorithms_restored_count_wins_and_a_missing_one_is_upgraded():
         assert upgraded.iter_num == 5 and upgraded.counters.train_iter_num == 5
     finally:
         summary.set_global_counter(counter)
+
+
+def test_a_trainer_given_no_world_in_a_joined_process_takes_its_group_with_a_warning(tmp_path):
+    import warnings
+
+    import pytest
+
+    from rlf.algorithms import TrainerConfig
+    from rlf.trainers import Trainer
+    from rlf.utils import deprecation
+    from rlf.utils.errors import UserError
+    config = TrainerConfig(algorithm_ctor=object, num_learners=1)
+    deprecation._warned.clear()
+    distributed.set_world(distributed.World(rank=1, size=2))  # as join_learners leaves it
+    try:
+        with pytest.warns(DeprecationWarning, match=r"^Trainer\(world=None\) in a process "
+                                                    r"that joined a group of learners"):
+            trainer = Trainer(config, tmp_path / "run", progress=False)
+    finally:
+        distributed.set_world(distributed.World())
+    # the group it took: refused as one of its 2 learners, before anything is built
+    with pytest.raises(UserError, match=r"num_learners = 1, but this process is one of 2"):
+        trainer.build()
+    assert not (tmp_path / "run").exists()
+    # out of a group, a trainer is one learner, without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Trainer(config, tmp_path / "other", progress=False)
