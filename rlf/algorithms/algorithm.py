@@ -8,7 +8,7 @@ its ``learner`` owns the optimizers, the updates and the counters. Shapes: ``*_s
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
@@ -19,31 +19,13 @@ from rlf.algorithms.reserved import (check_reserved_name, check_subclass_members
                                       set_framework_state)
 from rlf.algorithms.learner import Learner, LearnerSettings, OptimizerPlan
 from rlf.algorithms.optimization import LOSS_AVERAGES, NonFiniteLossError, check_optimizer_args
+from rlf.algorithms.seams import RunArgs
 from rlf.data_structures import AlgStep, Experience, LossInfo
 from rlf.utils import distributed
 from rlf.utils.errors import UserError
 from rlf.utils.common import zeros_from_spec
 
 __all__ = ["Algorithm", "NonFiniteLossError", "RunArgs"]
-
-
-class RunArgs(NamedTuple):
-    """The constructor arguments an algorithm hands on to what trains it
-    (``algorithm.run_args``).
-
-    Attributes:
-        config: the ``TrainerConfig``, or None.
-        device: where the parameters live (CPU without a config).
-        checkpoint: the initial checkpoint (``"prefix@path"``), or None.
-        env, metric_discount, replay_buffer_ctor: ``RLAlgorithm``'s arguments.
-    """
-
-    config: Any
-    device: torch.device
-    checkpoint: Optional[str] = None
-    env: Any = None
-    metric_discount: float = 0.99
-    replay_buffer_ctor: Any = None
 
 
 def _base_setter(cls: type, name: str) -> bool:

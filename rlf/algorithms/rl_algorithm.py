@@ -9,7 +9,7 @@ settings select (``rlf.algorithms.data_paths``). A research variant subclasses i
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -22,6 +22,7 @@ from rlf.algorithms.data_needs import DataNeeds
 from rlf.algorithms.data_paths import replay_buffer_length
 from rlf.algorithms.removed import check_observe_for_replay
 from rlf.algorithms.reserved import set_framework_state
+from rlf.algorithms.seams import DataPathSeam, LearnerSeam, LoopSeam
 from rlf.algorithms.training_loop import TrainingLoop
 from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
 from rlf.replay import ReplayBuffer
@@ -363,3 +364,9 @@ class RLAlgorithm(Algorithm):
         state_dict = without_legacy_update_counter(
             state_dict, nn.Module.state_dict(self).keys())
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+
+if TYPE_CHECKING:
+    def _conforms(algorithm: RLAlgorithm) -> Tuple[LearnerSeam, DataPathSeam, LoopSeam]:
+        """mypy checks here that every ``RLAlgorithm`` is each seam (``seams.py``)."""
+        return algorithm, algorithm, algorithm

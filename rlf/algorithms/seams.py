@@ -1,25 +1,45 @@
 """What the machinery of training needs of an algorithm, as typing ``Protocol`` s: the
 ``Learner`` (``LearnerSeam``), a data path (``DataPathSeam``) and the ``TrainingLoop``
-(``LoopSeam``). Every ``RLAlgorithm`` is all three (mypy checks it: ``_conforms``); an object
-that is not an ``RLAlgorithm`` but has these members trains as well.
+(``LoopSeam``), and the run arguments an algorithm hands on (``RunArgs``). Every
+``RLAlgorithm`` is each seam: mypy checks the types of its members against them where
+rl_algorithm.py ends (not that a member exists: ``nn.Module.__getattr__`` answers any name);
+an object that is not an ``RLAlgorithm`` but has these members trains as well.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Protocol, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, NamedTuple, Optional, Protocol, Tuple
+
+import torch
 
 from torch import nn
 
 from rlf.data_structures import AlgStep, Experience, LossInfo
 
 if TYPE_CHECKING:
-    from rlf.algorithms.algorithm import RunArgs
     from rlf.algorithms.data_needs import DataNeeds
-    from rlf.algorithms.learner import Learner
-    from rlf.algorithms.rl_algorithm import RLAlgorithm
     from rlf.replay.offline import OfflineLayout
 
-__all__ = ["LearnerSeam", "DataPathSeam", "LoopSeam"]
+__all__ = ["LearnerSeam", "DataPathSeam", "LoopSeam", "RunArgs"]
+
+
+class RunArgs(NamedTuple):
+    """The constructor arguments an algorithm hands on to what trains it
+    (``algorithm.run_args``).
+
+    Attributes:
+        config: the ``TrainerConfig``, or None.
+        device: where the parameters live (CPU without a config).
+        checkpoint: the initial checkpoint (``"prefix@path"``), or None.
+        env, metric_discount, replay_buffer_ctor: ``RLAlgorithm``'s arguments.
+    """
+
+    config: Any
+    device: torch.device
+    checkpoint: Optional[str] = None
+    env: Any = None
+    metric_discount: float = 0.99
+    replay_buffer_ctor: Any = None
 
 
 class LearnerSeam(Protocol):
@@ -56,7 +76,7 @@ class DataPathSeam(Protocol):
     def on_policy(self) -> Optional[bool]: ...
 
     @property
-    def run_args(self) -> "RunArgs": ...
+    def run_args(self) -> RunArgs: ...
 
     @property
     def data_needs(self) -> "DataNeeds": ...
@@ -65,7 +85,7 @@ class DataPathSeam(Protocol):
     def train_state_spec(self) -> Any: ...
 
     @property
-    def learner(self) -> "Learner": ...
+    def learner(self) -> Any: ...  # the Learner (whose module imports this one)
 
     def get_initial_train_state(self, batch_size: int) -> Any: ...
 
@@ -116,8 +136,3 @@ class LoopSeam(DataPathSeam, Protocol):
 
     def load_state_dict(self, state_dict: Any, strict: bool = ..., assign: Any = ...) -> Any: ...
 
-
-if TYPE_CHECKING:
-    def _conforms(algorithm: "RLAlgorithm") -> Tuple[LearnerSeam, DataPathSeam, LoopSeam]:
-        """mypy checks here that every ``RLAlgorithm`` is each seam."""
-        return algorithm, algorithm, algorithm
