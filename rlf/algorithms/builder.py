@@ -34,6 +34,7 @@ class UnrollerFactory(NamedTuple):
     batch_size: int
     make: Callable[[], Unroller]
 
+
 def build_training(algorithm, unroller: Union[Unroller, UnrollerFactory, None] = None,
                    config=None, world: Optional[distributed.World] = None) -> TrainingLoop:
     """Builds what trains ``algorithm`` (the module docstring's order).

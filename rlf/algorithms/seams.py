@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, Iterator, NamedTuple, Optional, Protocol, Tuple
 
 import torch
-
 from torch import nn
 
 from rlf.data_structures import AlgStep, Experience, LossInfo
@@ -135,4 +134,3 @@ class LoopSeam(DataPathSeam, Protocol):
                    keep_vars: bool = ...) -> Dict[str, Any]: ...
 
     def load_state_dict(self, state_dict: Any, strict: bool = ..., assign: Any = ...) -> Any: ...
-

@@ -289,8 +289,8 @@ class Trainer:
             log_dir=learner_dir(self._root_dir / "actors", world.rank))
 
     def _make_checkpointer(self) -> None:
-        """Makes the run's checkpointer; with several learners, forks the shared random
-        generators."""
+        """Makes the run's checkpointer (its trainer state reading the algorithm's counters
+        and memories); with several learners, forks the shared random generators."""
         config, algorithm, loop, world = self._config, self._algorithm, self._loop, self._world
         self._state.counters = algorithm.learner.counters
         self._state.not_checkpointed = functools.partial(not_checkpointed_memories, algorithm)
