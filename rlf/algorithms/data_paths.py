@@ -34,9 +34,9 @@ from rlf.utils import distributed, summary
 from rlf.utils.common import detach, reset_state_if_necessary
 from rlf.utils.errors import UserError
 
-__all__ = ["DATA_PATH_SETTINGS", "Batch", "Sequences", "MiniBatches", "Mixer", "mixed_count",
-           "DataPath", "RolloutGraph", "UnrollEpochs", "Replay", "make_data_path", "data_path_name",
-           "trains_on_rollout_graph", "replay_buffer_length", "offline_data_settings",
+__all__ = ["DATA_PATH_SETTINGS", "Batch", "RolloutBatch", "Sequences", "MiniBatches", "Mixer",
+           "mixed_count", "DataPath", "RolloutGraph", "UnrollEpochs", "Replay", "make_data_path",
+           "data_path_name", "trains_on_rollout_graph", "replay_buffer_length", "offline_data_settings",
            "replay_buffer_not_restored"]
 
 logger = logging.getLogger(__name__)
@@ -410,9 +410,27 @@ def _mini_batch(algorithm, experience: Experience, valid: torch.Tensor, batch_in
     return mb, mb_valid, mb_info, (n, offline, mixed)
 
 
+class RolloutBatch(NamedTuple):
+    """The one batch of the ``"rollout_graph"`` path: the unroll itself, with the graph of
+    ``rollout_step`` (``Learner.update`` trains on it by ``update_on_rollout``).
+
+    Attributes:
+        experience: the ``[T, B]`` unroll, ``rollout_info`` removed.
+        train_info: its ``[T, B]`` ``rollout_info``, with the graph.
+    """
+
+    experience: Experience
+    train_info: Any
+
+
 # ---------------------------------------------------------------------- paths
 class DataPath:
     """A data path: ``name``, ``grad_in_unroll``, ``observe`` each unroll, ``batches``.
+
+    One iteration of every path (``TrainingLoop.train_iter``): the unroll (in train mode where
+    ``unroll_in_train_mode``, with the graph where ``grad_in_unroll``), ``observe`` (the
+    detached CPU copy where ``observes_stored``, else the unroll itself), then, where
+    ``has_data``, one ``Learner.update`` per batch of ``batches()``.
 
     Args:
         algorithm: the ``RLAlgorithm`` whose hooks the path calls.
@@ -430,11 +448,32 @@ class DataPath:
         """Whether the unroll keeps ``rollout_step``'s graph."""
         return False
 
-    def observe(self, experience: Experience) -> None:
-        """Takes the ``[T, B]`` unroll (detached, on CPU)."""
+    @property
+    def unroll_in_train_mode(self) -> bool:
+        """Whether the algorithm acts in train mode (the on-policy paths train on what it
+        computes there), else in eval mode."""
+        return True
 
-    def batches(self) -> Iterator[Batch]:
-        """The mini-batches of this iteration's updates."""
+    @property
+    def observes_stored(self) -> bool:
+        """Whether ``observe`` takes the detached CPU copy of the unroll (the metrics'),
+        rather than the unroll itself."""
+        return False
+
+    @property
+    def counts_iterations(self) -> bool:
+        """Whether the global counter advances once per iteration (else per mini-batch)."""
+        return True
+
+    def has_data(self) -> bool:
+        """Whether there is anything to train on this iteration."""
+        return False
+
+    def observe(self, experience: Experience) -> None:
+        """Takes the ``[T, B]`` unroll (as ``observes_stored`` says)."""
+
+    def batches(self) -> Iterator[Any]:
+        """The batches of this iteration's updates (``Batch``; ``RolloutBatch``)."""
         return iter(())
 
     def get_extra_state(self) -> Dict[str, Any]:
@@ -467,9 +506,24 @@ class RolloutGraph(DataPath):
 
     name = "rollout_graph"
 
+    def __init__(self, algorithm: DataPathSeam, sequences: Optional[Sequences]):
+        super().__init__(algorithm, sequences)
+        self._experience: Optional[Experience] = None
+
     @property
     def grad_in_unroll(self) -> bool:
         return True
+
+    def has_data(self) -> bool:
+        return self._experience is not None
+
+    def observe(self, experience: Experience) -> None:
+        self._experience = experience
+
+    def batches(self) -> Iterator[RolloutBatch]:
+        assert self._experience is not None  # observe() first
+        experience, self._experience = self._experience, None
+        yield RolloutBatch(experience._replace(rollout_info=()), experience.rollout_info)
 
 
 class UnrollEpochs(DataPath):
@@ -493,6 +547,9 @@ class UnrollEpochs(DataPath):
         # The previous unroll's last step, flat, as checkpoints hold it.
         self._carried: Optional[List[Any]] = None
         self._experience: Optional[Experience] = None
+
+    def has_data(self) -> bool:
+        return self._experience is not None
 
     def observe(self, experience: Experience) -> None:
         self._experience = experience
@@ -665,9 +722,24 @@ class Replay(DataPath):
     def grad_in_unroll(self) -> bool:
         return self._unroll_with_grad
 
+    @property
+    def unroll_in_train_mode(self) -> bool:
+        return False
+
+    @property
+    def observes_stored(self) -> bool:
+        return True
+
+    @property
+    def counts_iterations(self) -> bool:
+        return not self.mini_batches.counter_per_mini_batch
+
+    def has_data(self) -> bool:
+        return self.buffer is not None or self.offline is not None
+
     def observe(self, experience: Experience) -> None:
-        """Adds each ``[B]`` step of the unroll to the buffer (built from the first one), then
-        calls ``observe_for_replay`` with it."""
+        """Adds each ``[B]`` step of the unroll (detached, on CPU) to the buffer (built from
+        the first one), then calls ``observe_for_replay`` with it."""
         for t in range(experience.time_step.step_type.shape[0]):
             step = nest.map_structure(lambda x, t=t: x[t], experience)
             if self.buffer is None:

@@ -10,14 +10,14 @@ import contextlib
 import functools
 import logging
 import math
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple, cast
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple, Union, cast
 
 import torch
 from torch import nn
 
 from rlf import nest
 from rlf.algorithms.counters import Counters
-from rlf.algorithms.data_paths import Batch
+from rlf.algorithms.data_paths import Batch, RolloutBatch
 from rlf.algorithms.seams import LearnerSeam
 from rlf.algorithms.optimization import (NonFiniteLossError, checked_schedule, extra_mean,
                                          extra_sum, masked_loss_mean, term_mask)
@@ -224,11 +224,11 @@ class Learner:
         return (self.counters.num_updates + 1) % self._built()[index].every == 0
 
     # ------------------------------------------------------------------ updates
-    def update(self, batch: Batch) -> int:
+    def update(self, batch: Union[Batch, RolloutBatch]) -> int:
         """One gradient update on a ``Batch`` (batch-major ``[B, T]``, on the algorithm's
         device) through ``train_step`` as its ``sequences`` say. With a priority sink the
         losses are weighted by the rows' importance weights and ``LossInfo.priority`` goes to
-        the sink.
+        the sink. A ``RolloutBatch`` is trained on by ``update_on_rollout``.
 
         Returns:
             The number of steps trained on.
@@ -236,6 +236,8 @@ class Learner:
         Raises:
             ValueError: for a batch without its data path's ``sequences``.
         """
+        if isinstance(batch, RolloutBatch):
+            return self.update_on_rollout(batch.experience, batch.train_info)
         if batch.sequences is None:
             raise ValueError(f"{self.algorithm.name}: a Batch for Learner.update needs the "
                              f"data path's sequences (Batch.sequences: data_path.sequences)")

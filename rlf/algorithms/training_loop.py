@@ -9,6 +9,8 @@ buffers (through the data path) and the carried fraction of ``unroll_length``. A
     for batch in path.batches(): learner.update(batch)
     algorithm.after_train_iter(...)
 
+on every data path: the rollout graph's one batch is the unroll itself (``RolloutBatch``).
+
 ``RunCheckpoint`` saves it with the algorithm in the layout of rlf 0.1's checkpoints.
 """
 
@@ -23,7 +25,7 @@ from torch import nn
 
 from rlf import nest
 from rlf.algorithms.config_parts import without_effect
-from rlf.algorithms.data_paths import (DataPath, Replay, RolloutGraph, make_data_path,
+from rlf.algorithms.data_paths import (DataPath, Replay, make_data_path,
                                        offline_data_settings)
 from rlf.algorithms.memories import check_memories
 from rlf.algorithms.reserved import set_framework_state
@@ -368,7 +370,7 @@ class TrainingLoop:
     # ------------------------------------------------------------------ unroll
     def unroll(self, unroll_length: int) -> Optional[Experience]:
         """Collects ``unroll_length`` steps of every environment with ``rollout_step``, feeding
-        the metrics and, off-policy, the data path.
+        the metrics and the data path (``DataPath.observe``).
 
         Returns:
             ``[T, B]`` ``Experience`` (``rollout_info`` keeps its graph when gradients are
@@ -402,8 +404,7 @@ class TrainingLoop:
         t0 = time.perf_counter()
         self.observe_for_metrics(all_environments(stored.time_step, self.world))
         t1 = time.perf_counter()
-        if not self.algorithm.on_policy:
-            self._path.observe(stored)
+        self._path.observe(stored if self._path.observes_stored else experience)
         summary.add_time("time/metrics", t1 - t0)
         summary.add_time("time/replay", time.perf_counter() - t1)
         return experience
@@ -426,10 +427,7 @@ class TrainingLoop:
         if self.config.run.empty_cache and torch.cuda.is_available():
             torch.cuda.empty_cache()
         try:
-            if self.algorithm.on_policy:
-                steps = self._train_iter_on_policy()
-            else:
-                steps = self._train_iter_off_policy()
+            steps = self._observe_and_train()
         except ActorError:
             # Nothing was trained: a checkpoint now is the last whole iteration's state.
             counters.train_iter_num -= 1
@@ -440,28 +438,12 @@ class TrainingLoop:
             self._unroller.update_parameters()
         return steps
 
-    def _train_iter_on_policy(self) -> int:
-        alg, path = self.algorithm, self._path
-        summary.increment_global_counter()
-        with summary.record_time("time/unroll"), torch.set_grad_enabled(
-                path.grad_in_unroll), alg.learner.autocast():
-            alg.train()
-            experience = self.unroll(int(self.config.data_path.unroll_length))
-        assert experience is not None  # an on-policy unroll_length is >= 1
-        self.summarize_rollout(experience)
-        self.summarize_metrics()
-        with summary.record_time("time/train"):
-            train_info = experience.rollout_info
-            experience = experience._replace(rollout_info=())
-            steps = self._train_on_unroll(experience, train_info)
-        with summary.record_time("time/after_train_iter"):
-            alg.after_train_iter(experience.time_step, train_info)
-        self.update_observation_normalizers(experience.time_step.observation)
-        return steps
-
-    def _train_iter_off_policy(self) -> int:
-        alg, config, path = self.algorithm, self.config, self._replay_path()
-        if not path.mini_batches.counter_per_mini_batch:
+    def _observe_and_train(self) -> int:
+        """The iteration of every data path: the unroll (``unroll_length`` with its carried
+        fraction, none past ``num_env_steps``), observed by the path, then one update per
+        batch, then ``after_train_iter``; returns the steps trained on."""
+        alg, config, path = self.algorithm, self.config, self._path
+        if path.counts_iterations:
             summary.increment_global_counter()
         length = self._remaining_unroll_length_fraction + config.data_path.unroll_length
         self._remaining_unroll_length_fraction = length - int(length)
@@ -471,36 +453,22 @@ class TrainingLoop:
         if length > 0 and (budget == 0 or self.env_steps < budget):
             with summary.record_time("time/unroll"), torch.set_grad_enabled(
                     path.grad_in_unroll), alg.learner.autocast():
-                alg.eval()
-                experience = self.unroll(length)
+                alg.train(path.unroll_in_train_mode)
+                experience = self.unroll(length)  # (observed by the path)
             self.summarize_rollout(experience)
             self.summarize_metrics()
         steps = 0
-        if self.replay_buffer is not None or self.offline_replay_buffer is not None:
+        if path.has_data():
             alg.train()
+            learner = alg.learner
             with summary.record_time("time/train"):
-                steps = self._train_on_batches(path.batches(update_global_counter=True))
+                steps = sum(learner.update(batch) for batch in path.batches())
             with summary.record_time("time/after_train_iter"):
-                if experience is None:
-                    alg.after_train_iter(None, None)
-                else:
-                    alg.after_train_iter(experience.time_step, experience.rollout_info)
+                alg.after_train_iter(*((None, None) if experience is None else
+                                       (experience.time_step, experience.rollout_info)))
         if experience is not None:
             self.update_observation_normalizers(experience.time_step.observation)
         return steps
-
-    def _train_on_unroll(self, experience: Experience, train_info: Any) -> int:
-        """Trains on one on-policy ``[T, B]`` unroll and its ``train_info``; returns the steps."""
-        path = self._path
-        if isinstance(path, RolloutGraph):
-            return self.algorithm.learner.update_on_rollout(experience, train_info)
-        path.observe(experience._replace(rollout_info=train_info))
-        return self._train_on_batches(path.batches())
-
-    def _train_on_batches(self, batches) -> int:
-        """One ``Learner.update`` per batch; returns the steps trained on."""
-        learner = self.algorithm.learner
-        return sum(learner.update(batch) for batch in batches)
 
     # ------------------------------------------------------------------ lifecycle, state
     def close(self) -> None:

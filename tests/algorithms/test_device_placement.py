@@ -90,12 +90,8 @@ def test_the_learner_keeps_every_tensor_on_its_device(name, device):
     learner = loop.algorithm
     with torch.no_grad():  # two unrolls: whole-buffer training starts at the second
         experience = nest.utils.cat_nests([actor.unroll(8), actor.unroll(8)])
-    if learner.on_policy:
-        steps = loop._train_on_unroll(experience._replace(rollout_info=()),
-                                      experience.rollout_info)
-    else:
-        loop.data_path.observe(experience)
-        steps = loop._train_on_batches(loop.data_path.batches())
+    loop.data_path.observe(experience)  # every path: observe, then one update per batch
+    steps = sum(learner.learner.update(batch) for batch in loop.data_path.batches())
     assert steps > 0
     loop.update_observation_normalizers(experience.time_step.observation)  # CPU data
     stray = [n for n, t in learner.state_dict(keep_vars=True).items()
