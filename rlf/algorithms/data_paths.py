@@ -501,18 +501,12 @@ class DataPath:
         """Restores ``get_extra_state()`` output."""
 
 
-class RolloutGraph(DataPath):
-    """On-policy, one update per unroll on the rollout's own infos, with their graph (A2C)."""
-
-    name = "rollout_graph"
+class _OnPolicy(DataPath):
+    """An on-policy path: it holds the unroll it observed until its batches take it."""
 
     def __init__(self, algorithm: DataPathSeam, sequences: Optional[Sequences]):
         super().__init__(algorithm, sequences)
         self._experience: Optional[Experience] = None
-
-    @property
-    def grad_in_unroll(self) -> bool:
-        return True
 
     def has_data(self) -> bool:
         return self._experience is not None
@@ -520,13 +514,23 @@ class RolloutGraph(DataPath):
     def observe(self, experience: Experience) -> None:
         self._experience = experience
 
+
+class RolloutGraph(_OnPolicy):
+    """On-policy, one update per unroll on the rollout's own infos, with their graph (A2C)."""
+
+    name = "rollout_graph"
+
+    @property
+    def grad_in_unroll(self) -> bool:
+        return True
+
     def batches(self) -> Iterator[RolloutBatch]:
         assert self._experience is not None  # observe() first
         experience, self._experience = self._experience, None
         yield RolloutBatch(experience._replace(rollout_info=()), experience.rollout_info)
 
 
-class UnrollEpochs(DataPath):
+class UnrollEpochs(_OnPolicy):
     """On-policy in epochs (PPO): the unroll without graph, preceded by the previous unroll's
     last step (so its transition into this unroll is trained on, as in ALF's
     ``unroll_length + 1`` ring; checkpointed), through ``preprocess_experience`` once and
@@ -546,13 +550,6 @@ class UnrollEpochs(DataPath):
         self.mini_batches, self.num_epochs = mini_batches, num_epochs
         # The previous unroll's last step, flat, as checkpoints hold it.
         self._carried: Optional[List[Any]] = None
-        self._experience: Optional[Experience] = None
-
-    def has_data(self) -> bool:
-        return self._experience is not None
-
-    def observe(self, experience: Experience) -> None:
-        self._experience = experience
 
     def batches(self) -> Iterator[Batch]:
         assert self._experience is not None  # observe() first
