@@ -62,7 +62,8 @@ def _run(root: Path, seed: int = 0, *params: str) -> dict:
            "--root_dir", str(root), "--noprogress",
            "--conf_param", "TrainerConfig.async_unroll=True",
            "--conf_param", "TrainerConfig.deterministic=True",
-           "--conf_param", "TrainerConfig.num_env_steps=12000",
+           "--conf_param", "TrainerConfig.num_env_steps=4000",
+           "--conf_param", "TrainerConfig.summary_interval=4",  # (16 iterations: 4 summaries)
            "--conf_param", f"TrainerConfig.random_seed={seed}"]
     for p in params:
         cmd += ["--conf_param", p]
