@@ -25,7 +25,7 @@ def _run_and_checkpoint(path: Path, checkpoint: Union[str, int, Path]) -> Tuple[
         UserError: for a path that is neither a run directory nor a checkpoint of one, or a
             checkpoint the run does not have.
     """
-    from rlf.trainers.best_checkpoint import best_checkpoint_path
+    from rlf.trainers.best_checkpoint import existing_best_checkpoint
     from rlf.trainers.run_dir import run_checkpointer
     if path.is_file():  # a run's ckpt/ckpt-<N>.pt
         root = path.parent.parent
@@ -44,12 +44,7 @@ def _run_and_checkpoint(path: Path, checkpoint: Union[str, int, Path]) -> Tuple[
                             f"{checkpointer.steps() or 'none'}")
         return path, checkpointer.path(checkpoint)
     if checkpoint == "best":
-        best = best_checkpoint_path(path)
-        if not best.is_file():
-            raise UserError(f"checkpoint='best': {best} does not exist: the run has not "
-                            f"evaluated yet (TrainerConfig.evaluate = True keeps the best "
-                            f"evaluation's policy there)")
-        return path, best
+        return path, existing_best_checkpoint(path, "checkpoint='best'")
     if checkpoint == "latest":
         found = checkpointer.newest_complete()
         if found is None:

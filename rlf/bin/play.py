@@ -85,12 +85,8 @@ def _checkpoint(root: Path):
     if FLAGS.checkpoint is not None and FLAGS.checkpoint_step is not None:
         raise UserError("--checkpoint and --checkpoint_step both name a checkpoint: give one")
     if FLAGS.checkpoint == "best":
-        from rlf.trainers.best_checkpoint import best_checkpoint_path
-        best = best_checkpoint_path(root)
-        if not best.is_file():
-            raise UserError(f"--checkpoint best: {best} does not exist: the run has not "
-                            f"evaluated yet (TrainerConfig.evaluate = True keeps the best "
-                            f"evaluation's policy there)")
+        from rlf.trainers.best_checkpoint import existing_best_checkpoint
+        best = existing_best_checkpoint(root, "--checkpoint best")
         state = load_checkpoint_file(best)
         return int(state["best"]["iteration"]), state, best
     step, flag = FLAGS.checkpoint_step, "--checkpoint_step"

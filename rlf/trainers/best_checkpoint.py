@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from rlf.utils.checkpoint import atomic_save, load_checkpoint_file
+from rlf.utils.errors import UserError
 
-__all__ = ["BEST_CHECKPOINT", "best_checkpoint_path", "best_value", "evaluation_value",
-           "save_best"]
+__all__ = ["BEST_CHECKPOINT", "best_checkpoint_path", "existing_best_checkpoint", "best_value",
+           "evaluation_value", "save_best"]
 
 #: The file name of the best evaluation's policy in ``ckpt/``.
 BEST_CHECKPOINT = "best.pt"
@@ -25,6 +26,24 @@ BEST_CHECKPOINT = "best.pt"
 def best_checkpoint_path(root_dir: Path) -> Path:
     """``root_dir/ckpt/best.pt``."""
     return Path(root_dir) / "ckpt" / BEST_CHECKPOINT
+
+
+def existing_best_checkpoint(root_dir: Path, asked_as: str) -> Path:
+    """``root_dir/ckpt/best.pt``, which must exist.
+
+    Args:
+        root_dir: the run's directory.
+        asked_as: how the caller's user asked for it (``"--checkpoint best"``), for the line.
+
+    Raises:
+        UserError: where the run has not kept one (it has not evaluated yet).
+    """
+    best = best_checkpoint_path(root_dir)
+    if not best.is_file():
+        raise UserError(f"{asked_as}: {best} does not exist: the run has not evaluated yet "
+                        f"(TrainerConfig.evaluate = True keeps the best evaluation's policy "
+                        f"there)")
+    return best
 
 
 def best_value(root_dir: Path) -> Optional[float]:
