@@ -58,7 +58,6 @@ def build_training(algorithm, unroller: Union[Unroller, UnrollerFactory, None] =
     """
     algorithm.learner.build(world)
     loop = TrainingLoop(algorithm, config=config, world=world)
-    loop.load_offline_data()
     if isinstance(unroller, UnrollerFactory):
         loop.check_replay_fits(unroller.batch_size)
         made = unroller.make()

@@ -615,6 +615,7 @@ class Replay(DataPath):
         priority: ``prioritized_sampling``, ``alpha``, ``beta`` of the online buffer.
         make_buffer: builds the online buffer from one step's spec; None without unrolls.
         world: the learners (``mini_batches.world`` if None).
+        offline: the offline data's buffer (``make_offline_replay_buffer``), or None.
     """
 
     def __init__(self, algorithm: DataPathSeam, sequences: Sequences, mini_batches: MiniBatches,
@@ -622,7 +623,8 @@ class Replay(DataPath):
                  offline_fraction: float, unroll_with_grad: bool, offline_only: bool,
                  length: int, priority: Dict[str, Any],
                  make_buffer: Optional[Callable[[Any], Any]] = None,
-                 world: Optional[distributed.World] = None):
+                 world: Optional[distributed.World] = None,
+                 offline: Optional[ReplayBuffer] = None):
         super().__init__(algorithm, sequences)
         self.world = mini_batches.world if world is None else world
         self.mini_batches, self.num_epochs = mini_batches, num_epochs
@@ -638,7 +640,7 @@ class Replay(DataPath):
         # The online ReplayBuffer, built from the first step (set_buffer).
         self.buffer: Optional[ReplayBuffer] = None
         self.make_buffer = make_buffer  # spec -> buffer
-        self.offline: Optional[ReplayBuffer] = None  # the offline data's, if any
+        self.offline: Optional[ReplayBuffer] = offline  # the offline data's, if any
         # A checkpoint's buffer state, loaded once the buffer is built.
         self.pending_state: Optional[Dict[str, Any]] = None
 
@@ -895,7 +897,8 @@ def _check_replay_settings(config, name: str, path: str) -> None:
 
 def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
                    make_buffer: Optional[Callable[[Any], Any]] = None,
-                   world: Optional[distributed.World] = None) -> DataPath:
+                   world: Optional[distributed.World] = None,
+                   make_offline: Optional[Callable[[], Any]] = None) -> DataPath:
     """The data path ``config`` selects for ``algorithm`` (the module docstring's table),
     built and checked; the only reader of ``DATA_PATH_SETTINGS``.
 
@@ -904,10 +907,13 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
         config: its ``DataPathConfig`` (``TrainerConfig.data_path``).
         make_buffer: builds the replay buffer from one step's spec (off-policy, unrolling).
         world: the learners of the run; the algorithm learner's if None.
+        make_offline: builds the offline data's buffer, or returns None without offline
+            settings (off-policy); called once the settings are checked.
 
     Raises:
         UserError: one line naming a setting that the path would ignore, or settings that
             contradict each other or the algorithm, and the fix.
+        OfflineDataError: (a ``ValueError``) from ``make_offline``.
     """
     name, path = algorithm.name, data_path_name(algorithm, config)
     on_policy = bool(algorithm.on_policy)
@@ -943,4 +949,5 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
                   length=replay_buffer_length(config),
                   priority=dict(prioritized_sampling=config.priority_replay,
                                 alpha=config.priority_replay_alpha,
-                                beta=config.priority_replay_beta), make_buffer=make_buffer)
+                                beta=config.priority_replay_beta), make_buffer=make_buffer,
+                  offline=None if make_offline is None else make_offline())

@@ -40,7 +40,8 @@ REMOVED_HOOKS: Dict[str, str] = {
                                "the settings)",
     "get_metrics": f"{_LOOP}.metrics",
     "get_step_metrics": f"{_LOOP}.metrics[:2]",
-    "load_offline_replay_buffer": f"{_LOOP}.load_offline_data",
+    "load_offline_replay_buffer": "no call (build_training loads the offline data the "
+                                  "config names)",
     "replay_buffer_state_dict": f"{_LOOP}.replay_buffer_state_dict",
     "load_replay_buffer_state_dict": f"{_LOOP}.load_replay_buffer_state_dict",
     "rollout_info_spec_probe": "offline_layout().spec.rollout_info",

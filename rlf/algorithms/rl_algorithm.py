@@ -16,19 +16,16 @@ from torch import nn
 
 from rlf import nest
 from rlf.algorithms.algorithm import Algorithm, RunArgs
-from rlf.algorithms.builder import build_training
 from rlf.algorithms.counters import without_legacy_update_counter
 from rlf.algorithms.data_needs import DataNeeds
-from rlf.algorithms.data_paths import replay_buffer_length
 from rlf.algorithms.removed import check_observe_for_replay
 from rlf.algorithms.reserved import set_framework_state
+from rlf.algorithms.loops import loop_of, was_dropped
 from rlf.algorithms.seams import DataPathSeam, LearnerSeam, LoopSeam
-from rlf.algorithms.training_loop import TrainingLoop
 from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import OfflineLayout
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
-from rlf.unrollers import SyncUnroller
 from rlf.unrollers.actor_params import ActorIdentity
 from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.errors import UserError
@@ -53,6 +50,7 @@ def check_unit_interval(owner: str, **values: float) -> None:
 def adjust_replay_buffer_length(config, num_earliest_frames_ignored: int = 0) -> int:
     """Deprecated name of ``rlf.algorithms.data_paths.replay_buffer_length`` (removed in
     0.5): warns once, then returns what it returns."""
+    from rlf.algorithms.data_paths import replay_buffer_length
     warn_deprecated("adjust_replay_buffer_length",
                     "rlf.algorithms.data_paths.replay_buffer_length")
     return replay_buffer_length(config, num_earliest_frames_ignored)
@@ -113,7 +111,7 @@ class RLAlgorithm(Algorithm):
     _rlf_data_needs: DataNeeds
     _rlf_actor_module_names: Optional[List[str]]
     _rlf_actor_identity: Optional[ActorIdentity]
-    _rlf_loop: Optional[TrainingLoop]
+    _rlf_own_loop: Any
 
     def __init__(self,
                  observation_spec: Any,
@@ -168,7 +166,7 @@ class RLAlgorithm(Algorithm):
                 rollout_graph_training and data_needs.rollout_graph_training)),
             _rlf_actor_module_names=None,  # found by a probe step
             _rlf_actor_identity=None,  # set on an actor's copy
-            _rlf_loop=None)  # the TrainingLoop training it (train_iter, training_loop)
+            _rlf_own_loop=None)  # the TrainingLoop train_iter built, kept alive here
         # ALF's protected names, for a subclass to read (or replace: rlf never reads them).
         self._observation_spec, self._action_spec = observation_spec, action_spec
         self._reward_spec, self._env = reward_spec, env
@@ -226,10 +224,12 @@ class RLAlgorithm(Algorithm):
         return self._rlf_data_needs
 
     @property
-    def training_loop(self) -> Optional["TrainingLoop"]:
-        """The ``TrainingLoop`` last built over this algorithm, or None: a hook reaches the
-        replay buffers, data path, unroller and metrics through it."""
-        return self._rlf_loop
+    def training_loop(self) -> Any:
+        """The ``TrainingLoop`` last built over this algorithm that is still held (by a
+        ``Trainer``, a script, or this algorithm's ``train_iter``), or None: a hook reaches
+        the replay buffers, data path, unroller and metrics through it. The algorithm does
+        not hold it (``rlf.algorithms.loops``)."""
+        return loop_of(self)
 
     def train_iter(self) -> int:
         """One training iteration (ALF's ``RLAlgorithm.train_iter``): unroll, train through
@@ -242,27 +242,39 @@ class RLAlgorithm(Algorithm):
                 alg.train_iter()
 
         The first call builds ``build_training(self, SyncUnroller(env, self))`` (without
-        ``env``, a purely offline config trains on its data alone); an algorithm already in a
-        loop (a ``Trainer``'s) trains through that loop.
+        ``env``, a purely offline config trains on its data alone), which the algorithm keeps
+        (``training_loop``); an algorithm that a loop built elsewhere trains (a ``Trainer``'s,
+        ``build_training``'s, while what built it holds it) trains through that loop.
 
         Returns:
             The steps trained on (with repetitions).
 
         Raises:
-            UserError: (a ``ValueError``) without ``config`` and loop, for settings the data
-                path refuses, or offline data it cannot read.
+            UserError: (a ``ValueError``) without ``config``, for settings the data path
+                refuses, offline data it cannot read, or when a loop built over it elsewhere
+                was let go (it would silently start another).
             RuntimeError: for a config that unrolls, without ``env`` or an unroller.
             ActorError: if an actor of the loop's unroller failed.
         """
-        loop, env = self._rlf_loop, self._rlf_env
+        loop = loop_of(self)
         if loop is None:
+            if was_dropped(self):
+                raise UserError(f"{self._rlf_name}: the TrainingLoop built over it is no "
+                                f"longer held, so train_iter would start another; keep it "
+                                f"(loop = build_training(...)) and call loop.train_iter()")
             if self._rlf_config is None:
                 raise UserError(f"{self._rlf_name}: train_iter needs the algorithm built with "
-                                f"config=TrainerConfig(...) (and env= to act), or a "
-                                f"TrainingLoop over it (rlf.algorithms.TrainingLoop)")
+                                f"config=TrainerConfig(...) (and env= to act), or a loop "
+                                f"built over it (rlf.algorithms.build_training)")
+            # ALF's way in alone builds from here: the algorithm's module imports neither.
+            from rlf.algorithms.builder import build_training
+            from rlf.unrollers import SyncUnroller
+            env = self._rlf_env
             loop = build_training(self, None if env is None else SyncUnroller(env, self))
-        elif loop.unroller is None and env is not None:
-            loop.set_unroller(SyncUnroller(env, self))
+            set_framework_state(self, _rlf_own_loop=loop)
+        elif loop.unroller is None and self._rlf_env is not None:
+            from rlf.unrollers import SyncUnroller
+            loop.set_unroller(SyncUnroller(self._rlf_env, self))
         return loop.train_iter()
 
     def get_env_steps(self) -> int:
@@ -303,7 +315,7 @@ class RLAlgorithm(Algorithm):
         """
 
     def offline_layout(self) -> OfflineLayout:
-        """How offline replay files are read (``TrainingLoop.load_offline_data``): the spec
+        """How offline replay files are read (when ``build_training`` loads them): the spec
         of one step and the aliases of its keys.
 
         By default the layout of online steps: the time step (no ``env_info``), the action

@@ -28,7 +28,7 @@ from rlf.algorithms.config_parts import without_effect
 from rlf.algorithms.data_paths import (DataPath, Replay, make_data_path,
                                        offline_data_settings)
 from rlf.algorithms.memories import check_memories
-from rlf.algorithms.reserved import set_framework_state
+from rlf.algorithms import loops
 from rlf.algorithms.seams import LoopSeam
 from rlf.data_structures import Experience, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
@@ -39,6 +39,7 @@ from rlf.tensor_specs import spec_from_tensors
 from rlf.unrollers import ActorError, Unroller
 from rlf.utils import distributed, summary
 from rlf.utils.common import detach
+from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.errors import UserError, one_line
 
 __all__ = ["TrainingLoop", "RunCheckpoint", "observation_normalizers"]
@@ -79,7 +80,7 @@ class TrainingLoop:
         self.algorithm, self.config = algorithm, config
         self.world = algorithm.learner.settings.world if world is None else world
         path = make_data_path(algorithm, config.data_path, make_buffer=self._make_online_buffer,
-                              world=self.world)
+                              world=self.world, make_offline=self._make_offline_buffer)
         if algorithm.on_policy and config.checkpoints.save_replay_buffer:
             raise UserError(without_effect(
                 ["save_replay_buffer = True"], f"with an off-policy algorithm's replay buffer; "
@@ -93,10 +94,12 @@ class TrainingLoop:
         self._num_envs = 0
         self._rollout_info_spec = None
         self._remaining_unroll_length_fraction = 0.0
-        # alg.train_iter() and alg.training_loop reach it, as in ALF (an algorithm that is
-        # no RLAlgorithm, only the seam, has no such entry).
-        if isinstance(algorithm, nn.Module):
-            set_framework_state(algorithm, _rlf_loop=self)
+        offline = self.offline_replay_buffer
+        normalizers = observation_normalizers(algorithm)
+        if offline is not None and normalizers and all(int(n.count) == 0 for n in normalizers):
+            self.update_observation_normalizers(offline.gather_held().time_step.observation)
+        # alg.train_iter() and alg.training_loop find it there, as in ALF.
+        loops.register(algorithm, self)
         if unroller is not None:
             self.set_unroller(unroller)
 
@@ -270,36 +273,41 @@ class TrainingLoop:
                     f"{path.length_setting})")
         path.pending_state = state
 
-    def load_offline_data(self) -> None:
-        """Builds the offline buffer from ``offline_buffer_dir`` (rlf's or ALF's replay files,
-        a list or a directory), ``offline_buffer_length`` steps per environment, matched by
-        key to ``offline_layout()``, actions checked against their bounds (rescaled with
+    def _make_offline_buffer(self) -> Optional[ReplayBuffer]:
+        """The offline data's buffer (``make_data_path``'s ``make_offline``), from
+        ``offline_buffer_dir`` (rlf's or ALF's replay files, a list or a directory),
+        ``offline_buffer_length`` steps per environment, matched by key to
+        ``offline_layout()``, actions checked against their bounds (rescaled with
         ``offline_normalized_actions``); with ``use_rollout_state`` the files must hold the
-        stored state. Observation normalizers that have seen nothing are fitted to it once.
-        Nothing without offline settings.
+        stored state. None without offline settings.
 
         Raises:
             OfflineDataError: (a ``ValueError``) naming the file and key that do not fit.
         """
         settings = offline_data_settings(self.config.data_path)
         if settings is None:
-            return
+            return None
         alg = self.algorithm
         layout = alg.offline_layout()
         if (settings["stored_state"] and nest.flatten(alg.rollout_state_spec)
                 and not nest.flatten(layout.spec.state)):
             # Sequences start from their stored rollout state: the files must hold it.
             layout = layout._replace(spec=layout.spec._replace(state=alg.rollout_state_spec))
-        offline = self._replay_path().offline = make_offline_replay_buffer(
+        offline = make_offline_replay_buffer(
             settings["files"], layout.spec, length=settings["length"],
             aliases=layout.aliases, name=f"{alg.name}_offline_replay_buffer",
             action_spec=alg.action_spec, normalized_actions=settings["normalized_actions"],
             buffer_ctor=alg.run_args.replay_buffer_ctor)
         logger.info("loaded offline replay data: %d steps in %d environments",
                     offline.total_size, offline.num_environments)
-        normalizers = observation_normalizers(alg)
-        if normalizers and all(int(n.count) == 0 for n in normalizers):
-            self.update_observation_normalizers(offline.gather_held().time_step.observation)
+        return offline
+
+    def load_offline_data(self) -> None:
+        """Deprecated (removed in 0.5): the loop loads the offline data when it is built
+        (observation normalizers that have seen nothing fitted to it once); this warns and
+        does nothing."""
+        warn_deprecated("TrainingLoop.load_offline_data",
+                        "no call (building the loop loads the offline data the config names)")
 
     # ------------------------------------------------------------------ metrics
     def observe_for_metrics(self, time_step) -> None:

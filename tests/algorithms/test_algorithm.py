@@ -8,7 +8,6 @@ import pytest
 import torch
 from torch import nn
 
-from rlf.algorithms import build_training
 from rlf.algorithms.algorithm_state import load_initial_checkpoint
 from rlf.algorithms import (Algorithm, NonFiniteLossError, RLAlgorithm, TrainerConfig,
                             adjust_replay_buffer_length)
@@ -16,7 +15,6 @@ from rlf.algorithms.data_paths import Sequences, replay_buffer_length
 from rlf.data_structures import AlgStep, LossInfo, StepType
 from rlf.environments import load
 from rlf.tensor_specs import TensorSpec
-from rlf.unrollers import SyncUnroller
 from rlf.utils import deprecation
 from rlf.utils.errors import UserError
 
@@ -303,7 +301,6 @@ def test_recurrent_state_resets_at_first_in_rollout_and_training():
     config = TrainerConfig(unroll_length=30, whole_replay_buffer_training=True,
                            clear_replay_buffer=True, num_iterations=2)
     alg = Counter(env.observation_spec(), env.action_spec(), env=env, config=config)
-    build_training(alg, SyncUnroller(env, alg))
     alg.train_iter()
     assert alg.seen == []  # first iteration: buffer holds unroll_length < unroll_length + 1
     alg.train_iter()
@@ -338,7 +335,6 @@ def test_adjust_replay_buffer_length_and_fractional_unroll():
     config = TrainerConfig(unroll_length=0.25, mini_batch_size=4, mini_batch_length=2,
                            initial_collect_steps=4, num_iterations=8)
     alg = Counter(env.observation_spec(), env.action_spec(), env=env, config=config)
-    build_training(alg, SyncUnroller(env, alg))
     sizes = []
     for _ in range(8):
         alg.train_iter()
@@ -356,7 +352,6 @@ def test_sampled_batch_is_split_in_order_into_mini_batches(monkeypatch):
     config = TrainerConfig(unroll_length=4, mini_batch_size=2, mini_batch_length=3,
                            num_updates_per_train_iter=3, initial_collect_steps=8)
     alg = Counter(env.observation_spec(), env.action_spec(), env=env, config=config)
-    build_training(alg, SyncUnroller(env, alg))
     alg.train_iter()
     alg.train_iter()  # the buffer now holds 8 steps per environment
     sampled, updates = [], []

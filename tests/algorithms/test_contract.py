@@ -3,6 +3,8 @@ the optimizer declarations and the counters; what rlf 0.1 had beside them is gon
 reading it, or overriding a hook of it, says what replaces it."""
 
 import functools
+import gc
+import weakref
 
 import pytest
 import torch
@@ -82,6 +84,34 @@ def test_the_replacements_train_as_the_loop_does():
     assert alg.get_env_steps() == loop.env_steps > 0
     assert loop.replay_buffer.total_size == 6 * 4 * 2
     assert alg.learner.optimizers and alg.learner.names == ["default"]
+    env.close()
+
+
+def test_the_algorithm_holds_no_loop_built_over_it():
+    """A loop built over an algorithm is found, not held: once what built it lets it go, the
+    algorithm reaches none and its ``train_iter`` is one line rather than a second loop; an
+    algorithm that no loop was built over builds (and keeps) its own."""
+    alg, env = _dqn()
+    loop = build_training(alg, SyncUnroller(env, alg))
+    loop.train_iter()
+    assert alg.training_loop is loop
+    assert not [v for v in vars(alg).values() if isinstance(v, TrainingLoop)]
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None and alg.training_loop is None
+    with pytest.raises(UserError, match=r"^DQNAlgorithm: the TrainingLoop built over it is no "
+                                        r"longer held, so train_iter would start another; "
+                                        r"keep it \(loop = build_training\(...\)\) and call "
+                                        r"loop.train_iter\(\)$"):
+        alg.train_iter()
+    env.close()
+    alg, env = _dqn()
+    alg.train_iter()  # ALF's entry: its own loop, over its own env
+    own = alg.training_loop
+    assert isinstance(own, TrainingLoop) and own.replay_buffer.total_size == 4 * 2
+    alg.train_iter()
+    assert alg.training_loop is own
     env.close()
 
 

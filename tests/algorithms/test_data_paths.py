@@ -12,6 +12,7 @@ import torch
 from examples.a2c import A2C
 from examples.bc import BehaviourCloning
 from rlf.algorithms.training_loop import TrainingLoop
+from rlf.algorithms.data_paths import make_data_path
 from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm, TD3Algorithm,
                             TrainerConfig)
 from rlf.trainers.gin_config import ConfigError, parse_config
@@ -28,7 +29,7 @@ def _make(ctor, env=CARTPOLE, **config):
 
 
 def _path(alg):
-    return TrainingLoop(alg).data_path.name
+    return make_data_path(alg, alg.run_args.config.data_path).name
 
 
 def test_the_settings_select_one_named_data_path():

@@ -11,9 +11,8 @@ import pytest
 import torch
 
 from rlf import nest
-from rlf.algorithms import ImpalaAlgorithm, TrainerConfig, build_training
+from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
 from rlf.environments import load
-from rlf.unrollers import SyncUnroller
 from rlf.utils.checkpoint import atomic_save, load_checkpoint_file
 
 DEVICE = os.environ.get("RLF_TEST_DEVICE") or ("cuda" if torch.cuda.is_available() else None)
@@ -29,7 +28,6 @@ def _impala(device, enable_amp=False):
     alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                           optimizer=ADAM, gradient_clipping=0.5)
     alg.to(device)
-    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 

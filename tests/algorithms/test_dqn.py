@@ -149,7 +149,6 @@ def _cartpole(priority_replay=False):
                        epsilon_greedy=[(0, 1.0), (4000, 0.04)], target_update_period=64,
                        optimizer=functools.partial(torch.optim.Adam, lr=2.3e-3),
                        gradient_clipping=10.0)
-    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 
@@ -211,7 +210,6 @@ def test_sampled_training_waits_for_a_whole_sequence_whatever_initial_collect_st
                            initial_collect_steps=0, num_iterations=10)
     alg = DQNAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        n_step=3, optimizer=torch.optim.Adam)
-    build_training(alg, SyncUnroller(env, alg))
     held, trained = [], []
     for _ in range(6):
         trained.append(alg.train_iter())

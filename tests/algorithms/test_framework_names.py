@@ -17,6 +17,7 @@ from rlf.data_structures import AlgStep, LossInfo
 from rlf.environments import load
 from rlf.unrollers import SyncUnroller
 from rlf.unrollers.actor_params import ActorIdentity
+from rlf.utils import deprecation
 from rlf.utils.errors import UserError
 
 ALF_FILE = Path(__file__).resolve().parents[1] / "data" / "alf_pendulum_sac_replay_buffer.pt"
@@ -118,6 +119,13 @@ def test_an_offline_layout_calling_super_loads_alfs_file_and_trains_without_a_wa
         for _ in range(3):
             alg.train_iter()
     assert alg.num_updates == 3 and alg.training_loop.offline_replay_buffer.total_size > 0
+    loaded = alg.training_loop.offline_replay_buffer
+    deprecation._warned.discard(("", "TrainingLoop.load_offline_data"))
+    with pytest.warns(DeprecationWarning, match=r"^TrainingLoop.load_offline_data is "
+                                                r"deprecated .*; use no call \(building the "
+                                                r"loop loads the offline data"):
+        alg.training_loop.load_offline_data()  # built with the loop: nothing is loaded twice
+    assert alg.training_loop.offline_replay_buffer is loaded
     env.close()
 
 

@@ -7,13 +7,12 @@ import re
 import pytest
 import torch
 
-from rlf.algorithms import ImpalaAlgorithm, TrainerConfig, build_training
+from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
 from rlf.algorithms.impala import ImpalaInfo
 from rlf import nest
 from rlf.data_structures import RowSource, StepType, TimeStep, experience_like
 from rlf.environments import load
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
-from rlf.unrollers import SyncUnroller
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 
@@ -79,7 +78,6 @@ def test_experience_replay_mixes_the_configured_fraction_with_max_use():
     alg = Probe(env.observation_spec(), env.action_spec(), env=env, config=config,
                 experience_replay_fraction=0.5, experience_replay_length=50, max_use=2,
                 optimizer=functools.partial(torch.optim.Adam, lr=1e-2))
-    build_training(alg, SyncUnroller(env, alg))
     for _ in range(12):
         alg.train_iter()
     env.close()
@@ -105,7 +103,6 @@ def test_amp_autocast_path_runs_on_cpu(on_policy):
     alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                           is_on_policy=on_policy,
                           optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
-    build_training(alg, SyncUnroller(env, alg))
     before = [p.detach().clone() for p in alg.parameters()]
     for _ in range(3):
         alg.train_iter()
@@ -120,7 +117,6 @@ def test_entropy_schedule_is_linear_in_environment_steps_and_weights_the_loss():
     alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                           is_on_policy=True, optimizer=functools.partial(torch.optim.Adam),
                           entropy_regularization=[(0, 0.01), (20, 0.002), (40, 0.0)])
-    build_training(alg, SyncUnroller(env, alg))
     seen = []
     try:
         for _ in range(6):
@@ -284,7 +280,6 @@ def test_one_step_unrolls_on_the_rollout_graph_are_refused_and_train_in_epochs()
     alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env,
                           config=TrainerConfig(unroll_length=1, mini_batch_size=2),
                           is_on_policy=True, optimizer=torch.optim.Adam)
-    build_training(alg, SyncUnroller(env, alg))
     assert alg.train_iter() == 0  # the step is carried over
     assert alg.train_iter() == 2 * 2
     env.close()
@@ -314,7 +309,6 @@ def test_sequences_made_by_experience_like_train_as_mixed_rows():
                            clear_replay_buffer=True, num_iterations=2)
     alg = Dyna(env.observation_spec(), env.action_spec(), env=env, config=config,
                optimizer=functools.partial(torch.optim.Adam, lr=1e-2))
-    build_training(alg, SyncUnroller(env, alg))
     before = [p.detach().clone() for p in alg.parameters()]
     alg.train_iter()
     alg.train_iter()

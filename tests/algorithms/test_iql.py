@@ -101,8 +101,6 @@ def _pendulum():
                            num_iterations=10)
     alg = IQLAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        **OPTIMIZERS)
-    from rlf.unrollers import SyncUnroller
-    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 

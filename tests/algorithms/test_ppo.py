@@ -150,7 +150,6 @@ def _cartpole(num_env_steps=25_000, **kwargs):
                                                       shared_encoder=False),
         optimizer=functools.partial(torch.optim.Adam, lr=1e-3), gradient_clipping=0.5,
         **kwargs)
-    build_training(alg, SyncUnroller(env, alg))  # alg.train_iter() reaches it (deprecated)
     return alg, env
 
 
@@ -270,9 +269,9 @@ def test_without_mini_batch_settings_ppo_trains_one_epoch_over_the_whole_unroll(
     alg = PPOAlgorithm(env.observation_spec(), env.action_spec(), env=env,
                        config=TrainerConfig(unroll_length=unroll_length, num_iterations=3),
                        optimizer=torch.optim.Adam)
-    build_training(alg, SyncUnroller(env, alg))
+    loop = build_training(alg, SyncUnroller(env, alg))
     before = [p.detach().clone() for p in alg.parameters()]
-    assert alg.training_loop.data_path.name == "unroll_epochs"
+    assert loop.data_path.name == "unroll_epochs"
     if unroll_length == 1:
         assert alg.train_iter() == 0  # one step, no transition: carried over
         assert all(torch.equal(a, b) for a, b in zip(before, alg.parameters()))
@@ -294,24 +293,25 @@ def _recurrent_cartpole(use_rollout_state=True, shared_encoder=True):
         network_ctor=functools.partial(ActorCriticNetwork, lstm_size=8,
                                        shared_encoder=shared_encoder),
         optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
-    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 
 def test_recurrent_ppo_trains_sequences_from_the_stored_state():
     torch.manual_seed(0)
     with pytest.raises(ValueError, match="use_rollout_state = True"):
-        _recurrent_cartpole(use_rollout_state=False)
+        alg, env = _recurrent_cartpole(use_rollout_state=False)
+        build_training(alg, SyncUnroller(env, alg))
     alg, env = _recurrent_cartpole()
+    loop = build_training(alg, SyncUnroller(env, alg))
     seen = []
     train_step = alg.train_step
     alg.train_step = lambda ts, state, info: (seen.append(state), train_step(ts, state,
                                                                               info))[1]
     for _ in range(2):  # the second unroll starts where the first left its LSTM state
         with torch.no_grad():
-            unroll = alg.training_loop.unroll(8)
+            unroll = loop.unroll(8)
         seen.clear()
-        path = alg.training_loop.data_path  # unroll_epochs: observe, then its mini-batches
+        path = loop.data_path  # unroll_epochs: observe, then its mini-batches
         path.observe(unroll)
         for batch in path.batches():
             alg.learner.update(batch)

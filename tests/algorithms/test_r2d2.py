@@ -19,7 +19,6 @@ from rlf.environments import load
 from rlf.networks import MLPEncoder, QNetwork, RecurrentQNetwork
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.trainers import Trainer
-from rlf.unrollers import SyncUnroller
 from rlf.utils.checkpoint import load_checkpoint_file
 from rlf.utils.common import reset_state_if_necessary
 from rlf.utils.tensorboard_reader import read_scalars
@@ -152,8 +151,8 @@ def test_the_stored_state_is_the_one_the_actor_had():
                            burn_in_steps=2, use_rollout_state=True, initial_collect_steps=400,
                            replay_buffer_length=200, num_iterations=3)
     alg = R2D2Algorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
-                        q_network_ctor=_net, n_step=1, epsilon_greedy=0.5)
-    TrainingLoop(alg, SyncUnroller(env, alg))
+                        q_network_ctor=_net, n_step=1, epsilon_greedy=0.5,
+                        optimizer=torch.optim.Adam)
     for _ in range(3):
         alg.train_iter()
     exp = alg.training_loop.replay_buffer.gather_all(ignore_earliest_frames=False)  # [E, 120]

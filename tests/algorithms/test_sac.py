@@ -9,13 +9,12 @@ import math
 import pytest
 import torch
 
-from rlf.algorithms import SACAlgorithm, TrainerConfig, build_training
+from rlf.algorithms import SACAlgorithm, TrainerConfig
 from rlf.algorithms.sac import SACInfo, SACTransitions, sac_losses, soft_q_target
 from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
 from rlf.networks import TanhNormalHead
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
-from rlf.unrollers import SyncUnroller
 
 from tests.algorithms._loss_terms import assert_each_term_trains_only_its_own
 from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
@@ -160,7 +159,6 @@ def _pendulum(num_iterations=10):
                            num_iterations=num_iterations)
     alg = SACAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        actor_optimizer=ADAM, critic_optimizer=ADAM, alpha_optimizer=ADAM)
-    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 

@@ -7,12 +7,11 @@ import functools
 import pytest
 import torch
 
-from rlf.algorithms import TD3Algorithm, TrainerConfig, build_training
+from rlf.algorithms import TD3Algorithm, TrainerConfig
 from rlf.algorithms.td3 import TD3Info, clipped_double_q_target, smoothed_target_action
 from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
-from rlf.unrollers import SyncUnroller
 
 from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
 
@@ -99,7 +98,6 @@ def _pendulum(num_iterations=10, **kw):
                            num_iterations=num_iterations)
     alg = TD3Algorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        actor_optimizer=ADAM, critic_optimizer=ADAM, **kw)
-    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 

@@ -61,7 +61,6 @@ def _recorder(**config):
     env = load("CartPole-v1", 4, seed=0)
     alg = Recorder(env.observation_spec(), env.action_spec(), env=env,
                    config=TrainerConfig(**config))
-    build_training(alg, SyncUnroller(env, alg))
     return alg, env
 
 
@@ -69,7 +68,7 @@ def test_on_policy_epochs_preprocess_the_whole_unroll_then_shuffle_transitions()
     alg, env = _recorder(unroll_length=6, num_updates_per_train_iter=3, mini_batch_size=5,
                          mini_batch_length=1)
     set_framework_state(alg, _rlf_is_on_policy=True)
-    loop = build_training(alg, alg.training_loop.unroller)  # the path follows: built anew
+    loop = build_training(alg, SyncUnroller(env, alg))  # (the path follows the policy flag)
     assert loop.data_path.name == "unroll_epochs"
     steps = loop.train_iter()
     # One preprocess call on the whole [B=4, T=6] unroll. Each environment's final step has
@@ -98,7 +97,7 @@ def _train_summaries(tmp_path, iterations, on_policy=False, **config):
     from rlf.utils import summary
     alg, env = _recorder(**config)
     set_framework_state(alg, _rlf_is_on_policy=on_policy)
-    build_training(alg, alg.training_loop.unroller)  # the path follows: built anew
+    loop = build_training(alg, SyncUnroller(env, alg))  # (the path follows the policy flag)
     summary.set_default_writer(summary.create_summary_writer(str(tmp_path), flush_secs=1))
     summary.set_summary_interval(1)
     summary.set_global_counter(0)
@@ -108,7 +107,7 @@ def _train_summaries(tmp_path, iterations, on_policy=False, **config):
         float(alg.w.detach()) * batch.weight) or update(batch)
     try:
         for _ in range(iterations):
-            alg.train_iter()
+            loop.train_iter()
     finally:
         summary.close()
         env.close()

@@ -8,9 +8,8 @@ import torch
 
 pytest.importorskip("mujoco", reason="the [mujoco] extra is not installed")
 
-from rlf.algorithms import SACAlgorithm, TrainerConfig, build_training  # noqa: E402
+from rlf.algorithms import SACAlgorithm, TrainerConfig  # noqa: E402
 from rlf.environments import load  # noqa: E402
-from rlf.unrollers import SyncUnroller  # noqa: E402
 
 
 def test_halfcheetah_loads_with_float32_observations_and_bounded_actions():
@@ -34,7 +33,6 @@ def test_sac_trains_on_halfcheetah_with_actions_inside_the_bounds():
                            initial_collect_steps=20, num_iterations=40)
     alg = SACAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
                        actor_optimizer=adam, critic_optimizer=adam, alpha_optimizer=adam)
-    build_training(alg, SyncUnroller(env, alg))
     for _ in range(40):
         alg.train_iter()
     actions = alg.training_loop.replay_buffer.gather_all().action
