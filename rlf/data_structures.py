@@ -29,7 +29,7 @@ from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 __all__ = [
     "StepType", "TimeStep", "Experience", "AlgStep", "LossInfo", "ReplacingMask", "RowSource",
     "make_experience", "experience_like", "time_step_spec", "starts_transition",
-    "valid_step_mask", "RAW_REWARD",
+    "valid_step_mask", "RAW_REWARD", "ActorIdentity",
 ]
 
 #: The ``TimeStep.env_info`` key of the unclipped reward, where the training reward is clipped
@@ -302,3 +302,15 @@ def time_step_spec(observation_spec: Any, action_spec: Any, reward_spec: TensorS
         prev_action=action_spec,
         env_id=TensorSpec((), torch.int32),
         env_info={} if env_info_spec is None else env_info_spec)
+
+
+class ActorIdentity(NamedTuple):
+    """Which actor an algorithm's copy is (``RLAlgorithm.actor_identity``; None on the learner).
+
+    Attributes:
+        index: ``0 .. num_actors - 1``.
+        num_actors: how many actors there are.
+    """
+
+    index: int  # type: ignore[assignment]  # (shadows tuple.index, a method)
+    num_actors: int

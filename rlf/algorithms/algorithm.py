@@ -17,11 +17,11 @@ from rlf.algorithms.algorithm_state import load_optimizer_states, state_problems
 from rlf.algorithms.removed import check_removed_hooks, removed_member_error
 from rlf.algorithms.reserved import (check_reserved_name, check_subclass_members,
                                       set_framework_state)
-from rlf.algorithms.learner import Learner, LearnerSettings, OptimizerPlan
+from rlf.algorithms.loops import loop_of
+from rlf.algorithms.optimizer_set import OptimizerPlan, OptimizerSet
 from rlf.algorithms.optimization import LOSS_AVERAGES, NonFiniteLossError, check_optimizer_args
 from rlf.algorithms.seams import RunArgs
 from rlf.data_structures import AlgStep, Experience, LossInfo
-from rlf.utils import distributed
 from rlf.utils.errors import UserError
 from rlf.utils.common import zeros_from_spec
 
@@ -89,7 +89,8 @@ class Algorithm(nn.Module):
     _rlf_gradient_clipping: Optional[float]
     _rlf_clip_by_global_norm: bool
     _rlf_device: torch.device
-    _rlf_learner: Learner
+    _rlf_optimizers: OptimizerSet
+    _rlf_own_learner: Any
 
     def __init__(self,
                  train_state_spec: Any = (),
@@ -125,10 +126,10 @@ class Algorithm(nn.Module):
             _rlf_debug_summaries=debug_summaries, _rlf_gradient_clipping=gradient_clipping,
             _rlf_clip_by_global_norm=clip_by_global_norm,
             _rlf_device=torch.device(getattr(config, "device", None) or "cpu"))
-        # The optimizers (built at first use), the updates and the counters.
-        set_framework_state(self, _rlf_learner=Learner(
-            self, self._rlf_optimizer_plans,
-            LearnerSettings(config, self._rlf_device, loss_average, distributed.World())))
+        # The optimizers (built at first use from the declarations) and the counters; the
+        # Learner that steps them is made by build_training (or at first use of ``learner``).
+        set_framework_state(self, _rlf_optimizers=OptimizerSet(self, self._rlf_optimizer_plans),
+                            _rlf_own_learner=None)
         # ALF's protected names, for a subclass to read (or replace: rlf never reads them).
         self._name, self._config, self._device = name, config, self._rlf_device
         self._debug_summaries = debug_summaries
@@ -170,8 +171,8 @@ class Algorithm(nn.Module):
         Raises:
             UserError: (a ``ValueError``) naming it and the documented way.
         """
-        learner = vars(self).get("_rlf_learner")
-        if learner is None or not learner.built:
+        optimizers = vars(self).get("_rlf_optimizers")
+        if optimizers is None or not optimizers.built:
             return
         if any(name in vars(self).get(d, {}) for d in ("_modules", "_parameters", "_buffers")):
             return  # replacing one it has
@@ -196,14 +197,28 @@ class Algorithm(nn.Module):
         return self._rlf_name
 
     @property
-    def learner(self) -> Learner:
-        """The ``Learner``: this algorithm's optimizers, gradient updates and counters."""
-        return self._rlf_learner
+    def learner(self) -> Any:
+        """The ``Learner`` that updates it: that of the loop training it (``build_training``
+        makes it with the run's learners; ``rlf.algorithms.loops`` finds the loop), else one
+        of a single learner, made at the first read (for updates by hand,
+        ``alg.learner.update_with_gradient(loss_info)``). Either steps this algorithm's
+        optimizers and counts in its counters (``learner.optimizers``,
+        ``learner.counters``)."""
+        loop = loop_of(self)
+        if loop is not None:
+            return loop.learner
+        own = self._rlf_own_learner
+        if own is None:
+            from rlf.algorithms.learner import make_learner  # (it does not import this module)
+            own = make_learner(self)
+            set_framework_state(self, _rlf_own_learner=own)
+        return own
 
     @property
     def run_args(self) -> RunArgs:
         """The constructor arguments that what trains it reads (``RunArgs``)."""
-        return RunArgs(self._rlf_config, self._rlf_device, self._rlf_checkpoint)
+        return RunArgs(self._rlf_config, self._rlf_device, self._rlf_checkpoint,
+                       loss_average=self._rlf_loss_average, optimizers=self._rlf_optimizers)
 
     @property
     def on_policy(self) -> Optional[bool]:
@@ -279,7 +294,7 @@ class Algorithm(nn.Module):
             ValueError: for a module that is not part of this algorithm, an argument
                 ``Algorithm`` refuses, ``every`` < 1 or a ``name`` used already.
         """
-        if self._rlf_learner.built:
+        if self._rlf_optimizers.built:
             raise RuntimeError(f"{self._rlf_name}: add_optimizer must be called before the "
                                f"optimizers are created (in the constructor)")
         check_optimizer_args(f"{self._rlf_name}.add_optimizer", optimizer, lr_scheduler,
@@ -324,7 +339,7 @@ class Algorithm(nn.Module):
     def num_updates(self) -> int:
         """The number of gradient updates so far, checkpointed; on an actor, the learner's
         count as of the parameters it acts with."""
-        return self._rlf_learner.counters.num_updates
+        return self._rlf_optimizers.counters.num_updates
 
     def is_due(self, name: str) -> bool:
         """Whether optimizer ``name`` steps in the next update: ``calc_loss`` may skip a term
@@ -333,7 +348,8 @@ class Algorithm(nn.Module):
         Raises:
             KeyError: for a name that is not among ``learner.names``.
         """
-        return self._rlf_learner.is_due(self._rlf_learner.index(name))
+        optimizers = self._rlf_optimizers
+        return optimizers.is_due(optimizers.index(name))
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
@@ -342,8 +358,8 @@ class Algorithm(nn.Module):
         state = super().state_dict(*args, destination=destination, prefix=prefix,
                                    keep_vars=keep_vars)
         if prefix == "" and not args:
-            state["_optimizers"] = [opt.state_dict() for opt in self._rlf_learner.optimizers]
-            schedules = self._rlf_learner.schedules
+            state["_optimizers"] = [opt.state_dict() for opt in self._rlf_optimizers.optimizers]
+            schedules = self._rlf_optimizers.schedules
             if any(s is not None for s in schedules):
                 state["_lr_schedulers"] = [None if s is None else s.state_dict()
                                            for s in schedules]
@@ -361,8 +377,8 @@ class Algorithm(nn.Module):
         sched_states = state_dict.pop("_lr_schedulers", None)
         own = super().state_dict()
         own.pop("_optimizers", None)
-        optimizers = self._rlf_learner.optimizers if opt_states is not None else []
-        schedules = self._rlf_learner.schedules if opt_states is not None else []
+        optimizers = self._rlf_optimizers.optimizers if opt_states is not None else []
+        schedules = self._rlf_optimizers.schedules if opt_states is not None else []
         problems = state_problems(self._rlf_name, own, state_dict, strict, optimizers, schedules,
                                   opt_states, sched_states)
         if problems:
@@ -376,17 +392,17 @@ class Algorithm(nn.Module):
     def get_extra_state(self) -> Dict[str, Any]:
         """What ``state_dict`` saves beside tensors: the counters. Subclasses extend the dict
         (call ``super()``)."""
-        counters = self._rlf_learner.counters
+        counters = self._rlf_optimizers.counters
         return {"train_iter_num": counters.train_iter_num, "num_updates": counters.num_updates,
                 "optimizer_steps": counters.optimizer_steps}
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
         """Restores ``get_extra_state()`` output (older checkpoints: defaults)."""
-        counters = self._rlf_learner.counters
+        counters = self._rlf_optimizers.counters
         counters.train_iter_num = int(state.get("train_iter_num", 0))
         counters.num_updates = int(state.get("num_updates", 0))
         steps = [int(c) for c in state.get("optimizer_steps") or []]
-        if not self._rlf_learner.built:  # sized now; building the optimizers keeps a fitting size
+        if not self._rlf_optimizers.built:  # sized now; building them keeps a fitting size
             counters.set_num_optimizers(len(steps))
         if len(steps) != len(counters.optimizer_steps):
             steps = [0] * len(counters.optimizer_steps)

@@ -1,8 +1,9 @@
 """The composition root of training (Acme's builder): ``build_training`` makes what trains an
 algorithm, handing each part its collaborators through its constructor, in the order that
-lets a refused setting stop everything before a run writes anything: the optimizers
-(``Learner.build``), the ``TrainingLoop`` and its data path (``make_data_path``, which checks
-``data_needs``), the offline data, then the unroller: one made already, or an
+lets a refused setting stop everything before a run writes anything: the ``Learner``
+(``make_learner``: the algorithm's declared optimizers, built now, stepped over the run's
+``World``), the ``TrainingLoop`` with it and its data path (``make_data_path``, which checks
+``data_needs``, with the offline data), then the unroller: one made already, or an
 ``UnrollerFactory`` made only once the replay settings are known to fit its environments (so
 that a refused setting leaves no actor behind). The ``Trainer`` and ``RLAlgorithm.train_iter``
 build through it; a script may too::
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple, Optional, Union
 
+from rlf.algorithms.learner import Learner, make_learner
 from rlf.algorithms.training_loop import TrainingLoop
 from rlf.unrollers import Unroller
 from rlf.utils import distributed
@@ -36,7 +38,8 @@ class UnrollerFactory(NamedTuple):
 
 
 def build_training(algorithm, unroller: Union[Unroller, UnrollerFactory, None] = None,
-                   config=None, world: Optional[distributed.World] = None) -> TrainingLoop:
+                   config=None, world: Optional[distributed.World] = None,
+                   learner: Optional[Learner] = None) -> TrainingLoop:
     """Builds what trains ``algorithm`` (the module docstring's order).
 
     Args:
@@ -47,6 +50,8 @@ def build_training(algorithm, unroller: Union[Unroller, UnrollerFactory, None] =
         config: the ``TrainerConfig``; the algorithm's (``run_args.config``) if None.
         world: the learners of the run (``rlf.utils.distributed.World``), handed to the
             learner, the loop and the data path; one learner if None.
+        learner: the ``Learner`` that updates the algorithm; ``make_learner(algorithm,
+            config, world)`` if None.
 
     Returns:
         The ``TrainingLoop``.
@@ -56,8 +61,10 @@ def build_training(algorithm, unroller: Union[Unroller, UnrollerFactory, None] =
         UserError: (a ``ValueError``) for settings the data path refuses, offline data it
             cannot read, or an unroller whose replay buffer settings do not fit.
     """
-    algorithm.learner.build(world)
-    loop = TrainingLoop(algorithm, config=config, world=world)
+    if learner is None:
+        learner = make_learner(algorithm, config, world)
+    learner.build()
+    loop = TrainingLoop(algorithm, config=config, world=world, learner=learner)
     if isinstance(unroller, UnrollerFactory):
         loop.check_replay_fits(unroller.batch_size)
         made = unroller.make()

@@ -906,7 +906,7 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
         algorithm: the ``RLAlgorithm``.
         config: its ``DataPathConfig`` (``TrainerConfig.data_path``).
         make_buffer: builds the replay buffer from one step's spec (off-policy, unrolling).
-        world: the learners of the run; the algorithm learner's if None.
+        world: the learners of the run; one learner if None.
         make_offline: builds the offline data's buffer, or returns None without offline
             settings (off-policy); called once the settings are checked.
 
@@ -929,7 +929,7 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
         raise UserError(f"TrainerConfig.burn_in_steps = {k} leaves no step to train in "
                         f"sequences of mini_batch_length = {config.mini_batch_length}; set "
                         f"mini_batch_length > burn_in_steps")
-    world = algorithm.learner.settings.world if world is None else world
+    world = distributed.World() if world is None else world
     mini_batches = MiniBatches(_learner_mini_batch_size(config, world, on_policy, name, path),
                                config.mini_batch_length,
                                config.update_counter_every_mini_batch, world)

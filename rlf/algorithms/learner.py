@@ -10,23 +10,27 @@ import contextlib
 import functools
 import logging
 import math
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple, Union, cast
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union, cast
 
 import torch
 from torch import nn
 
 from rlf import nest
 from rlf.algorithms.counters import Counters
+from rlf.algorithms.optimizer_set import OptimizerEntry, OptimizerPlan, OptimizerSet
 from rlf.algorithms.data_paths import Batch, RolloutBatch
 from rlf.algorithms.seams import LearnerSeam
-from rlf.algorithms.optimization import (NonFiniteLossError, checked_schedule, extra_mean,
+from rlf.algorithms.optimization import (NonFiniteLossError, extra_mean,
                                          extra_sum, masked_loss_mean, term_mask)
 from rlf.data_structures import Experience, LossInfo, valid_step_mask
 from rlf.utils import distributed, summary
 from rlf.utils.common import is_empty
+from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.errors import UserError
 
-__all__ = ["Learner", "LearnerSettings", "OptimizerPlan", "importance_weighted"]
+# (OptimizerPlan: defined in optimizers.py, importable from here as in rlf 0.3)
+__all__ = ["Learner", "LearnerSettings", "OptimizerPlan", "importance_weighted",
+           "make_learner"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,23 +50,6 @@ def importance_weighted(name: str, loss: torch.Tensor, weights: torch.Tensor) ->
     return loss * weights.view((1, -1) + (1,) * (loss.ndim - 2))
 
 
-class OptimizerPlan(NamedTuple):
-    """One algorithm's optimizer declarations, which the learner builds its optimizers from.
-
-    Attributes:
-        algorithm: the root or a sub-algorithm (whose ``name`` prefixes its optimizers').
-        optimizer, lr_scheduler: its constructor's arguments.
-        clipping: ``(gradient_clipping, clip_by_global_norm)``.
-        added: its ``add_optimizer`` declarations (dicts), in the order made.
-    """
-
-    algorithm: nn.Module
-    optimizer: Any
-    lr_scheduler: Any
-    clipping: Tuple[Optional[float], bool]
-    added: List[Dict[str, Any]]
-
-
 class LearnerSettings(NamedTuple):
     """What the learner needs of its run.
 
@@ -78,15 +65,6 @@ class LearnerSettings(NamedTuple):
     device: torch.device
     loss_average: str
     world: distributed.World
-
-
-class _Optimizer:
-    """One optimizer with what the learner needs beside it."""
-
-    def __init__(self, optimizer, schedule, clipping: Tuple[Optional[float], bool], name: str,
-                 tag: str, every: int):
-        self.optimizer, self.schedule, self.clipping = optimizer, schedule, clipping
-        self.name, self.tag, self.every = name, tag, every
 
 
 def _check_steps(name: str, key: Optional[str], loss: torch.Tensor,
@@ -119,26 +97,26 @@ def _check_prioritized_rows(name: str, batch_info, experience: Experience) -> No
 
 
 class Learner:
-    """The optimizers and gradient updates of ``algorithm`` (the root of an algorithm tree).
+    """The gradient updates of ``algorithm`` (the root of an algorithm tree): backward, clip,
+    step, mixed precision, the loss summaries and the averaging over the run's learners;
+    ``build_training`` makes it (``make_learner``) from what the algorithm declares. The
+    optimizers and counters it steps are the algorithm's (``OptimizerSet``); it reads them out
+    as before (``optimizers``, ``names``, ``counters``, ...).
 
     Args:
         algorithm: the root ``Algorithm``.
-        plans: returns the ``OptimizerPlan`` s, root first, read when the optimizers are
-            built (after the subclass's constructor).
+        optimizers: the algorithm's ``OptimizerSet``.
         settings: the run's ``LearnerSettings``.
 
     Attributes:
-        counters: the ``Counters``, which travel to the actors.
         settings: the ``LearnerSettings``.
     """
 
-    def __init__(self, algorithm: LearnerSeam, plans: Callable[[], List[OptimizerPlan]],
+    def __init__(self, algorithm: LearnerSeam, optimizers: OptimizerSet,
                  settings: LearnerSettings):
         self.algorithm = algorithm
-        self._plans = plans
+        self._optimizers = optimizers
         self.settings = settings
-        self.counters = Counters()
-        self._entries: Optional[List[_Optimizer]] = None
         self._grad_scaler: Optional[torch.amp.GradScaler] = None
         # Loss terms, gradient norms and rates, written at the next recording update.
         self._pending: Dict[str, Any] = {}
@@ -160,51 +138,55 @@ class Learner:
 
     # ------------------------------------------------------------------ optimizers
     @property
+    def counters(self) -> Counters:
+        """The algorithm's ``Counters``, which travel to the actors."""
+        return self._optimizers.counters
+
+    @property
     def built(self) -> bool:
         """Whether the optimizers exist (``add_optimizer`` and new state are refused then)."""
-        return self._entries is not None
+        return self._optimizers.built
 
     def build(self, world: Optional[distributed.World] = None) -> None:
         """Builds the optimizers and their schedules now (else the first update or
         ``state_dict`` does), so that a setting they refuse stops a run before any write.
 
         Args:
-            world: the learners of the run, over which gradients and loss summaries average
-                (``build_training`` hands it in); None keeps the settings' (one learner).
+            world: deprecated (removed in 0.5): ``make_learner(algorithm, world=...)``
+                makes the learner with its world; a world given here replaces it.
 
         Raises:
             ValueError: for a setting an optimizer or schedule refuses.
         """
         if world is not None:
+            warn_deprecated("Learner.build(world)", "make_learner(algorithm, config, world) "
+                            "(build_training(..., world=...) makes it)")
             self.settings = self.settings._replace(world=world)
-        self._built()
+        self._optimizers.build()
 
     @property
     def optimizers(self) -> List[torch.optim.Optimizer]:
-        """The optimizers, built at the first call (``Algorithm.optimizers``)."""
-        return [e.optimizer for e in self._built()]
+        """The optimizers, built at the first call."""
+        return self._optimizers.optimizers
 
     @property
     def names(self) -> List[str]:
         """The optimizers' names, in ``optimizers`` order."""
-        return [e.name for e in self._built()]
+        return self._optimizers.names
 
     @property
     def optimizer_steps(self) -> Dict[str, int]:
         """How many times each optimizer stepped (a step AMP skipped does not count), by
         name."""
-        return dict(zip(self.names, self.counters.optimizer_steps))
+        return self._optimizers.optimizer_steps
 
     @property
     def schedules(self) -> List[Any]:
         """Each optimizer's learning-rate schedule, or None."""
-        return [e.schedule for e in self._built()]
+        return self._optimizers.schedules
 
-    def _built(self) -> List[_Optimizer]:
-        if self._entries is None:
-            self._entries = _build_optimizers(self.algorithm, self._plans())
-            self.counters.set_num_optimizers(len(self._entries))
-        return self._entries
+    def _built(self) -> List[OptimizerEntry]:
+        return self._optimizers.build()
 
     def index(self, name: str) -> int:
         """The index of optimizer ``name``.
@@ -212,16 +194,12 @@ class Learner:
         Raises:
             KeyError: for a name that is not among the optimizers.
         """
-        names = self.names
-        if name not in names:
-            raise KeyError(f"{self.algorithm.name}: no optimizer named {name!r}; the "
-                           f"optimizers are {names} (add_optimizer(..., name=...))")
-        return names.index(name)
+        return self._optimizers.index(name)
 
     def is_due(self, index: int) -> bool:
         """Whether optimizer ``index`` steps in the next update (its ``every`` divides the
         next update's number, from 1)."""
-        return (self.counters.num_updates + 1) % self._built()[index].every == 0
+        return self._optimizers.is_due(index)
 
     # ------------------------------------------------------------------ updates
     def update(self, batch: Union[Batch, RolloutBatch]) -> int:
@@ -375,7 +353,7 @@ class Learner:
                 self._write_pending()
         return loss_info._replace(loss=total), params
 
-    def _backward(self, terms: Dict[Optional[str], torch.Tensor], entries: List[_Optimizer],
+    def _backward(self, terms: Dict[Optional[str], torch.Tensor], entries: List[OptimizerEntry],
                   names: List[str]) -> List[int]:
         """Back-propagates each term into its due optimizers' parameters and averages the
         gradients over the learners; returns the indices of the optimizers that step."""
@@ -400,7 +378,7 @@ class Learner:
             [p for i in stepping for g in entries[i].optimizer.param_groups for p in g["params"]])
         return stepping
 
-    def _step(self, stepping: List[int], entries: List[_Optimizer],
+    def _step(self, stepping: List[int], entries: List[OptimizerEntry],
               active: bool) -> List[nn.Parameter]:
         """Clips and steps the optimizers ``stepping`` and their schedules, keeping rates and
         norms for the summaries; returns the parameters that received gradients."""
@@ -522,106 +500,6 @@ class Learner:
             yield
 
 
-# ---------------------------------------------------------------------- building
-def _parameters_of(algorithm, names) -> List[nn.Parameter]:
-    params: List[nn.Parameter] = []
-    for kind, name in names:
-        params.extend([algorithm.get_parameter(name)] if kind == "p"
-                      else algorithm.get_submodule(name).parameters())
-    return [p for p in params if p.requires_grad]
-
-
-def _own_parameters(plan: OptimizerPlan, plans: List[OptimizerPlan],
-                    claimed=frozenset()) -> List[nn.Parameter]:
-    """Parameters of ``plan``'s algorithm that no other optimizer claims."""
-    excluded = set(claimed)
-    modules = {id(m) for m in plan.algorithm.modules()}
-    for other in plans:
-        if (other.algorithm is not plan.algorithm and id(other.algorithm) in modules
-                and other.optimizer is not None):
-            excluded.update(id(p) for p in other.algorithm.parameters())
-    return [p for p in plan.algorithm.parameters()
-            if id(p) not in excluded and p.requires_grad]
-
-
-def _build_optimizers(root, plans: List[OptimizerPlan]) -> List[_Optimizer]:
-    """The optimizers of ``root`` and its sub-algorithms (``plans``), in checkpoint order.
-
-    Raises:
-        UserError: (a ``ValueError``) naming parameters no optimizer covers, a schedule
-            without an optimizer or of length < 1, or repeated names.
-    """
-    claimed: Set[int] = set()
-    for plan in plans:
-        for entry in plan.added:
-            claimed.update(id(p) for p in _parameters_of(plan.algorithm, entry["modules"]))
-    entries: List[_Optimizer] = []
-    for plan in plans:
-        _add_plan(entries, root, plan, _own_parameters(plan, plans, claimed))
-    _check_optimizers(root, entries)
-    return entries
-
-
-def _add_optimizer(entries: List[_Optimizer], opt, params, ctor, clip, name: Optional[str],
-                   period: int) -> None:
-    """Appends the optimizer ``opt`` (an instance, or a factory of ``params``: nothing
-    without parameters) with its schedule (``ctor``), clipping, name and period."""
-    if not isinstance(opt, torch.optim.Optimizer):
-        if not params:
-            return
-        opt = opt(params)
-    index = len(entries)
-    tag = str(index) if name in (None, "default") or str(name).endswith("/default") else name
-    entries.append(_Optimizer(opt, None if ctor is None else checked_schedule(ctor(opt)),
-                              clip, str(index) if name is None else name, str(tag), period))
-
-
-def _add_plan(entries: List[_Optimizer], root, plan: OptimizerPlan, own: List[nn.Parameter]
-              ) -> None:
-    """Appends one algorithm's optimizers: those it added, then its default one over ``own``
-    (its parameters no other optimizer claims).
-
-    Raises:
-        UserError: for a schedule without an optimizer.
-    """
-    module = plan.algorithm
-    taken: Set[int] = set()
-    for entry in plan.added:
-        params = [p for p in _parameters_of(module, entry["modules"]) if id(p) not in taken]
-        taken.update(id(p) for p in params)
-        _add_optimizer(entries, entry["optimizer"], params, entry["lr_scheduler"],
-                       entry["clipping"], entry["name"] if module is root or entry["name"] is None
-                       else f"{module.name}/{entry['name']}", entry["every"])
-    if plan.optimizer is None:
-        if plan.lr_scheduler is not None:
-            raise UserError(f"{module.name}: lr_scheduler needs an optimizer of its "
-                            f"own (set {type(module).__name__}.optimizer)")
-        return
-    _add_optimizer(entries, plan.optimizer, own, plan.lr_scheduler, plan.clipping,
-                   "default" if module is root else f"{module.name}/default", 1)
-
-
-def _check_optimizers(root, entries: List[_Optimizer]) -> None:
-    """Refuses repeated optimizer names and trainable parameters no optimizer holds.
-
-    Raises:
-        UserError: naming them.
-    """
-    names = [e.name for e in entries]
-    if len(set(names)) != len(names):
-        raise UserError(f"{root.name}: optimizer names {names} repeat; give each "
-                        f"add_optimizer its own name (sub-algorithms need their own "
-                        f"names too)")
-    covered = {id(p) for e in entries for g in e.optimizer.param_groups for p in g["params"]}
-    uncovered = [n for n, p in root.named_parameters()
-                 if p.requires_grad and id(p) not in covered]
-    if uncovered:
-        raise UserError(
-            f"{root.name}: parameters {uncovered[:5]}{'...' if len(uncovered) > 5 else ''}"
-            f" have no optimizer; pass optimizer=... (e.g. in gin "
-            f"`{type(root).__name__}.optimizer = @torch.optim.Adam`)")
-
-
 # ---------------------------------------------------------------------- several learners
 def _average_losses(values: Dict[str, Any], world: distributed.World) -> None:
     """With several learners, averages the ``loss/...`` summaries over them in place: a loss
@@ -677,7 +555,7 @@ def _warn_if_masked_out(name: str, key: Optional[str], mask: Optional[torch.Tens
         "sample longer sequences", name, term)
 
 
-def _check_scheduled_rates(name: str, index: int, entry: _Optimizer) -> None:
+def _check_scheduled_rates(name: str, index: int, entry: OptimizerEntry) -> None:
     """Raises ``UserError`` if optimizer ``index``'s schedule set a negative or non-finite
     rate (torch accepts ``MultiStepLR(gamma=-0.1)``)."""
     for group in entry.optimizer.param_groups:
@@ -718,3 +596,19 @@ def _raise_non_finite(algorithm, loss_info: LossInfo, loss: torch.Tensor) -> Non
         f"{algorithm.learner.counters.train_iter_num} (non-finite terms: {where}); no update "
         f"was applied. "
         f"Lower the learning rate, clip gradients, or restart from the last good checkpoint.")
+
+
+def make_learner(algorithm, config=None, world: Optional[distributed.World] = None) -> Learner:
+    """The ``Learner`` of ``algorithm`` from what it declares (``run_args``: its
+    ``OptimizerSet``, device, ``loss_average`` and config); ``build_training`` makes the loop's
+    this way.
+
+    Args:
+        algorithm: the root ``Algorithm``.
+        config: the ``TrainerConfig``; the algorithm's if None.
+        world: the learners of the run; one learner if None.
+    """
+    args = algorithm.run_args
+    return Learner(algorithm, args.optimizers, LearnerSettings(
+        args.config if config is None else config, args.device, args.loss_average,
+        distributed.World() if world is None else world))

@@ -22,11 +22,10 @@ from rlf.algorithms.removed import check_observe_for_replay
 from rlf.algorithms.reserved import set_framework_state
 from rlf.algorithms.loops import loop_of, was_dropped
 from rlf.algorithms.seams import DataPathSeam, LearnerSeam, LoopSeam
-from rlf.data_structures import AlgStep, Experience, StepType, time_step_spec
+from rlf.data_structures import ActorIdentity, AlgStep, Experience, StepType, time_step_spec
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import OfflineLayout
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
-from rlf.unrollers.actor_params import ActorIdentity
 from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.errors import UserError
 
@@ -214,7 +213,8 @@ class RLAlgorithm(Algorithm):
         """``Algorithm.run_args`` with the training environment, the metrics' discount and
         the replay buffer's constructor."""
         return RunArgs(self._rlf_config, self._rlf_device, self._rlf_checkpoint,
-                       self._rlf_env, self._rlf_metric_discount, self._rlf_replay_buffer_ctor)
+                       self._rlf_env, self._rlf_metric_discount, self._rlf_replay_buffer_ctor,
+                       self._rlf_loss_average, self._rlf_optimizers)
 
     @property
     def data_needs(self) -> DataNeeds:
@@ -270,7 +270,8 @@ class RLAlgorithm(Algorithm):
             from rlf.algorithms.builder import build_training
             from rlf.unrollers import SyncUnroller
             env = self._rlf_env
-            loop = build_training(self, None if env is None else SyncUnroller(env, self))
+            loop = build_training(self, None if env is None else SyncUnroller(env, self),
+                                  learner=self._rlf_own_learner)  # (one read before: kept)
             set_framework_state(self, _rlf_own_loop=loop)
         elif loop.unroller is None and self._rlf_env is not None:
             from rlf.unrollers import SyncUnroller
@@ -279,7 +280,7 @@ class RLAlgorithm(Algorithm):
 
     def get_env_steps(self) -> int:
         """Environment steps so far; on an actor, as of the parameters it acts with."""
-        return self._rlf_learner.counters.env_steps
+        return self._rlf_optimizers.counters.env_steps
 
     def weighted_reward(self, reward: torch.Tensor) -> torch.Tensor:
         """The scalar training reward: ``reward`` ``[..., k]`` weighted by the

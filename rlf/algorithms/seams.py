@@ -31,6 +31,9 @@ class RunArgs(NamedTuple):
         device: where the parameters live (CPU without a config).
         checkpoint: the initial checkpoint (``"prefix@path"``), or None.
         env, metric_discount, replay_buffer_ctor: ``RLAlgorithm``'s arguments.
+        loss_average: ``masked_loss_mean``'s rule (``Algorithm``'s argument).
+        optimizers: its optimizer declarations, built at first use, and its counters
+            (``rlf.algorithms.optimizer_set.OptimizerSet``), which its ``Learner`` steps.
     """
 
     config: Any
@@ -39,6 +42,8 @@ class RunArgs(NamedTuple):
     env: Any = None
     metric_discount: float = 0.99
     replay_buffer_ctor: Any = None
+    loss_average: str = "all"
+    optimizers: Any = None
 
 
 class LearnerSeam(Protocol):

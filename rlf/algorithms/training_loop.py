@@ -27,6 +27,7 @@ from rlf import nest
 from rlf.algorithms.config_parts import without_effect
 from rlf.algorithms.data_paths import (DataPath, Replay, make_data_path,
                                        offline_data_settings)
+from rlf.algorithms.learner import Learner, make_learner
 from rlf.algorithms.memories import check_memories
 from rlf.algorithms import loops
 from rlf.algorithms.seams import LoopSeam
@@ -64,7 +65,9 @@ class TrainingLoop:
         algorithm: the root ``RLAlgorithm``.
         unroller: the ``Unroller`` it acts through, or None to set it later.
         config: the ``TrainerConfig``; the algorithm's if None.
-        world: the learners of the run; the learner's if None.
+        world: the learners of the run; the learner's if None (one learner without either).
+        learner: the ``Learner`` that updates it (``build_training``'s); ``make_learner``'s
+            over ``config`` and ``world`` if None.
 
     Raises:
         ValueError: without a config.
@@ -73,12 +76,15 @@ class TrainingLoop:
     """
 
     def __init__(self, algorithm: LoopSeam, unroller: Optional[Unroller] = None, config=None,
-                 world: Optional[distributed.World] = None):
+                 world: Optional[distributed.World] = None, learner: Optional[Learner] = None):
         config = algorithm.run_args.config if config is None else config
         if config is None:
             raise ValueError(f"{algorithm.name}: training needs config=TrainerConfig")
         self.algorithm, self.config = algorithm, config
-        self.world = algorithm.learner.settings.world if world is None else world
+        if learner is None:
+            learner = make_learner(algorithm, config, world)
+        self.learner: Learner = learner
+        self.world = learner.settings.world if world is None else world
         path = make_data_path(algorithm, config.data_path, make_buffer=self._make_online_buffer,
                               world=self.world, make_offline=self._make_offline_buffer)
         if algorithm.on_policy and config.checkpoints.save_replay_buffer:
@@ -132,7 +138,7 @@ class TrainingLoop:
     @property
     def env_steps(self) -> int:
         """Environment steps taken so far (``EnvironmentSteps``)."""
-        return self.algorithm.learner.counters.env_steps
+        return self.learner.counters.env_steps
 
     @property
     def rollout_info_spec(self) -> Any:
@@ -319,7 +325,7 @@ class TrainingLoop:
 
     def _sync_env_steps(self) -> None:
         if self._metrics is not None:
-            self.algorithm.learner.counters.env_steps = int(self.metrics[1].result())
+            self.learner.counters.env_steps = int(self.metrics[1].result())
 
     def summarize_metrics(self) -> None:
         """Writes every metric against the global counter and against EnvironmentSteps."""
@@ -429,7 +435,7 @@ class TrainingLoop:
         Raises:
             ActorError: if an actor failed; the iteration then changed nothing.
         """
-        counters = self.algorithm.learner.counters
+        counters = self.learner.counters
         counter = summary.get_global_counter()
         counters.train_iter_num += 1
         if self.config.run.empty_cache and torch.cuda.is_available():
@@ -460,7 +466,7 @@ class TrainingLoop:
         budget = config.run.num_env_steps
         if length > 0 and (budget == 0 or self.env_steps < budget):
             with summary.record_time("time/unroll"), torch.set_grad_enabled(
-                    path.grad_in_unroll), alg.learner.autocast():
+                    path.grad_in_unroll), self.learner.autocast():
                 alg.train(path.unroll_in_train_mode)
                 experience = self.unroll(length)  # (observed by the path)
             self.summarize_rollout(experience)
@@ -468,7 +474,7 @@ class TrainingLoop:
         steps = 0
         if path.has_data():
             alg.train()
-            learner = alg.learner
+            learner = self.learner
             with summary.record_time("time/train"):
                 steps = sum(learner.update(batch) for batch in path.batches())
             with summary.record_time("time/after_train_iter"):

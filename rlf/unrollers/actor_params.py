@@ -8,29 +8,18 @@ actor at each parameter update; ``ActorIdentity`` is what ``build_actor`` gives 
 
 from __future__ import annotations
 
-from typing import Dict, NamedTuple
+from typing import Dict
 
 import torch
 from torch import nn
 
+from rlf.data_structures import ActorIdentity  # (defined there; importable from here)
 from rlf.utils.errors import UserError
 
 __all__ = ["ActorIdentity", "COUNTERS_KEY", "actor_state_dict"]
 
 #: The key of the counters in ``actor_state_dict()``.
 COUNTERS_KEY = "_counters"
-
-
-class ActorIdentity(NamedTuple):
-    """Which actor an algorithm's copy is (``RLAlgorithm.actor_identity``; None on the learner).
-
-    Attributes:
-        index: ``0 .. num_actors - 1``.
-        num_actors: how many actors there are.
-    """
-
-    index: int  # type: ignore[assignment]  # (shadows tuple.index, a method)
-    num_actors: int
 
 
 def actor_state_dict(algorithm) -> Dict[str, torch.Tensor]:

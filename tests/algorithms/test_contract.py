@@ -2,13 +2,17 @@
 the optimizer declarations and the counters; what rlf 0.1 had beside them is gone since 0.3, and
 reading it, or overriding a hook of it, says what replaces it."""
 
+import ast
 import functools
 import gc
 import weakref
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
+
+import rlf
 
 from rlf.algorithms import (DQNAlgorithm, RLAlgorithm, TrainerConfig, TrainingLoop,
                             build_training, own_method)
@@ -170,4 +174,79 @@ def test_a_property_of_a_removed_hook_is_refused_too():
     env = load("CartPole-v1", 1, seed=0)
     with pytest.raises(UserError, match="rollout_graph_training"):
         OldStyle(env.observation_spec(), env.action_spec(), is_on_policy=True)
+    env.close()
+
+
+def _module_imports(path):
+    """The rlf modules ``path`` imports at module level, and those each function imports."""
+    tree = ast.parse(path.read_text())
+
+    def named(nodes):
+        found = set()
+        for node in nodes:
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+        return {m for m in found if m.startswith("rlf")}
+
+    top = named(n for n in ast.walk(tree) if not any(
+        isinstance(p, ast.FunctionDef) for p in _parents(tree, n)))
+    inner = {f.name: named(ast.walk(f)) for f in ast.walk(tree)
+             if isinstance(f, ast.FunctionDef) and named(ast.walk(f))}
+    return top, inner
+
+
+def _parents(tree, target):
+    """The nodes that enclose ``target`` in ``tree``."""
+    path = []
+
+    def visit(node, stack):
+        if node is target:
+            path.extend(stack)
+            return True
+        return any(visit(c, stack + [node]) for c in ast.iter_child_nodes(node))
+
+    visit(tree, [])
+    return path
+
+
+def test_the_algorithm_imports_nothing_of_what_trains_it():
+    """The algorithm is at the bottom: its modules import neither the learner, the loop, the
+    data paths, the builder nor the unrollers; only ALF's entry (``train_iter``: the builder
+    and ``SyncUnroller``) and the fallback ``learner`` (``make_learner``) import, when
+    called."""
+    root = Path(rlf.__file__).parent / "algorithms"
+    machinery = ("rlf.algorithms.learner", "rlf.algorithms.training_loop",
+                 "rlf.algorithms.data_paths", "rlf.algorithms.builder", "rlf.unrollers")
+    called = {}
+    for name in ("algorithm.py", "rl_algorithm.py"):
+        top, inner = _module_imports(root / name)
+        assert not [m for m in top if m.startswith(machinery)], (name, sorted(top))
+        called.update({f: sorted(m for m in ms if m.startswith(machinery))
+                       for f, ms in inner.items()})
+    assert {f: ms for f, ms in called.items() if ms} == {
+        "learner": ["rlf.algorithms.learner"],
+        "train_iter": ["rlf.algorithms.builder", "rlf.unrollers"],
+        "adjust_replay_buffer_length": ["rlf.algorithms.data_paths"]}
+    alg, env = _dqn()
+    assert not [v for v in vars(alg).values() if type(v).__name__ == "Learner"]
+    env.close()
+
+
+def test_a_learner_built_with_a_world_warns_and_takes_it():
+    """``Learner.build(world)`` (rlf 0.3's way of handing the run's learners) still works, once
+    warned: ``make_learner`` and ``build_training`` take the world when they make it."""
+    from rlf.algorithms.learner import make_learner
+    from rlf.utils import deprecation, distributed
+    alg, env = _dqn()
+    learner = make_learner(alg)
+    world = distributed.World()
+    deprecation._warned.discard(("", "Learner.build(world)"))
+    with pytest.warns(DeprecationWarning, match=r"^Learner.build\(world\) is deprecated .*; "
+                                                r"use make_learner\(algorithm, config, world\)"):
+        learner.build(world)
+    assert learner.settings.world is world and learner.built
+    assert make_learner(alg, world=world).settings.world is world
+    assert learner.counters is alg.learner.counters  # the algorithm's, whichever learner
     env.close()
