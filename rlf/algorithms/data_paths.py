@@ -641,8 +641,8 @@ class Replay(DataPath):
         self.buffer: Optional[ReplayBuffer] = None
         self.make_buffer = make_buffer  # spec -> buffer
         self.offline: Optional[ReplayBuffer] = offline  # the offline data's, if any
-        # A checkpoint's buffer state, loaded once the buffer is built.
-        self.pending_state: Optional[Dict[str, Any]] = None
+        # A checkpoint's buffer state, loaded once the buffer is built (load_buffer_state).
+        self._restored: Optional[Dict[str, Any]] = None
 
     def check_sampling_seam(self, buffer) -> None:
         """Refuses a buffer class with a ``get_batch`` of its own (the sampling seam:
@@ -676,9 +676,33 @@ class Replay(DataPath):
                 self.initial_collect_steps,
                 buffer.max_length * buffer.num_environments * self.world.size)
         self.check_sequence_fits(buffer.max_length - buffer.num_earliest_frames_ignored)
-        if self.pending_state is not None:
-            buffer.load_state_dict(self.pending_state)
-            self.pending_state = None
+        if self._restored is not None:
+            buffer.load_state_dict(self._restored)
+            self._restored = None
+
+    def load_buffer_state(self, state: Dict[str, Any], num_envs: int) -> None:
+        """Restores the online buffer's ``state_dict()``: now, or, before the first step has
+        built the buffer, when it does (its spec comes from that step).
+
+        Args:
+            state: the buffer's state (keys ``time_step|step_type``, ...).
+            num_envs: the environments this learner's buffer will hold.
+
+        Raises:
+            ValueError: naming the keys that differ, or environments x steps other than the
+                configuration's.
+        """
+        if self.buffer is not None:
+            self.buffer.load_state_dict(state)
+            return
+        found = state.get("time_step|step_type")
+        if found is not None and tuple(found.shape[:2]) != (num_envs, self.length):
+            raise ValueError(
+                f"{self.algorithm.name}: the checkpoint's replay buffer holds "
+                f"{found.shape[0]} environments x {found.shape[1]} steps, this "
+                f"configuration's {num_envs} x {self.length} (load.num_envs x "
+                f"{self.length_setting})")
+        self._restored = state
 
     @property
     def length_setting(self) -> str:

@@ -263,21 +263,9 @@ class TrainingLoop:
                 configuration's.
         """
         prefix = "_replay_buffer."
-        state = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
-        if self.replay_buffer is not None:
-            self.replay_buffer.load_state_dict(state)
-            return
-        path = self._replay_path()
-        found = state.get("time_step|step_type")
-        if found is not None:
-            expected = (self._num_envs, path.length)
-            if tuple(found.shape[:2]) != expected:
-                raise ValueError(
-                    f"{self.algorithm.name}: the checkpoint's replay buffer holds "
-                    f"{found.shape[0]} environments x {found.shape[1]} steps, this "
-                    f"configuration's {expected[0]} x {expected[1]} (load.num_envs x "
-                    f"{path.length_setting})")
-        path.pending_state = state
+        self._replay_path().load_buffer_state(
+            {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)},
+            self._num_envs)
 
     def _make_offline_buffer(self) -> Optional[ReplayBuffer]:
         """The offline data's buffer (``make_data_path``'s ``make_offline``), from
