@@ -1,7 +1,9 @@
-"""The learner: an algorithm's optimizers (with their schedules, periods and clipping), its
-gradient updates (ALF's ``update_with_gradient``), one per ``Batch`` of a data path or on an
-unroll's own graph, mixed precision, the loss summaries and the counters. The pure pieces
-(masks, reductions, argument checks) are in ``optimization.py``.
+"""The learner: an algorithm's gradient updates (ALF's ``update_with_gradient``), one per
+``Batch`` of a data path or on an unroll's own graph, stepping the algorithm's optimizers (with
+their schedules, periods and clipping: ``optimizer_set.py``) and counting in its counters;
+mixed precision, the loss summaries and the averaging over the run's learners.
+``make_learner`` makes one from what the algorithm declares (``build_training`` does). The
+pure pieces (masks, reductions, argument checks) are in ``optimization.py``.
 """
 
 from __future__ import annotations

@@ -228,8 +228,8 @@ class RLAlgorithm(Algorithm):
         """The ``TrainingLoop`` last built over this algorithm that is still held (by a
         ``Trainer``, a script, or this algorithm's ``train_iter``), or None: a hook reaches
         the replay buffers, data path, unroller and metrics through it. The algorithm does
-        not hold it (``rlf.algorithms.loops``)."""
-        return loop_of(self)
+        not hold it (``rlf.algorithms.loops``) but the one its ``train_iter`` built."""
+        return loop_of(self) or self._rlf_own_loop
 
     def train_iter(self) -> int:
         """One training iteration (ALF's ``RLAlgorithm.train_iter``): unroll, train through
@@ -256,7 +256,7 @@ class RLAlgorithm(Algorithm):
             RuntimeError: for a config that unrolls, without ``env`` or an unroller.
             ActorError: if an actor of the loop's unroller failed.
         """
-        loop = loop_of(self)
+        loop = loop_of(self) or self._rlf_own_loop
         if loop is None:
             if was_dropped(self):
                 raise UserError(f"{self._rlf_name}: the TrainingLoop built over it is no "

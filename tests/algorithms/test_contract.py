@@ -250,3 +250,17 @@ def test_a_learner_built_with_a_world_warns_and_takes_it():
     assert make_learner(alg, world=world).settings.world is world
     assert learner.counters is alg.learner.counters  # the algorithm's, whichever learner
     env.close()
+
+
+def test_a_script_loop_let_go_leaves_alfs_own_loop_training():
+    alg, env = _dqn()
+    alg.train_iter()  # ALF's own loop
+    own = alg.training_loop
+    other = build_training(alg, SyncUnroller(env, alg))
+    assert alg.training_loop is other
+    del other
+    gc.collect()
+    assert alg.training_loop is own
+    alg.train_iter()
+    assert own.replay_buffer.total_size == 2 * 4 * 2
+    env.close()
