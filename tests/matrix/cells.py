@@ -282,6 +282,9 @@ def _learner(rank: int, port: int, names: List[str], root: str, files: Dict[str,
     finally:
         learners.leave_learners()
     Path(out).write_text(json.dumps(results))
+    # As rlf.bin.train's learners end: Python's finalization can meet gloo's threads in an
+    # order that aborts the process (SIGABRT) after its work is done.
+    learners.end_learner(0)
 
 
 def run_two_learners(names: List[str], root: Path, files: Dict[str, Path],

@@ -9,6 +9,7 @@ import sys
 import gin
 import torch.distributed as dist
 
+from rlf.trainers import learners
 from rlf.trainers.job import Job, configure, train_here
 from rlf.utils import distributed
 from tests.trainers.test_learners import IMPALA
@@ -30,6 +31,9 @@ def main() -> None:
     dist.destroy_process_group()
     gin.clear_config()  # (a run locks gin's configuration; rlf.train clears it too)
     _train(sys.argv[2 + rank], 1, None)
+    # As rlf.bin.train's learners end: Python's finalization can meet gloo's threads in an
+    # order that aborts the process (SIGABRT) after its work is done.
+    learners.end_learner(0)
 
 
 if __name__ == "__main__":
