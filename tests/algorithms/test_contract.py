@@ -190,25 +190,11 @@ def _module_imports(path):
                 found.update(a.name for a in node.names)
         return {m for m in found if m.startswith("rlf")}
 
-    top = named(n for n in ast.walk(tree) if not any(
-        isinstance(p, ast.FunctionDef) for p in _parents(tree, n)))
-    inner = {f.name: named(ast.walk(f)) for f in ast.walk(tree)
-             if isinstance(f, ast.FunctionDef) and named(ast.walk(f))}
+    functions = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)]
+    in_functions = {id(n) for f in functions for n in ast.walk(f)}
+    top = named(n for n in ast.walk(tree) if id(n) not in in_functions)
+    inner = {f.name: named(ast.walk(f)) for f in functions if named(ast.walk(f))}
     return top, inner
-
-
-def _parents(tree, target):
-    """The nodes that enclose ``target`` in ``tree``."""
-    path = []
-
-    def visit(node, stack):
-        if node is target:
-            path.extend(stack)
-            return True
-        return any(visit(c, stack + [node]) for c in ast.iter_child_nodes(node))
-
-    visit(tree, [])
-    return path
 
 
 def test_the_algorithm_imports_nothing_of_what_trains_it():
