@@ -101,9 +101,10 @@ class TrainingLoop:
         self._rollout_info_spec = None
         self._remaining_unroll_length_fraction = 0.0
         offline = self.offline_replay_buffer
-        normalizers = observation_normalizers(algorithm)
-        if offline is not None and normalizers and all(int(n.count) == 0 for n in normalizers):
-            self.update_observation_normalizers(offline.gather_held().time_step.observation)
+        if offline is not None:  # normalizers that have seen nothing are fitted to it once
+            normalizers = observation_normalizers(algorithm)
+            if normalizers and all(int(n.count) == 0 for n in normalizers):
+                self.update_observation_normalizers(offline.gather_held().time_step.observation)
         # alg.train_iter() and alg.training_loop find it there, as in ALF.
         loops.register(algorithm, self)
         if unroller is not None:
