@@ -30,7 +30,7 @@ from rlf.utils.common import is_empty
 from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.errors import UserError
 
-# (OptimizerPlan: defined in optimizers.py, importable from here as in rlf 0.3)
+# (OptimizerPlan: defined in optimizer_set.py, importable from here as in rlf 0.3)
 __all__ = ["Learner", "LearnerSettings", "OptimizerPlan", "importance_weighted",
            "make_learner"]
 
