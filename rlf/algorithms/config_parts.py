@@ -148,6 +148,20 @@ def _check_device(device: str) -> None:
                          f"'cuda' (or 'mps' where torch has it)")
 
 
+def _check_sampler(sampler: Any, priority_replay: bool) -> None:
+    """Refuses a ``replay_sampler`` that is no sampler, or one beside ``priority_replay``."""
+    from rlf.replay.samplers import Sampler
+    if not isinstance(sampler, Sampler):
+        raise ValueError(f"TrainerConfig.replay_sampler must be a rlf.replay Sampler (gin: "
+                         f"@UniformSampler(), @PrioritizedSampler(), @HindsightSampler()), "
+                         f"got {sampler!r}")
+    if priority_replay:
+        raise ValueError(f"TrainerConfig.priority_replay = True and replay_sampler = "
+                         f"{type(sampler).__name__} are both set; give a PrioritizedSampler "
+                         f"as the sampler (HindsightSampler.sampler = @PrioritizedSampler()) "
+                         f"and remove priority_replay")
+
+
 @dataclass(frozen=True)
 class DataPathConfig:
     """How experience reaches the updates (``make_data_path`` alone reads it).
@@ -177,6 +191,9 @@ class DataPathConfig:
         priority_replay: proportional prioritised replay.
         priority_replay_alpha: priority exponent.
         priority_replay_beta: importance-sampling exponent.
+        replay_sampler: the online buffer's ``rlf.replay.Sampler`` (gin:
+            ``@HindsightSampler()``); None: ``PrioritizedSampler(priority_replay_alpha,
+            priority_replay_beta)`` with ``priority_replay``, else ``UniformSampler()``.
         initial_collect_steps: steps (all environments) in the buffer before training
             starts; sampled training also waits for a whole sequence.
         update_counter_every_mini_batch: advance the global counter per mini-batch instead
@@ -197,7 +214,7 @@ class DataPathConfig:
     #: The replay buffer's settings, which only off-policy algorithms have.
     REPLAY_SETTINGS = ("whole_replay_buffer_training", "clear_replay_buffer",
                        "replay_buffer_length", "priority_replay", "priority_replay_alpha",
-                       "priority_replay_beta", "initial_collect_steps")
+                       "priority_replay_beta", "replay_sampler", "initial_collect_steps")
 
     unroll_length: float = 8
     unroll_with_grad: bool = False
@@ -213,6 +230,7 @@ class DataPathConfig:
     priority_replay: bool = False
     priority_replay_alpha: float = 0.7
     priority_replay_beta: float = 0.4
+    replay_sampler: Optional[Any] = None
     initial_collect_steps: int = 0
     update_counter_every_mini_batch: bool = False
     offline_buffer_dir: Optional[Union[str, List[str]]] = None
@@ -238,6 +256,8 @@ class DataPathConfig:
             raise ValueError(f"TrainerConfig: priority_replay_alpha must be >= 0 (got "
                              f"{self.priority_replay_alpha}) and priority_replay_beta in "
                              f"[0, 1] (got {self.priority_replay_beta})")
+        if self.replay_sampler is not None:
+            _check_sampler(self.replay_sampler, self.priority_replay)
         if not 0.0 <= self.offline_fraction < 1.0:
             raise ValueError(f"TrainerConfig.offline_fraction must be in [0, 1), got "
                              f"{self.offline_fraction}")

@@ -28,7 +28,7 @@ from rlf.algorithms.config_parts import DataPathConfig, changed_fields, without_
 from rlf.algorithms.data_needs import check_data_needs
 from rlf.algorithms.seams import DataPathSeam
 from rlf.data_structures import Experience, valid_step_mask
-from rlf.replay import ReplayBuffer
+from rlf.replay import PrioritizedSampler, ReplayBuffer, Sampler, UniformSampler
 from rlf.tensor_specs import spec_from_tensors
 from rlf.utils import distributed, summary
 from rlf.utils.common import detach, reset_state_if_necessary
@@ -37,7 +37,7 @@ from rlf.utils.errors import UserError
 __all__ = ["DATA_PATH_SETTINGS", "Batch", "RolloutBatch", "Sequences", "MiniBatches", "Mixer",
            "mixed_count", "DataPath", "RolloutGraph", "UnrollEpochs", "Replay", "make_data_path",
            "data_path_name", "trains_on_rollout_graph", "replay_buffer_length", "offline_data_settings",
-           "replay_buffer_not_restored"]
+           "replay_buffer_not_restored", "replay_sampler"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ DATA_PATH_SETTINGS = (
     "unroll_with_grad", "use_rollout_state", "burn_in_steps", "temporally_independent_train_step",
     "mini_batch_size", "mini_batch_length", "num_updates_per_train_iter",
     "whole_replay_buffer_training", "clear_replay_buffer", "replay_buffer_length",
-    "priority_replay", "priority_replay_alpha", "priority_replay_beta", "initial_collect_steps",
+    "priority_replay", "priority_replay_alpha", "priority_replay_beta", "replay_sampler",
+    "initial_collect_steps",
     "update_counter_every_mini_batch", "offline_buffer_dir", "offline_buffer_length",
     "offline_normalized_actions", "offline_fraction")
 
@@ -145,6 +146,17 @@ def offline_data_settings(config) -> Optional[Dict[str, Any]]:
     return dict(files=config.offline_buffer_dir, length=config.offline_buffer_length,
                 normalized_actions=config.offline_normalized_actions,
                 stored_state=config.use_rollout_state)
+
+
+def replay_sampler(config) -> Sampler:
+    """The online replay buffer's sampler that the ``DataPathConfig`` ``config`` chooses:
+    ``replay_sampler``, else ``PrioritizedSampler`` with ``priority_replay``, else
+    ``UniformSampler``."""
+    if config.replay_sampler is not None:
+        return config.replay_sampler
+    if config.priority_replay:
+        return PrioritizedSampler(config.priority_replay_alpha, config.priority_replay_beta)
+    return UniformSampler()
 
 
 def mixed_count(n: int, fraction: float) -> int:
@@ -612,7 +624,7 @@ class Replay(DataPath):
         unroll_with_grad: keep ``rollout_step``'s graph (for ``after_train_iter``).
         offline_only: no environment steps (``unroll_length = 0``).
         length: steps per environment of the online buffer.
-        priority: ``prioritized_sampling``, ``alpha``, ``beta`` of the online buffer.
+        sampler: the online buffer's sampler (``replay_sampler``).
         make_buffer: builds the online buffer from one step's spec; None without unrolls.
         world: the learners (``mini_batches.world`` if None).
         offline: the offline data's buffer (``make_offline_replay_buffer``), or None.
@@ -621,7 +633,7 @@ class Replay(DataPath):
     def __init__(self, algorithm: DataPathSeam, sequences: Sequences, mini_batches: MiniBatches,
                  num_epochs: int, whole: bool, clear: bool, initial_collect_steps: int,
                  offline_fraction: float, unroll_with_grad: bool, offline_only: bool,
-                 length: int, priority: Dict[str, Any],
+                 length: int, sampler: Sampler,
                  make_buffer: Optional[Callable[[Any], Any]] = None,
                  world: Optional[distributed.World] = None,
                  offline: Optional[ReplayBuffer] = None):
@@ -635,8 +647,7 @@ class Replay(DataPath):
         self.name = ("offline" if offline_only else "replay_epochs" if whole
                      else "replay_samples")
         self.length = length
-        self.priority = priority
-        self.prioritized = bool(priority["prioritized_sampling"])
+        self.sampler = sampler
         # The online ReplayBuffer, built from the first step (set_buffer).
         self.buffer: Optional[ReplayBuffer] = None
         self.make_buffer = make_buffer  # spec -> buffer
@@ -645,22 +656,24 @@ class Replay(DataPath):
         self._restored: Optional[Dict[str, Any]] = None
 
     def check_sampling_seam(self, buffer) -> None:
-        """Refuses a buffer class with a ``get_batch`` of its own (the sampling seam:
-        ``HindsightReplayBuffer``) where this path does not call it (whole-buffer training,
-        several learners).
+        """Refuses a relabelling sampler (``HindsightSampler``), or a buffer class with a
+        ``get_batch`` of its own, where this path does not call ``get_batch`` (whole-buffer
+        training, several learners).
 
         Raises:
-            UserError: naming the class and the setting.
+            UserError: naming the sampler or class and the setting.
         """
-        if type(buffer).get_batch is ReplayBuffer.get_batch or not (
-                self.whole or self.world.distributed):
+        own = type(buffer).get_batch is not ReplayBuffer.get_batch
+        if not (own or buffer.sampler.relabels) or not (self.whole or self.world.distributed):
             return
         setting = ("TrainerConfig.whole_replay_buffer_training = True" if self.whole
                    else f"TrainerConfig.num_learners = {self.world.size}")
-        raise UserError(f"{type(buffer).__name__} samples or relabels in its get_batch, which "
-                        f"{setting} does not call (it reads the buffer with "
+        what = (f"{type(buffer).__name__} samples or relabels in its get_batch" if own
+                else f"{type(buffer.sampler).__name__} relabels in get_batch")
+        raise UserError(f"{what}, which {setting} does not call (it reads the buffer with "
                         f"{'gather_all' if self.whole else 'get_batch_shard'}); train from "
-                        f"sampled mini-batches with one learner, or use ReplayBuffer")
+                        f"sampled mini-batches with one learner, or sample without "
+                        f"relabelling")
 
     def set_buffer(self, buffer) -> None:
         """Takes the online buffer, built from the first step: checks that sequences fit its
@@ -798,7 +811,9 @@ class Replay(DataPath):
         """As ``DataPath.batches``; ``update_global_counter``: allow
         ``update_counter_every_mini_batch``. Prioritised batches carry their sink."""
         batches = self._batches(update_global_counter)
-        buffer = self.buffer if self.prioritized else None
+        buffer = self.buffer
+        if buffer is not None and not buffer.sampler.prioritized:
+            buffer = None
         yield from self._stamped(batches, None if buffer is None else buffer.update_priority)
 
     def _batches(self, update_global_counter: bool) -> Iterator[Batch]:
@@ -890,7 +905,8 @@ def _learner_mini_batch_size(config, world: distributed.World, on_policy: bool, 
     """
     size, learners = config.mini_batch_size, world.size
     if learners > 1 and size is not None and (
-            on_policy or config.whole_replay_buffer_training or config.priority_replay):
+            on_policy or config.whole_replay_buffer_training
+            or replay_sampler(config).prioritized):
         # Each learner trains on its share of every mini-batch of these paths.
         if size % learners:
             raise UserError(f"TrainerConfig.mini_batch_size = {size} cannot be split evenly "
@@ -912,11 +928,14 @@ def _check_replay_settings(config, name: str, path: str) -> None:
         raise UserError(f"{name} trains from sampled replay batches, which need "
                         f"TrainerConfig.mini_batch_size and mini_batch_length (or, without "
                         f"offline data, TrainerConfig.whole_replay_buffer_training = True)")
-    if config.priority_replay and config.offline_buffer_dir and path != "offline":
-        raise UserError(f"TrainerConfig.priority_replay = True with offline data: the "
+    sampler = replay_sampler(config)
+    if sampler.prioritized and config.offline_buffer_dir and path != "offline":
+        setting = ("priority_replay = True" if config.priority_replay
+                   else f"replay_sampler = {type(sampler).__name__}")
+        raise UserError(f"TrainerConfig.{setting} with offline data: the "
                         f"offline_fraction = {config.offline_fraction} of each hybrid "
                         f"mini-batch has no importance weight and no priority; remove "
-                        f"priority_replay (or offline_buffer_dir)")
+                        f"{setting.split(' =')[0]} (or offline_buffer_dir)")
 
 
 def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
@@ -971,7 +990,5 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
                   config.initial_collect_steps, config.offline_fraction,
                   config.unroll_with_grad, offline_only=path == "offline",
                   length=replay_buffer_length(config),
-                  priority=dict(prioritized_sampling=config.priority_replay,
-                                alpha=config.priority_replay_alpha,
-                                beta=config.priority_replay_beta), make_buffer=make_buffer,
+                  sampler=replay_sampler(config), make_buffer=make_buffer,
                   offline=None if make_offline is None else make_offline())

@@ -30,7 +30,7 @@ from rlf.algorithms.schedules import StepSchedule
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
 from rlf.networks import ActorCriticNetwork, ClipToBounds
 from rlf.networks.actor_critic import greedy_action
-from rlf.replay import ReplayBuffer
+from rlf.replay import ReplayBuffer, UniformSampler
 from rlf.tensor_specs import spec_from_tensors
 from rlf.utils import summary
 from rlf.utils.deprecation import renamed
@@ -171,7 +171,7 @@ class ImpalaAlgorithm(RLAlgorithm):
         self._ratio_clipping = importance_ratio_clipping
         self._replay_fraction = experience_replay_fraction
         self._memory_args: Dict[str, Any] = dict(
-            max_length=experience_replay_length, max_use=max_use,
+            max_length=experience_replay_length, sampler=UniformSampler(max_use),
             stacked_frames=experience_replay_stacked_frames)
         # the experience-replay memory, outside the module tree (not checkpointed)
         self._memory = NotCheckpointed(buffer=None)

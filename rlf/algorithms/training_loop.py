@@ -209,7 +209,7 @@ class TrainingLoop:
 
     def _make_replay_buffer(self, data_spec, num_environments: int,
                             max_length: int) -> ReplayBuffer:
-        """The algorithm's ``replay_buffer_ctor`` with the path's prioritised-replay settings.
+        """The algorithm's ``replay_buffer_ctor`` with the path's sampler.
 
         Raises:
             UserError: (a ``ValueError``) for a setting the buffer refuses.
@@ -218,7 +218,7 @@ class TrainingLoop:
         try:
             return alg.run_args.replay_buffer_ctor(
                 data_spec=data_spec, num_environments=num_environments, max_length=max_length,
-                name=f"{alg.name}_replay_buffer", **self._replay_path().priority)
+                name=f"{alg.name}_replay_buffer", sampler=self._replay_path().sampler)
         except ValueError as e:
             raise UserError(one_line(e)) from e
 

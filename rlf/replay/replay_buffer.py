@@ -20,9 +20,10 @@ from torch import nn
 
 from rlf import nest
 from rlf.data_structures import StepType
-from rlf.replay.sum_tree import SumTree
+from rlf.replay.samplers import PrioritizedSampler, Sampler, UniformSampler, uniform_starts
 from rlf.tensor_specs import validate_nest
 from rlf.utils import distributed
+from rlf.utils.deprecation import warn_deprecated
 
 __all__ = ["ReplayBuffer", "BatchInfo"]
 
@@ -44,18 +45,6 @@ class BatchInfo(NamedTuple):
     importance_weights: torch.Tensor
 
 
-def _uniform_starts(batch_size: int, num_starts: np.ndarray,
-                    generator: Optional[torch.Generator] = None):
-    """``batch_size`` draws, uniform over every (environment, start) pair: ``(env, offset)``,
-    each ``[batch_size]``, ``offset`` counted from the environment's first valid start
-    (``num_starts``: ``[E]``, the valid starts of each environment; one ``torch.randint``
-    from ``generator``, torch's default if None)."""
-    cum = np.cumsum(num_starts)
-    u = torch.randint(int(cum[-1]), (batch_size,), generator=generator).numpy()
-    env = np.searchsorted(cum, u, side="right")
-    return env, u - (cum[env] - num_starts[env])
-
-
 def _as_numpy(x: Any, dtype=np.int64) -> np.ndarray:
     """A 1-D numpy array from a tensor (any device), array or sequence."""
     if isinstance(x, torch.Tensor):
@@ -68,16 +57,42 @@ def _key(path: str) -> str:
     return path.replace(".", "|")
 
 
-@gin.configurable(denylist=["data_spec", "num_environments", "max_length", "name"])
+def _sampler_of(name: str, sampler: Optional[Sampler], prioritized_sampling: Optional[bool],
+                alpha: Optional[float], beta: Optional[float],
+                max_use: Optional[int]) -> Sampler:
+    """The sampler ``ReplayBuffer`` was given, or the one its deprecated arguments describe."""
+    old = {k: v for k, v in dict(prioritized_sampling=prioritized_sampling, alpha=alpha,
+                                 beta=beta, max_use=max_use).items() if v is not None}
+    if prioritized_sampling is False:
+        old.pop("prioritized_sampling")
+    if not old:
+        return UniformSampler() if sampler is None else sampler
+    if sampler is not None:
+        raise ValueError(f"{name}: sampler and the deprecated {sorted(old)} are both given; "
+                         f"give the sampler only")
+    warn_deprecated(f"ReplayBuffer({', '.join(sorted(old))})",
+                    "ReplayBuffer(sampler=PrioritizedSampler(alpha, beta, max_use)) or "
+                    "UniformSampler(max_use)", stacklevel=4)
+    if prioritized_sampling:
+        return PrioritizedSampler(0.6 if alpha is None else alpha,
+                                  0.4 if beta is None else beta, max_use)
+    return UniformSampler(max_use)
+
+
+@gin.configurable(denylist=["data_spec", "num_environments", "max_length", "name",
+                           "sampler"])
 class ReplayBuffer(nn.Module):
-    """A ring buffer of nested experience, one ring per environment.
+    """A ring buffer of nested experience, one ring per environment; its sampler chooses what
+    ``get_batch`` reads.
 
     Args:
         data_spec: nest of ``TensorSpec`` of one step (e.g. an ``Experience`` of specs).
         num_environments: number of rings ``E``.
         max_length: steps held per environment ``L``.
-        prioritized_sampling: sample sequences in proportion to ``priority ** alpha`` of their
-            first step (Schaul et al. 2016, proportional variant) instead of uniformly.
+        sampler: a ``rlf.replay.Sampler`` (``UniformSampler()`` if None): uniform, prioritised
+            (``PrioritizedSampler``) or hindsight-relabelled (``HindsightSampler``). The buffer
+            binds its own copy (``sampler``). A training run's online buffer gets
+            ``TrainerConfig.replay_sampler``.
         num_earliest_frames_ignored: the oldest this-many steps of each ring are never the
             first step of a sampled sequence (ALF; needed by frame stacking, whose oldest
             steps lack their preceding frames). Raised to ``stack - 1`` if ``stacked_frames``
@@ -85,11 +100,6 @@ class ReplayBuffer(nn.Module):
         device: where the storage lives. The buffer stays there: ``.to()`` of a parent module
             does not move it.
         name: used in messages.
-        alpha: priority exponent (0 = uniform).
-        beta: importance-sampling exponent (1 = full correction); settable as ``buffer.beta``
-            for annealing.
-        max_use: if set, a step is sampled as the first step of a sequence at most this many
-            times (DI-engine's ``max_use``); exhausted steps are no longer drawn.
         stacked_frames: ``{path: k}`` of observation fields whose spec is ``[k, ...]`` frames
             stacked along dim 0 (e.g. ``{"time_step.observation": 4}``). Only the newest frame
             of each step is stored (``[...]``, ~7 KB for an 84x84 Atari frame instead of 28 KB);
@@ -98,50 +108,48 @@ class ReplayBuffer(nn.Module):
         frame_padding: what stands in for frames before an episode's first frame: ``"zeros"``
             (ale-py's ``AtariVectorEnv``) or ``"first"`` (repeat the first frame, as
             gymnasium's ``FrameStackObservation(padding_type="reset")``).
+        prioritized_sampling, alpha, beta, max_use: deprecated (they warn once): give
+            ``sampler=PrioritizedSampler(alpha, beta, max_use)`` or
+            ``UniformSampler(max_use)``.
 
     Raises:
         ValueError: for non-positive sizes, unknown ``stacked_frames`` paths, a stacked field
-            whose spec does not start with ``k``, or a missing ``time_step.step_type``.
+            whose spec does not start with ``k``, a missing ``time_step.step_type``, a
+            sampler that does not fit the buffer, or a sampler given together with the
+            deprecated arguments.
     """
 
     # Registered buffers.
     _current_size: torch.Tensor
     _current_pos: torch.Tensor
-    _priority: torch.Tensor
-    _max_priority: torch.Tensor
-    _use_count: torch.Tensor
 
     def __init__(self,
                  data_spec: Any,
                  num_environments: int,
                  max_length: int,
-                 prioritized_sampling: bool = False,
+                 sampler: Optional[Sampler] = None,
                  num_earliest_frames_ignored: int = 0,
                  device: str | torch.device = "cpu",
                  name: str = "ReplayBuffer",
-                 alpha: float = 0.6,
-                 beta: float = 0.4,
-                 max_use: Optional[int] = None,
                  stacked_frames: Optional[Dict[str, int]] = None,
-                 frame_padding: str = "zeros"):
+                 frame_padding: str = "zeros",
+                 prioritized_sampling: Optional[bool] = None,
+                 alpha: Optional[float] = None,
+                 beta: Optional[float] = None,
+                 max_use: Optional[int] = None):
         super().__init__()
         if num_environments < 1 or max_length < 1:
             raise ValueError(f"{name}: num_environments ({num_environments}) and max_length "
                              f"({max_length}) must be >= 1")
-        if max_use is not None and max_use < 1:
-            raise ValueError(f"{name}: max_use must be >= 1 or None, got {max_use}")
         if frame_padding not in ("zeros", "first"):
             raise ValueError(f"{name}: frame_padding must be 'zeros' or 'first', "
                              f"got {frame_padding!r}")
+        sampler = _sampler_of(name, sampler, prioritized_sampling, alpha, beta, max_use)
         self._name = name
         self._data_spec = data_spec
         self._num_envs = int(num_environments)
         self._max_length = int(max_length)
         self._device = torch.device(device)
-        self._prioritized = bool(prioritized_sampling)
-        self._alpha = float(alpha)
-        self.beta = float(beta)
-        self._max_use = max_use
         self._frame_padding = frame_padding
         self._lock = threading.RLock()
 
@@ -181,24 +189,34 @@ class ReplayBuffer(nn.Module):
         self._size_np = self._current_size.numpy()
         self._pos_np = self._current_pos.numpy()
 
-        # Prioritised sampling and max_use both draw through a sum tree whose leaf
-        # env * L + slot holds priority ** alpha (or 1 for uniform max_use); 0 = not drawable.
-        self._tree = None
-        if self._prioritized or self._max_use is not None:
-            self._tree = SumTree(self._num_envs * self._max_length)
-            self.register_buffer(
-                "_priority", torch.from_numpy(self._tree.values).view(self._num_envs,
-                                                                       self._max_length))
-            self.register_buffer("_max_priority", torch.ones((), dtype=torch.float64))
-        if self._max_use is not None:
-            self.register_buffer("_use_count", torch.zeros(
-                (self._num_envs, self._max_length), dtype=torch.int64))
+        # The sampler's own state (sum tree, use counts) is registered after the positions.
+        self._sampler = sampler.bind(self)
 
     # ------------------------------------------------------------------ properties
     @property
     def data_spec(self) -> Any:
         """Nest of ``TensorSpec`` of one step."""
         return self._data_spec
+
+    @property
+    def sampler(self) -> Sampler:
+        """The buffer's own (bound) copy of the sampler it was given."""
+        return self._sampler
+
+    @property
+    def beta(self) -> Optional[float]:
+        """Deprecated: ``sampler.beta`` of a ``PrioritizedSampler`` (None for another)."""
+        warn_deprecated("ReplayBuffer.beta", "ReplayBuffer.sampler.beta")
+        return getattr(self._sampler, "beta", None)
+
+    @beta.setter
+    def beta(self, value: float) -> None:
+        warn_deprecated("ReplayBuffer.beta", "ReplayBuffer.sampler.beta")
+        sampler = self._sampler
+        if not isinstance(sampler, PrioritizedSampler):
+            raise ValueError(f"{self._name}.beta weighs prioritised draws; its sampler is "
+                             f"{type(sampler).__name__}")
+        sampler.beta = float(value)
 
     @property
     def num_environments(self) -> int:
@@ -296,23 +314,14 @@ class ReplayBuffer(nn.Module):
         else:
             self._pos_np[ids] += 1
         np.minimum(self._pos_np, self._max_length, out=self._size_np)
-        if self._tree is not None:
-            flat = envs * self._max_length + slots
-            initial = (float(self._max_priority) ** self._alpha if self._prioritized else 1.0)
-            self._tree.update(flat, initial)
-            if self._max_use is not None:
-                self._use_count.view(-1)[torch.from_numpy(flat)] = 0
+        self._sampler.on_write(envs * self._max_length + slots)
 
     def clear(self) -> None:
         """Forgets every step (the storage is kept, positions restart at 0)."""
         with self._lock:
             self._pos_np[:] = 0
             self._size_np[:] = 0
-            if self._tree is not None:
-                self._tree.clear()
-                self._max_priority.fill_(1.0)
-            if self._max_use is not None:
-                self._use_count.zero_()
+            self._sampler.on_clear()
 
     # ------------------------------------------------------------------ sampling
     def get_batch(self, batch_size: int, batch_length: int = 1) -> Tuple[Any, BatchInfo]:
@@ -320,8 +329,9 @@ class ReplayBuffer(nn.Module):
 
         Each sequence comes from one environment and lies within the steps it holds, so it
         never spans the point where the ring overwrote older data. Sequences are drawn
-        uniformly over all valid (environment, start) pairs, or in proportion to the start's
-        ``priority ** alpha`` with ``prioritized_sampling``; with replacement.
+        by the buffer's ``sampler`` (uniformly over all valid (environment, start) pairs, in
+        proportion to the start's ``priority ** alpha``, ...), with replacement, and read
+        through its ``transform`` (hindsight relabelling).
 
         Returns:
             ``(batch, info)``: ``batch`` matches ``data_spec`` with outer dims
@@ -342,17 +352,11 @@ class ReplayBuffer(nn.Module):
                     f"{self._name}.get_batch: no environment holds {batch_length} steps "
                     f"(+{self._num_ignored} ignored earliest) for a sequence; steps held per "
                     f"environment: {self._size_np.tolist()}")
-            if self._tree is None:
-                env, start = self._sample_uniform(batch_size, num_starts)
-                weights = torch.ones(batch_size, dtype=torch.float32)
-            else:
-                env, start, weights = self._sample_from_tree(batch_size, batch_length,
-                                                             num_starts)
-            positions = start[:, None] + np.arange(batch_length)
-            batch = self._gather(env, positions)
-        return batch, BatchInfo(env_ids=torch.from_numpy(env),
-                                positions=torch.from_numpy(start),
-                                importance_weights=weights)
+            env, start, weights = self._sampler.sample(batch_size, batch_length, num_starts)
+            batch = self._gather(env, start[:, None] + np.arange(batch_length))
+            info = BatchInfo(env_ids=torch.from_numpy(env), positions=torch.from_numpy(start),
+                             importance_weights=weights)
+            return self._sampler.transform(batch, info), info
 
     def get_batch_shard(self, batch_size: int, batch_length: int = 1, num_groups: int = 1,
                         world: Optional[distributed.World] = None
@@ -385,7 +389,7 @@ class ReplayBuffer(nn.Module):
                 number of learners does not divide.
         """
         world = distributed.World() if world is None else world
-        if self._tree is not None:
+        if not self._sampler.shared_draw:
             if batch_size % (world.size * num_groups):
                 raise ValueError(f"{self._name}.get_batch_shard: {world.size} learners cannot "
                                  f"share {num_groups} groups of {batch_size // num_groups} "
@@ -403,7 +407,7 @@ class ReplayBuffer(nn.Module):
                 raise ValueError(
                     f"{self._name}.get_batch_shard: no environment of any learner holds "
                     f"{batch_length} steps for a sequence")
-            env, offset = _uniform_starts(batch_size, num_starts,
+            env, offset = uniform_starts(batch_size, num_starts,
                                           world.shared_generator(torch.device("cpu")))
             first = world.rank * self._num_envs
             rows = np.nonzero((env >= first) & (env < first + self._num_envs))[0]
@@ -430,55 +434,12 @@ class ReplayBuffer(nn.Module):
     def _oldest(self) -> np.ndarray:
         return self._pos_np - self._size_np
 
-    def _sample_uniform(self, batch_size, num_starts):
-        env, offset = _uniform_starts(batch_size, num_starts)
-        start = self._oldest()[env] + self._num_ignored + offset
-        return env.astype(np.int64), start.astype(np.int64)
-
     def _valid_start_mask(self, batch_length: int) -> np.ndarray:
         """``[E, L]`` bool over slots: holds a step that can start a sequence."""
         slots = np.arange(self._max_length)
         newest = (self._pos_np - 1)[:, None]
         age = (newest % self._max_length - slots) % self._max_length  # 0 = newest
         return (age >= batch_length - 1) & (age < (self._size_np - self._num_ignored)[:, None])
-
-    def _sample_from_tree(self, batch_size, batch_length, num_starts):
-        tree = self._tree
-        assert tree is not None  # (prioritised or use-counted sampling)
-        values = tree.values.reshape(self._num_envs, self._max_length)
-        valid = self._valid_start_mask(batch_length)
-        valid_mass = float(values[valid].sum()) if batch_length > 1 or self._num_ignored \
-            else tree.total
-        if valid_mass <= 0:
-            raise ValueError(f"{self._name}.get_batch: every eligible step was sampled "
-                             f"max_use={self._max_use} times; add new steps first")
-        flat_valid = valid.reshape(-1)
-        chosen = np.empty(0, dtype=np.int64)
-        for _ in range(1000):  # rejection of non-starts; almost always one round
-            u = torch.rand(batch_size, dtype=torch.float64).numpy() * tree.total
-            idx = tree.find(u)
-            idx = idx[flat_valid[idx] & (tree.values[idx] > 0)]
-            chosen = np.concatenate([chosen, idx])[:batch_size]
-            if chosen.size == batch_size:
-                break
-        else:
-            raise ValueError(f"{self._name}.get_batch: could not draw valid sequence starts")
-        env, slot = np.divmod(chosen, self._max_length)
-        newest = self._pos_np[env] - 1
-        start = newest - (newest % self._max_length - slot) % self._max_length
-        if self._prioritized:
-            probs = tree.values[chosen] / valid_mass
-            w = (num_starts.sum() * probs) ** (-self.beta)
-            weights = torch.from_numpy((w / w.max()).astype(np.float32))
-        else:
-            weights = torch.ones(batch_size, dtype=torch.float32)
-        if self._max_use is not None:
-            counts = self._use_count.view(-1)
-            chosen_t = torch.from_numpy(chosen)
-            counts.index_add_(0, chosen_t, torch.ones_like(chosen_t))
-            exhausted = chosen[(counts[chosen_t] >= self._max_use).numpy()]
-            tree.update(exhausted, 0.0)
-        return env.astype(np.int64), start.astype(np.int64), weights
 
     def _gather(self, env: np.ndarray, positions: np.ndarray) -> Any:
         """Reads absolute ``positions`` ``[N, T]`` of ``env`` ``[N]``; re-stacks frames."""
@@ -611,24 +572,15 @@ class ReplayBuffer(nn.Module):
             priorities: ``[N]`` float, finite and >= 0 (e.g. ``|TD error| + eps``).
 
         Raises:
-            ValueError: without ``prioritized_sampling``, or for negative/non-finite values.
+            ValueError: without a prioritised sampler, or for negative/non-finite values.
         """
-        if not self._prioritized:
-            raise ValueError(f"{self._name}.update_priority needs prioritized_sampling=True")
         env, pos = _as_numpy(env_ids), _as_numpy(positions)
         prio = _as_numpy(priorities, np.float64)
         if not np.all(np.isfinite(prio)) or np.any(prio < 0):
             raise ValueError(f"{self._name}.update_priority: priorities must be finite and "
                              f">= 0, got {prio}")
         with self._lock:
-            live = (pos >= self._oldest()[env]) & (pos < self._pos_np[env])
-            flat = env * self._max_length + pos % self._max_length
-            if self._max_use is not None:
-                live &= self._use_count.view(-1).numpy()[flat] < self._max_use
-            assert self._tree is not None  # prioritized
-            self._tree.update(flat[live], prio[live] ** self._alpha)
-            if prio.size:
-                self._max_priority.fill_(max(float(self._max_priority), float(prio.max())))
+            self._sampler.update_priority(env, pos, prio)
 
     # ------------------------------------------------------------------ checkpoints
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
@@ -667,6 +619,5 @@ class ReplayBuffer(nn.Module):
         with self._lock, torch.no_grad():
             for k, v in own.items():
                 v.copy_(state_dict[k])
-            if self._tree is not None:
-                self._tree.rebuild()
+            self._sampler.on_load()
         return torch.nn.modules.module._IncompatibleKeys([], extra)

@@ -78,8 +78,8 @@ ROWS: Dict[str, Row] = {
         "TrainerConfig.unroll_length=4", "MLPEncoder.hidden=(16,)") + REPLAY),
     "DQN + HER": Row("confs/dqn_her_bit_flipping.gin", (
         "load.num_envs=2", "load.num_bits=4", "TrainerConfig.unroll_length=4",
-        "MLPEncoder.hidden=(16,)", "HindsightReplayBuffer.achieved_goal=(0, 4)",
-        "HindsightReplayBuffer.desired_goal=(4, 8)", "TrainerConfig.num_eval_episodes=10")
+        "MLPEncoder.hidden=(16,)", "HindsightSampler.achieved_goal=(0, 4)",
+        "HindsightSampler.desired_goal=(4, 8)", "TrainerConfig.num_eval_episodes=10")
         + REPLAY),
     "R2D2": Row("confs/r2d2_cartpole_novel.gin", CARTPOLE + (
         "TrainerConfig.unroll_length=8", "TrainerConfig.num_updates_per_train_iter=1",

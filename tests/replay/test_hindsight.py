@@ -1,15 +1,15 @@
-"""Hindsight relabelling (``HindsightReplayBuffer``) against hand-computed cases, the bit-flipping
-environment, and the data path's refusal where ``get_batch`` would not be called."""
-
-import functools
+"""Hindsight relabelling (``HindsightSampler``) against hand-computed cases, the bit-flipping
+environment, the data path's refusal where ``get_batch`` would not be called, and the deprecated
+``HindsightReplayBuffer``."""
 
 import pytest
 import torch
 
+from rlf import nest
 from rlf.algorithms import DQNAlgorithm, TrainerConfig, TrainingLoop
 from rlf.data_structures import Experience, StepType, TimeStep, time_step_spec
 from rlf.environments import load
-from rlf.replay import HindsightReplayBuffer
+from rlf.replay import HindsightReplayBuffer, HindsightSampler, PrioritizedSampler, ReplayBuffer
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
 from rlf.utils import distributed
@@ -21,9 +21,10 @@ SPEC = Experience(time_step=time_step_spec(TensorSpec((4,)), ACTION, TensorSpec(
     env_info={}), action=ACTION, rollout_info=(), state=())
 
 
-def _buffer(her_proportion=1.0):
-    buffer = HindsightReplayBuffer(SPEC, 1, 16, achieved_goal=(0, 2), desired_goal=(2, 4),
-                                   her_proportion=her_proportion)
+def _buffer(her_proportion=1.0, sampler=None):
+    buffer = ReplayBuffer(SPEC, 1, 16, sampler=HindsightSampler(
+        achieved_goal=(0, 2), desired_goal=(2, 4), her_proportion=her_proportion,
+        sampler=sampler))
     # Episode 1: achieved goals (0,0) (1,0) (1,1) (2,1), LAST at the fourth step, desired
     # (9,9); then episode 2 starts: (5,5) (6,6).
     achieved = [(0, 0), (1, 0), (1, 1), (2, 1), (5, 5), (6, 6)]
@@ -50,7 +51,7 @@ def test_a_relabelled_sequence_takes_a_goal_its_episode_achieves_later():
     buffer = _buffer()
     batch, env, positions = _sequences(buffer, [0] * 200)  # steps 0, 1 of episode 1
     torch.manual_seed(0)
-    out = buffer.relabel(batch, env, positions)
+    out = buffer.sampler.relabel(batch, env, positions)
     goals = out.time_step.observation[:, 0, 2:]
     assert torch.equal(goals, out.time_step.observation[:, 1, 2:])  # one goal per sequence
     # future steps 1..3 of the same episode (never episode 2's (5,5) or (6,6))
@@ -70,13 +71,13 @@ def test_a_relabelled_sequence_takes_a_goal_its_episode_achieves_later():
 def test_the_last_step_of_an_episode_relabels_with_its_own_goal_and_the_rest_stay():
     buffer = _buffer()
     batch, env, positions = _sequences(buffer, [2], 2)  # steps 2, 3 (LAST)
-    out = buffer.relabel(batch, env, positions)
+    out = buffer.sampler.relabel(batch, env, positions)
     assert out.time_step.observation[0, :, 2:].tolist() == [[2.0, 1.0], [2.0, 1.0]]
     assert out.time_step.reward[0].tolist() == [-1.0, 0.0]
     assert out.time_step.discount[0].tolist() == [1.0, 0.0]
     none = _buffer(her_proportion=0.0)
     batch, env, positions = _sequences(none, [0, 1])
-    unchanged = none.relabel(batch, env, positions)
+    unchanged = none.sampler.relabel(batch, env, positions)
     assert unchanged is batch
 
 
@@ -84,47 +85,65 @@ def test_sampled_batches_are_relabelled_and_bad_slices_refused():
     buffer = _buffer()
     batch, info = buffer.get_batch(64, 2)
     assert not (batch.time_step.observation[..., 2:] == 9.0).any()  # every goal relabelled
-    with pytest.raises(ValueError, match=r"achieved_goal \(0, 3\) and desired_goal \(2, 4\) "
-                                         r"must be slices of the same size"):
-        HindsightReplayBuffer(SPEC, 1, 4, achieved_goal=(0, 3), desired_goal=(2, 4))
+    with pytest.raises(ValueError, match=r"^ReplayBuffer: achieved_goal \(0, 3\) and "
+                                         r"desired_goal \(2, 4\) must be slices of the same "
+                                         r"size"):
+        ReplayBuffer(SPEC, 1, 4, sampler=HindsightSampler(achieved_goal=(0, 3),
+                                                          desired_goal=(2, 4)))
     with pytest.raises(ValueError, match="her_proportion must be in"):
-        HindsightReplayBuffer(SPEC, 1, 4, achieved_goal=(0, 2), desired_goal=(2, 4),
-                              her_proportion=1.5)
+        HindsightSampler(achieved_goal=(0, 2), desired_goal=(2, 4), her_proportion=1.5)
 
 
-def test_bit_flipping_rewards_the_goal_and_ends_there_or_after_n_steps():
-    env = load("rlf/BitFlipping-v0", 1, seed=3, num_bits=3)
-    ts = env.reset()
-    bits, goal = ts.observation[0, :3].clone(), ts.observation[0, 3:6]
-    assert not torch.equal(bits, goal) and torch.equal(ts.observation[0, 6:], bits)
-    for i in torch.nonzero(bits != goal)[:, 0].tolist():
-        ts = env.step(torch.tensor([i]))
-    assert ts.reward.item() == 0.0 and ts.step_type.item() == StepType.LAST
-    assert ts.discount.item() == 0.0  # terminated at the goal
-    ts = env.step(torch.tensor([0]))  # the next episode
-    steps = [env.step(torch.tensor([0])) for _ in range(3)]  # flips bit 0 back and forth
-    ends = [s for s in steps if s.step_type.item() == StepType.LAST]
-    assert ends and all(s.discount.item() == 1.0 or s.reward.item() == 0.0 for s in ends)
-    env.close()
+def test_relabelled_prioritised_draws_keep_their_weights_and_take_priorities():
+    buffer = _buffer(sampler=PrioritizedSampler(alpha=1.0, beta=1.0))
+    assert buffer.sampler.prioritized and buffer.sampler.relabels
+    buffer.update_priority(torch.tensor([0]), torch.tensor([4]), torch.tensor([1e6]))
+    batch, info = buffer.get_batch(32, 2)
+    assert (info.positions == 4).float().mean() > 0.9  # drawn by priority
+    assert not (batch.time_step.observation[..., 2:] == 9.0).any()  # and relabelled
+    assert info.importance_weights.max() == 1.0
+
+
+def test_the_deprecated_hindsight_replay_buffer_relabels_as_the_sampler_does():
+    with pytest.warns(DeprecationWarning, match="HindsightReplayBuffer is deprecated"):
+        old = HindsightReplayBuffer(SPEC, 1, 16, achieved_goal=(0, 2), desired_goal=(2, 4),
+                                    her_proportion=1.0)
+    new = _buffer()
+    for t in range(6):  # the same steps
+        old.add_batch(nest_row(new, t))
+    torch.manual_seed(5)
+    old_batch, old_info = old.get_batch(16, 2)
+    torch.manual_seed(5)
+    new_batch, new_info = new.get_batch(16, 2)
+    assert torch.equal(old_info.positions, new_info.positions)
+    assert torch.equal(old_batch.time_step.observation, new_batch.time_step.observation)
+    assert isinstance(old.sampler, HindsightSampler)
+
+
+def nest_row(buffer, t):
+    """Step ``t`` of ``buffer``'s one environment, as ``add_batch`` takes it."""
+    batch = buffer.get_batch_by_indices(torch.tensor([0]), torch.tensor([t]), 1)
+    return nest.map_structure(lambda x: x[:, 0], batch)
 
 
 @pytest.mark.parametrize("settings, learners, line", [
     (dict(whole_replay_buffer_training=True), 1,
-     "HindsightReplayBuffer samples or relabels in its get_batch, which TrainerConfig."
+     "HindsightSampler relabels in get_batch, which TrainerConfig."
      "whole_replay_buffer_training = True does not call (it reads the buffer with "
-     "gather_all); train from sampled mini-batches with one learner, or use ReplayBuffer"),
+     "gather_all); train from sampled mini-batches with one learner, or sample without "
+     "relabelling"),
     (dict(mini_batch_size=4, mini_batch_length=2), 2,
-     "HindsightReplayBuffer samples or relabels in its get_batch, which TrainerConfig."
+     "HindsightSampler relabels in get_batch, which TrainerConfig."
      "num_learners = 2 does not call (it reads the buffer with get_batch_shard); train "
-     "from sampled mini-batches with one learner, or use ReplayBuffer"),
+     "from sampled mini-batches with one learner, or sample without relabelling"),
 ])
 def test_a_path_that_would_not_call_get_batch_refuses_it_before_anything_runs(
         settings, learners, line):
     env = load("rlf/BitFlipping-v0", 2, seed=0, num_bits=4)
-    her = functools.partial(HindsightReplayBuffer, achieved_goal=(0, 4), desired_goal=(4, 8))
+    her = HindsightSampler(achieved_goal=(0, 4), desired_goal=(4, 8))
     alg = DQNAlgorithm(env.observation_spec(), env.action_spec(), env=env,
-                       config=TrainerConfig(unroll_length=4, **settings),
-                       optimizer=torch.optim.Adam, replay_buffer_ctor=her)
+                       config=TrainerConfig(unroll_length=4, replay_sampler=her, **settings),
+                       optimizer=torch.optim.Adam)
     with pytest.raises(UserError) as refused:  # (a world of two learners, no messages)
         TrainingLoop(alg, SyncUnroller(env, alg), world=distributed.World(0, learners))
     assert str(refused.value) == line

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlf.replay import ReplayBuffer
+from rlf.replay import PrioritizedSampler, ReplayBuffer, UniformSampler
 from rlf.tensor_specs import TensorSpec
 
 SPEC = {"x": TensorSpec((), torch.int64), "o": TensorSpec((3,), torch.float32)}
@@ -82,7 +82,8 @@ def test_add_batch_bad_input():
 def test_sequences_are_consecutive_and_never_cross_the_overwrite_point(prioritized):
     torch.manual_seed(0)
     rb = ReplayBuffer(SPEC, num_environments=3, max_length=10,
-                      prioritized_sampling=prioritized, num_earliest_frames_ignored=1)
+                      sampler=PrioritizedSampler() if prioritized else None,
+                      num_earliest_frames_ignored=1)
     fill(rb, 23)
     fill(rb, 4, env_ids=[1])
     fill(rb, 6, env_ids=[2])  # env 2: 6 steps... of a fresh part of the ring
@@ -118,15 +119,17 @@ def test_get_batch_longer_than_stored_says_what_is_held():
     assert ignoring.can_sample(2) and not ignoring.can_sample(3)
 
 
-def reference_priorities(rb, alpha):
-    return rb._tree.values.reshape(rb.num_environments, rb.max_length)
+def leaf_values(rb):
+    """The sum tree's leaves (``priority ** alpha``, 0 = not drawable): the registered
+    ``_priority`` tensor is a view of them."""
+    return rb._priority.view(-1).numpy()
 
 
 def test_prioritized_frequencies_match_priorities():
     torch.manual_seed(1)
     alpha = 0.7
-    rb = ReplayBuffer(SPEC, num_environments=2, max_length=8, prioritized_sampling=True,
-                      alpha=alpha)
+    rb = ReplayBuffer(SPEC, num_environments=2, max_length=8,
+                      sampler=PrioritizedSampler(alpha=alpha))
     fill(rb, 8)
     rng = np.random.default_rng(0)
     prio = rng.random((2, 8)) * 5 + 0.1
@@ -148,8 +151,8 @@ def test_prioritized_frequencies_match_priorities():
 def test_importance_weights_formula():
     torch.manual_seed(2)
     alpha, beta = 0.6, 0.4
-    rb = ReplayBuffer(SPEC, num_environments=2, max_length=6, prioritized_sampling=True,
-                      alpha=alpha, beta=beta)
+    rb = ReplayBuffer(SPEC, num_environments=2, max_length=6,
+                      sampler=PrioritizedSampler(alpha=alpha, beta=beta))
     fill(rb, 6)
     prio = np.arange(1, 13, dtype=np.float64).reshape(2, 6)
     env, pos = np.meshgrid(np.arange(2), np.arange(6), indexing="ij")
@@ -170,17 +173,17 @@ def test_importance_weights_formula():
 
 
 def test_new_steps_get_max_priority_and_stale_updates_are_ignored():
-    rb = ReplayBuffer(SPEC, num_environments=1, max_length=4, prioritized_sampling=True,
-                      alpha=1.0)
+    rb = ReplayBuffer(SPEC, num_environments=1, max_length=4,
+                      sampler=PrioritizedSampler(alpha=1.0))
     fill(rb, 4)
     rb.update_priority(torch.tensor([0]), torch.tensor([1]), torch.tensor([7.0]))
     fill(rb, 4)  # positions 0..3 are overwritten by 4..7, all at the max priority 7
-    before = rb._tree.values.copy()
+    before = leaf_values(rb).copy()
     np.testing.assert_allclose(before, [7, 7, 7, 7])
     rb.update_priority(torch.tensor([0]), torch.tensor([2]), torch.tensor([0.5]))  # stale
-    np.testing.assert_allclose(rb._tree.values, before)
+    np.testing.assert_allclose(leaf_values(rb), before)
     rb.update_priority(torch.tensor([0]), torch.tensor([6]), torch.tensor([0.5]))  # live
-    np.testing.assert_allclose(rb._tree.values, [7, 7, 0.5, 7])
+    np.testing.assert_allclose(leaf_values(rb), [7, 7, 0.5, 7])
     with pytest.raises(ValueError, match="finite"):
         rb.update_priority(torch.tensor([0]), torch.tensor([6]), torch.tensor([float("nan")]))
 
@@ -188,8 +191,8 @@ def test_new_steps_get_max_priority_and_stale_updates_are_ignored():
 @pytest.mark.parametrize("prioritized", [False, True])
 def test_max_use(prioritized):
     torch.manual_seed(3)
-    rb = ReplayBuffer(SPEC, num_environments=1, max_length=4, max_use=2,
-                      prioritized_sampling=prioritized)
+    rb = ReplayBuffer(SPEC, num_environments=1, max_length=4, sampler=(
+        PrioritizedSampler(max_use=2) if prioritized else UniformSampler(max_use=2)))
     fill(rb, 4)
     drawn = [int(rb.get_batch(1)[1].positions) for _ in range(8)]
     assert sorted(drawn) == [0, 0, 1, 1, 2, 2, 3, 3]
@@ -201,8 +204,8 @@ def test_max_use(prioritized):
 
 def test_clear_forgets_the_priorities():
     torch.manual_seed(4)
-    rb = ReplayBuffer(SPEC, num_environments=1, max_length=4, max_use=2,
-                      prioritized_sampling=True, alpha=1.0)
+    rb = ReplayBuffer(SPEC, num_environments=1, max_length=4,
+                      sampler=PrioritizedSampler(alpha=1.0, max_use=2))
     fill(rb, 4)
     rb.update_priority(torch.tensor([0, 0, 0, 0]), torch.tensor([0, 1, 2, 3]),
                        torch.tensor([2.0, 7.0, 3.0, 4.0]))
@@ -212,7 +215,7 @@ def test_clear_forgets_the_priorities():
     assert int(rb.total_size) == 0 and not rb.can_sample(1)
     fill(rb, 2)
     # new steps get the initial priority 1, not the old maximum 7; the rest hold none
-    np.testing.assert_allclose(rb._tree.values, [1, 1, 0, 0])
+    np.testing.assert_allclose(leaf_values(rb), [1, 1, 0, 0])
     drawn = [int(rb.get_batch(1)[1].positions) for _ in range(4)]
     assert sorted(drawn) == [0, 0, 1, 1]  # each new step max_use times
     assert rb.gather_all()["x"].tolist() == [[0, 1]]
@@ -221,8 +224,8 @@ def test_clear_forgets_the_priorities():
 def test_checkpoint_round_trip_partial_and_wrapped():
     for steps in (3, 13):
         torch.manual_seed(4)
-        rb = ReplayBuffer(SPEC, num_environments=2, max_length=5, prioritized_sampling=True,
-                          max_use=10)
+        rb = ReplayBuffer(SPEC, num_environments=2, max_length=5,
+                          sampler=PrioritizedSampler(max_use=10))
         fill(rb, steps)
         fill(rb, 2, env_ids=[1])
         _, info = rb.get_batch(3, 2)
@@ -230,12 +233,13 @@ def test_checkpoint_round_trip_partial_and_wrapped():
         state = {k: v.clone() for k, v in rb.state_dict().items()}
         assert {"x", "o", "_current_size", "_current_pos"} <= set(state)
         assert state["x"].shape == (2, 5)
-        fresh = ReplayBuffer(SPEC, num_environments=2, max_length=5, prioritized_sampling=True,
-                             max_use=10)
+        fresh = ReplayBuffer(SPEC, num_environments=2, max_length=5,
+                             sampler=PrioritizedSampler(max_use=10))
         fresh.load_state_dict(state)
         for k, v in fresh.state_dict().items():
             assert torch.equal(v, state[k]), k
-        np.testing.assert_allclose(fresh._tree._tree, rb._tree._tree)
+        assert set(state) >= {"_priority", "_max_priority", "_use_count"}  # ALF's keys
+        np.testing.assert_allclose(leaf_values(fresh), leaf_values(rb))
         torch.manual_seed(5)
         a, ia = rb.get_batch(50, 2)
         torch.manual_seed(5)
@@ -294,3 +298,47 @@ def test_concurrent_add_and_sample_never_see_half_written_steps():
             t.join()
     assert not errors
     assert rb.total_size > 4
+
+
+def test_one_sampler_given_to_two_buffers_keeps_their_states_apart():
+    sampler = PrioritizedSampler(alpha=1.0)
+    a = ReplayBuffer(SPEC, num_environments=1, max_length=4, sampler=sampler)
+    b = ReplayBuffer(SPEC, num_environments=1, max_length=4, sampler=sampler)
+    assert a.sampler is not sampler and a.sampler is not b.sampler
+    fill(a, 4)
+    fill(b, 4)
+    a.update_priority(torch.tensor([0]), torch.tensor([1]), torch.tensor([5.0]))
+    np.testing.assert_allclose(leaf_values(a), [1, 5, 1, 1])
+    np.testing.assert_allclose(leaf_values(b), [1, 1, 1, 1])
+    a.sampler.beta = 1.0  # annealing the bound copy
+    assert sampler.beta == 0.4
+
+
+def test_the_deprecated_sampling_arguments_build_the_same_sampler_and_warn():
+    with pytest.warns(DeprecationWarning, match=r"ReplayBuffer\(alpha, max_use, "
+                                                r"prioritized_sampling\) is deprecated"):
+        old = ReplayBuffer(SPEC, num_environments=1, max_length=4, prioritized_sampling=True,
+                           alpha=1.0, max_use=2)
+    new = ReplayBuffer(SPEC, num_environments=1, max_length=4,
+                       sampler=PrioritizedSampler(alpha=1.0, max_use=2))
+    assert set(old.state_dict()) == set(new.state_dict())
+    for rb in (old, new):
+        fill(rb, 4)
+        rb.update_priority(torch.tensor([0, 0]), torch.tensor([1, 2]), torch.tensor([3.0, 9.0]))
+    torch.manual_seed(6)
+    _, drawn_old = old.get_batch(5, 1)
+    torch.manual_seed(6)
+    _, drawn_new = new.get_batch(5, 1)
+    assert torch.equal(drawn_old.positions, drawn_new.positions)
+    # (the deprecated ``beta`` attribute reads and sets the sampler's)
+    old.beta = 0.9
+    assert old.sampler.beta == 0.9 and old.beta == 0.9
+    with pytest.raises(ValueError, match=r"^R: sampler and the deprecated \['max_use'\] are "
+                                         r"both given; give the sampler only"):
+        ReplayBuffer(SPEC, 1, 4, sampler=UniformSampler(), max_use=2, name="R")
+    ReplayBuffer(SPEC, 1, 4, prioritized_sampling=False)  # an old conf's default: no warning
+    with pytest.raises(ValueError, match=r"update_priority needs a PrioritizedSampler \(its "
+                                         r"sampler is UniformSampler\)"):
+        new_uniform = ReplayBuffer(SPEC, 1, 4)
+        fill(new_uniform, 1)
+        new_uniform.update_priority(torch.tensor([0]), torch.tensor([0]), torch.tensor([1.0]))
