@@ -58,6 +58,7 @@ CONFS = {
     "confs/td3_mujoco.gin": ONE_STEP_REPLAY,
     "confs/dqn_cartpole.gin": SHORT_REPLAY,
     "confs/dqn_atari.gin": SHORT_REPLAY + ["TrainerConfig.unroll_length = 64"],
+    "confs/dqn_her_bit_flipping.gin": [],
     "confs/r2d2_cartpole_novel.gin": SHORT_REPLAY + ["TrainerConfig.unroll_length = 32"],
     "confs/r2d2_atari.gin": SHORT_REPLAY + ["load.num_envs = 2",
                                             "TrainerConfig.unroll_length = 80",

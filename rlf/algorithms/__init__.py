@@ -6,6 +6,7 @@ from rlf.algorithms.algorithm import Algorithm, NonFiniteLossError, RunArgs
 from rlf.algorithms.builder import build_training
 from rlf.algorithms.data_needs import DataNeeds
 from rlf.algorithms.memories import NotCheckpointed
+from rlf.algorithms.mixing import ExperienceSource
 from rlf.algorithms.removed import own_method
 from rlf.algorithms.config import TrainerConfig
 from rlf.algorithms.rl_algorithm import (RLAlgorithm, adjust_replay_buffer_length,
@@ -19,7 +20,8 @@ from rlf.algorithms.sac import SACAlgorithm
 from rlf.algorithms.td3 import TD3Algorithm
 from rlf.algorithms.training_loop import TrainingLoop
 
-__all__ = ["Algorithm", "DQNAlgorithm", "DataNeeds", "IQLAlgorithm", "ImpalaAlgorithm",
+__all__ = ["Algorithm", "DQNAlgorithm", "DataNeeds", "ExperienceSource", "IQLAlgorithm",
+           "ImpalaAlgorithm",
            "NonFiniteLossError", "NotCheckpointed", "PPOAlgorithm", "R2D2Algorithm",
            "RLAlgorithm", "RunArgs", "SACAlgorithm", "TD3Algorithm", "TrainerConfig",
            "TrainingLoop", "adjust_replay_buffer_length", "build_training",

@@ -8,7 +8,7 @@ its ``learner`` owns the optimizers, the updates and the counters. Shapes: ``*_s
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -18,6 +18,7 @@ from rlf.algorithms.removed import check_removed_hooks, removed_member_error
 from rlf.algorithms.reserved import (check_reserved_name, check_subclass_members,
                                       set_framework_state)
 from rlf.algorithms.loops import loop_of
+from rlf.algorithms.mixing import ExperienceSource
 from rlf.algorithms.optimizer_set import OptimizerPlan, OptimizerSet
 from rlf.algorithms.optimization import LOSS_AVERAGES, NonFiniteLossError, check_optimizer_args
 from rlf.algorithms.seams import RunArgs
@@ -471,10 +472,21 @@ class Algorithm(nn.Module):
         ``(root_inputs, rollout_info)``. The default returns them unchanged."""
         return root_inputs, rollout_info
 
+    def experience_sources(self) -> Sequence[ExperienceSource]:
+        """The second sources of sequences appended to each training mini-batch
+        (``rlf.algorithms.ExperienceSource``: IMPALA's experience replay, a model's
+        sequences); none by default. The data path asks once, when it is built.
+
+        Returns:
+            The sources, in the order they are appended (after hybrid training's offline
+            data).
+        """
+        return ()
+
     def mix_experience(self, experience: Experience, batch_info: Any) -> Tuple[Experience, Any]:
-        """Hook on each batch-major ``[N, T]`` mini-batch (on the algorithm's device) before
-        its update: may append sequences from elsewhere (IMPALA's experience replay; move
-        them to the device). Returns ``(experience, batch_info)``; by default unchanged."""
+        """Deprecated (an override warns once): declare ``experience_sources`` instead. Hook on
+        each batch-major ``[N, T]`` mini-batch before its update, after the sources: may
+        append sequences. Returns ``(experience, batch_info)``; by default unchanged."""
         return experience, batch_info
 
     def after_update(self, root_inputs: Any, info: Any) -> None:

@@ -26,12 +26,14 @@ import torch
 from rlf import nest
 from rlf.algorithms.config_parts import DataPathConfig, changed_fields, without_effect
 from rlf.algorithms.data_needs import check_data_needs
+from rlf.algorithms.mixing import ExperienceSource, Mixer, mixed_count
 from rlf.algorithms.seams import DataPathSeam
-from rlf.data_structures import Experience, valid_step_mask
+from rlf.data_structures import Experience, RowSource, valid_step_mask
 from rlf.replay import PrioritizedSampler, ReplayBuffer, Sampler, UniformSampler
 from rlf.tensor_specs import spec_from_tensors
 from rlf.utils import distributed, summary
 from rlf.utils.common import detach, reset_state_if_necessary
+from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.errors import UserError
 
 __all__ = ["DATA_PATH_SETTINGS", "Batch", "RolloutBatch", "Sequences", "MiniBatches", "Mixer",
@@ -159,12 +161,6 @@ def replay_sampler(config) -> Sampler:
     return UniformSampler()
 
 
-def mixed_count(n: int, fraction: float) -> int:
-    """Sequences from a second source that make ``fraction`` of a mini-batch with ``n``:
-    ``round(n f / (1 - f))``."""
-    return int(round(n * fraction / (1.0 - fraction)))
-
-
 # ---------------------------------------------------------------------- parts
 def _burn_in_without_state(burn_in_steps: int, owner: str, path: str) -> UserError:
     """The refusal of a burn-in where no recurrent state is trained step by step."""
@@ -253,31 +249,6 @@ class Sequences:
         return nest.map_structure(lambda x: x[k:], experience), valid[k:]
 
 
-class Mixer:
-    """Appends ``mixed_count(N, fraction)`` sequences from a second source to each mini-batch
-    of ``N`` (hybrid training's offline data), keeping the fields both have.
-
-    Args:
-        sample: ``sample(k, length) -> [k, length] Experience`` of the source.
-        data_spec: the source's spec.
-        fraction: the source's share of the mixed mini-batch, in ``[0, 1)``.
-    """
-
-    def __init__(self, sample: Callable[[int, int], Experience], data_spec: Any,
-                 fraction: float):
-        self._sample, self._spec, self._fraction = sample, data_spec, fraction
-
-    def __call__(self, experience: Experience, batch_info: Any):
-        n, length = nest.flatten(experience)[0].shape[:2]
-        k = mixed_count(n, self._fraction)
-        if k == 0:
-            return experience, None
-        other = self._sample(k, length)
-        online = nest.pack_sequence_as(self._spec, [
-            nest.get_field(experience, p) for p, _ in nest.flatten_with_path(self._spec)])
-        return nest.utils.cat_nests([online, other]), None
-
-
 class MiniBatches:
     """Epochs of shuffled mini-batches over a batch-major ``[N, L]`` experience.
 
@@ -351,7 +322,7 @@ class MiniBatches:
                 # indexing would copy it again (~16 ms for a whole [16, 20] Pong batch).
                 idx = (slice(b, b + mini_batch_size) if order is None
                        else order[b:b + mini_batch_size])
-                mb, mb_valid, mb_info, sources = _mini_batch(algorithm, experience, valid,
+                mb, mb_valid, mb_info, sources = _mini_batch(experience, valid,
                                                              batch_info, idx, mixer)
                 if per_mini_batch:
                     summary.increment_global_counter()
@@ -383,7 +354,7 @@ class MiniBatches:
             mine = torch.nonzero((rows >= k * size) & (rows < (k + 1) * size))[:, 0]
             count = mine.numel()
             idx = mine if count else torch.zeros(1, dtype=torch.int64)
-            mb, mb_valid, mb_info, sources = _mini_batch(algorithm, experience, valid,
+            mb, mb_valid, mb_info, sources = _mini_batch(experience, valid,
                                                          batch_info, idx.to(valid.device), mixer)
             if per_mini_batch:
                 summary.increment_global_counter()
@@ -403,23 +374,21 @@ def _preprocessed(algorithm, experience: Experience, batch_info: Any):
     return experience._replace(time_step=time_step, rollout_info=rollout_info), valid
 
 
-def _mini_batch(algorithm, experience: Experience, valid: torch.Tensor, batch_info: Any,
-                idx, mixer: Optional[Mixer]):
-    """``(experience, valid, batch_info, sources)`` of the rows ``idx``, with the mixer's and
-    ``mix_experience``'s sequences appended with their own mask; ``sources``: as ``Batch``'s."""
+def _mini_batch(experience: Experience, valid: torch.Tensor, batch_info: Any, idx,
+                mixer: Optional[Mixer]):
+    """``(experience, valid, batch_info, sources)`` of the rows ``idx``, with the mixer's
+    sequences appended with their own mask; ``sources``: as ``Batch``'s."""
     mb, mb_valid = nest.map_structure(lambda x: x[idx], (experience, valid))
     mb_info = (None if batch_info is None else nest.map_structure(
         lambda x: x[idx.to(x.device) if isinstance(idx, torch.Tensor) else idx], batch_info))
     n = mb_valid.shape[0]
-    if mixer is not None:
-        mb, mb_info = mixer(mb, mb_info)
-    offline = nest.flatten(mb)[0].shape[0] - n
-    mb, mb_info = algorithm.mix_experience(mb, mb_info)
-    mixed = nest.flatten(mb)[0].shape[0] - n - offline
-    if offline + mixed:  # appended whole sequences: their own mask
+    if mixer is None:
+        return mb, mb_valid, mb_info, (n, 0, 0)
+    mb, mb_info, sources = mixer(mb, mb_info)
+    if sum(sources) > n:  # appended whole sequences: their own mask
         extra = mb.time_step.step_type[n:].transpose(0, 1)
         mb_valid = torch.cat([mb_valid, valid_step_mask(extra).transpose(0, 1)])
-    return mb, mb_valid, mb_info, (n, offline, mixed)
+    return mb, mb_valid, mb_info, sources
 
 
 class RolloutBatch(NamedTuple):
@@ -552,14 +521,16 @@ class UnrollEpochs(_OnPolicy):
         algorithm, sequences: see ``DataPath``.
         mini_batches: the epochs' mini-batches.
         num_epochs: passes over each unroll.
+        mixer: appends the algorithm's experience sources to each mini-batch; None without.
     """
 
     name = "unroll_epochs"
 
     def __init__(self, algorithm: DataPathSeam, sequences: Sequences, mini_batches: MiniBatches,
-                 num_epochs: int):
+                 num_epochs: int, mixer: Optional[Mixer] = None):
         super().__init__(algorithm, sequences)
         self.mini_batches, self.num_epochs = mini_batches, num_epochs
+        self.mixer = mixer
         # The previous unroll's last step, flat, as checkpoints hold it.
         self._carried: Optional[List[Any]] = None
 
@@ -576,7 +547,7 @@ class UnrollEpochs(_OnPolicy):
             return  # one step, no transition yet: it is carried into the next unroll
         yield from self._stamped(self.mini_batches.epochs(
             self.algorithm, nest.map_structure(lambda x: x.transpose(0, 1), experience), None,
-            self.num_epochs, shuffle=True))
+            self.num_epochs, shuffle=True, mixer=self.mixer))
 
     def _carried_step(self, template: Experience):
         """The previous unroll's last step rebuilt like ``template`` (``[1, B]``); None if there
@@ -628,6 +599,8 @@ class Replay(DataPath):
         make_buffer: builds the online buffer from one step's spec; None without unrolls.
         world: the learners (``mini_batches.world`` if None).
         offline: the offline data's buffer (``make_offline_replay_buffer``), or None.
+        mixer: appends the algorithm's experience sources to each mini-batch; None without.
+            In hybrid training the offline data is its first source.
     """
 
     def __init__(self, algorithm: DataPathSeam, sequences: Sequences, mini_batches: MiniBatches,
@@ -636,7 +609,7 @@ class Replay(DataPath):
                  length: int, sampler: Sampler,
                  make_buffer: Optional[Callable[[Any], Any]] = None,
                  world: Optional[distributed.World] = None,
-                 offline: Optional[ReplayBuffer] = None):
+                 offline: Optional[ReplayBuffer] = None, mixer: Optional[Mixer] = None):
         super().__init__(algorithm, sequences)
         self.world = mini_batches.world if world is None else world
         self.mini_batches, self.num_epochs = mini_batches, num_epochs
@@ -652,6 +625,11 @@ class Replay(DataPath):
         self.buffer: Optional[ReplayBuffer] = None
         self.make_buffer = make_buffer  # spec -> buffer
         self.offline: Optional[ReplayBuffer] = offline  # the offline data's, if any
+        # The algorithm's sources alone (offline-only batches), and after the offline data's.
+        self.mixer, self.hybrid_mixer = mixer, mixer
+        if offline is not None:
+            self.hybrid_mixer = Mixer((self._offline_source(offline),) + (
+                mixer.sources if mixer else ()), mixer.hook if mixer else None)
         # A checkpoint's buffer state, loaded once the buffer is built (load_buffer_state).
         self._restored: Optional[Dict[str, Any]] = None
 
@@ -785,13 +763,12 @@ class Replay(DataPath):
             self.buffer.add_batch(step, step.time_step.env_id)
             self.algorithm.observe_for_replay(step)
 
-    def offline_mixer(self) -> Optional[Mixer]:
-        """Hybrid training's ``Mixer``, or None without offline data."""
-        offline = self.offline
-        if offline is None:
-            return None
-        return Mixer(lambda k, length: offline.get_batch(k, length)[0], offline.data_spec,
-                     self.offline_fraction)
+    def _offline_source(self, offline: ReplayBuffer) -> ExperienceSource:
+        """Hybrid training's offline data as an ``ExperienceSource``."""
+        return ExperienceSource(
+            "offline", lambda experience, k: offline.get_batch(
+                k, nest.flatten(experience)[0].shape[1])[0],
+            self.offline_fraction, RowSource.OFFLINE)
 
     def _online_ready(self) -> bool:
         """Whether the online buffers (all learners') hold ``initial_collect_steps`` and,
@@ -823,13 +800,13 @@ class Replay(DataPath):
         if not online_ready and offline is None:
             return
         # (sampled batches have their shape: _check_replay_settings refused the build otherwise)
-        mixer = self.offline_mixer() if online_ready else None
+        mixer = self.hybrid_mixer
         size, length = mb.mini_batch_size or 0, mb.mini_batch_length or 0
         if not online_ready:  # offline only: no environment data (yet)
             assert offline is not None
             experience, _ = offline.get_batch(size * self.num_epochs, length)
             yield from mb.epochs(algorithm, experience, None, 1, shuffle=False,
-                                 counter_per_mini_batch=update_global_counter)
+                                 mixer=self.mixer, counter_per_mini_batch=update_global_counter)
         elif self.whole:
             assert buffer is not None  # online_ready
             experience = buffer.gather_all(ignore_earliest_frames=True)  # [E, L]
@@ -962,9 +939,15 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
     on_policy = bool(algorithm.on_policy)
     _check_path_settings(algorithm, config, path)
     k = config.burn_in_steps
+    sources = tuple(algorithm.experience_sources())
     if path == "rollout_graph":
         if k:
             raise _burn_in_without_state(k, name, path)
+        if sources:
+            raise UserError(f"{name}'s experience sources {[s.name for s in sources]} append "
+                            f"sequences to mini-batches, which its data path '{path}' has not "
+                            f"(one update on each unroll's own graph); set "
+                            f"TrainerConfig.mini_batch_size to train in epochs")
         return RolloutGraph(algorithm, None)
     sequences = Sequences(algorithm.train_state_spec, config.use_rollout_state, k,
                           config.temporally_independent_train_step, name, path)
@@ -983,12 +966,30 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
                 replay_settings, f"with an off-policy algorithm's replay buffer; "
                 f"{name} is on-policy", "remove {it}"))
         return UnrollEpochs(algorithm, sequences, mini_batches,
-                            config.num_updates_per_train_iter)
+                            config.num_updates_per_train_iter, _mixer(algorithm, sources))
     _check_replay_settings(config, name, path)
+    if sources and replay_sampler(config).prioritized:
+        raise UserError(f"{name}'s experience sources {[s.name for s in sources]} append "
+                        f"sequences to prioritised mini-batches, where they have no importance "
+                        f"weight and no priority; remove TrainerConfig.priority_replay (or the "
+                        f"sources)")
     return Replay(algorithm, sequences, mini_batches, config.num_updates_per_train_iter,
                   config.whole_replay_buffer_training, config.clear_replay_buffer,
                   config.initial_collect_steps, config.offline_fraction,
                   config.unroll_with_grad, offline_only=path == "offline",
                   length=replay_buffer_length(config),
                   sampler=replay_sampler(config), make_buffer=make_buffer,
-                  offline=None if make_offline is None else make_offline())
+                  offline=None if make_offline is None else make_offline(),
+                  mixer=_mixer(algorithm, sources))
+
+
+def _mixer(algorithm: DataPathSeam, sources: Tuple[ExperienceSource, ...]) -> Optional[Mixer]:
+    """The ``Mixer`` of the algorithm's ``sources`` and its deprecated ``mix_experience``
+    override (warned once), or None with neither."""
+    hook = None
+    if getattr(type(algorithm).mix_experience, "__qualname__", "") != "Algorithm.mix_experience":
+        warn_deprecated(f"{type(algorithm).__name__}.mix_experience",
+                        "experience_sources() returning rlf.algorithms.ExperienceSource "
+                        "objects, whose sequences the data path appends to each mini-batch")
+        hook = algorithm.mix_experience
+    return Mixer(sources, hook) if sources or hook else None

@@ -23,7 +23,7 @@ import torch
 from rlf import nest
 from rlf.algorithms import vtrace
 from rlf.algorithms.data_needs import TRANSITIONS
-from rlf.algorithms.data_paths import mixed_count
+from rlf.algorithms.mixing import ExperienceSource
 from rlf.algorithms.memories import NotCheckpointed
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import StepSchedule
@@ -199,21 +199,25 @@ class ImpalaAlgorithm(RLAlgorithm):
                 name=f"{self._name}_experience_replay", **self._memory_args)
         self.experience_replay_memory.add_batch(exp, exp.time_step.env_id)
 
-    def mix_experience(self, experience, batch_info):
-        """Appends ``round(N * f / (1 - f))`` sequences sampled from the memory to the ``N``
-        online ones (once the memory holds a sequence that is not exhausted by max_use)."""
+    def experience_sources(self) -> Sequence[ExperienceSource]:
+        """With experience replay, its memory: each mini-batch of ``N`` sequences gets
+        ``round(N * f / (1 - f))`` sequences sampled from it, once it holds a sequence that
+        ``max_use`` has not exhausted."""
+        if not self._replay_fraction:
+            return ()
+        return (ExperienceSource("experience_replay", self._replayed, self._replay_fraction),)
+
+    def _replayed(self, experience, k: int):
+        """``k`` sequences from the memory as long as ``experience``'s, or None while it holds
+        no more history than the online data, or every eligible step reached max_use."""
         memory = self.experience_replay_memory
-        if memory is None:
-            return experience, batch_info
-        n, length = nest.flatten(experience)[0].shape[:2]
-        k = mixed_count(n, self._replay_fraction)
-        if k == 0 or int(memory.current_size.min()) < length + 1:
-            return experience, batch_info  # not enough history yet beyond the online data
+        length = nest.flatten(experience)[0].shape[1]
+        if memory is None or int(memory.current_size.min()) < length + 1:
+            return None
         try:
-            replayed, _ = memory.get_batch(k, length)
+            return memory.get_batch(k, length)[0]
         except ValueError:  # every eligible step reached max_use
-            return experience, batch_info
-        return nest.utils.cat_nests([experience, replayed]), None
+            return None
 
     @property
     def network(self):

@@ -8,7 +8,8 @@ an object that is not an ``RLAlgorithm`` but has these members trains as well.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterator, NamedTuple, Optional, Protocol, Tuple
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, NamedTuple, Optional, Protocol, Sequence,
+                    Tuple)
 
 import torch
 from torch import nn
@@ -101,6 +102,8 @@ class DataPathSeam(Protocol):
                               ) -> Tuple[Any, Any]: ...
 
     def observe_for_replay(self, exp: Experience) -> None: ...
+
+    def experience_sources(self) -> Sequence[Any]: ...
 
     def mix_experience(self, experience: Experience, batch_info: Any
                        ) -> Tuple[Experience, Any]: ...

@@ -26,7 +26,7 @@ from torch import nn
 from rlf import nest
 from rlf.algorithms.config_parts import without_effect
 from rlf.algorithms.data_paths import (DataPath, Replay, make_data_path,
-                                       offline_data_settings)
+                                       offline_data_settings, replay_sampler)
 from rlf.algorithms.learner import Learner, make_learner
 from rlf.algorithms.memories import check_memories
 from rlf.algorithms import loops
@@ -274,7 +274,8 @@ class TrainingLoop:
         ``offline_buffer_length`` steps per environment, matched by key to
         ``offline_layout()``, actions checked against their bounds (rescaled with
         ``offline_normalized_actions``); with ``use_rollout_state`` the files must hold the
-        stored state. None without offline settings.
+        stored state; a relabelling ``replay_sampler`` relabels it too. None without offline
+        settings.
 
         Raises:
             OfflineDataError: (a ``ValueError``) naming the file and key that do not fit.
@@ -292,10 +293,16 @@ class TrainingLoop:
             settings["files"], layout.spec, length=settings["length"],
             aliases=layout.aliases, name=f"{alg.name}_offline_replay_buffer",
             action_spec=alg.action_spec, normalized_actions=settings["normalized_actions"],
-            buffer_ctor=alg.run_args.replay_buffer_ctor)
+            buffer_ctor=alg.run_args.replay_buffer_ctor, **self._offline_sampler())
         logger.info("loaded offline replay data: %d steps in %d environments",
                     offline.total_size, offline.num_environments)
         return offline
+
+    def _offline_sampler(self) -> Dict[str, Any]:
+        """``{"sampler": ...}``: the run's ``replay_sampler`` where it relabels (the offline
+        data is relabelled as the online is), else nothing (uniform draws)."""
+        sampler = replay_sampler(self.config.data_path)
+        return {"sampler": sampler} if sampler.relabels else {}
 
     def load_offline_data(self) -> None:
         """Deprecated (removed in 0.5): the loop loads the offline data when it is built

@@ -369,7 +369,7 @@ def make_offline_replay_buffer(files: Union[str, os.PathLike, Sequence],
         buffer_ctor: builds the buffer, called as ``ReplayBuffer`` is (``data_spec``,
             ``num_environments``, ``max_length``, ``name``, ``**buffer_kwargs``); the
             algorithm's own, so that gin's ``ReplayBuffer.stacked_frames`` applies.
-        **buffer_kwargs: passed to ``buffer_ctor`` (``prioritized_sampling``, ...).
+        **buffer_kwargs: passed to ``buffer_ctor`` (``sampler``, ...).
 
     Returns:
         The filled ``ReplayBuffer`` (``max_length`` = the longest environment's step count).

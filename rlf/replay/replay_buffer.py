@@ -10,7 +10,7 @@ _current_pos)``. This is ALF's layout, so checkpoints are interchangeable.
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import gin
 import numpy as np
@@ -20,29 +20,13 @@ from torch import nn
 
 from rlf import nest
 from rlf.data_structures import StepType
-from rlf.replay.samplers import PrioritizedSampler, Sampler, UniformSampler, uniform_starts
+from rlf.replay.samplers import (BatchInfo, PrioritizedSampler, Sampler, UniformSampler,
+                                 uniform_starts)
 from rlf.tensor_specs import validate_nest
 from rlf.utils import distributed
 from rlf.utils.deprecation import warn_deprecated
 
 __all__ = ["ReplayBuffer", "BatchInfo"]
-
-
-class BatchInfo(NamedTuple):
-    """Where a sampled batch came from.
-
-    Attributes:
-        env_ids: ``[B]`` int64, the environment of each sequence.
-        positions: ``[B]`` int64, the absolute position of each sequence's first step
-            (pass back to ``update_priority``).
-        importance_weights: ``[B]`` float32 importance-sampling weights
-            ``(N * P(i)) ** -beta / max_j (N * P(j)) ** -beta`` for prioritised sampling
-            (Schaul et al. 2016, §3.4), ones otherwise.
-    """
-
-    env_ids: torch.Tensor
-    positions: torch.Tensor
-    importance_weights: torch.Tensor
 
 
 def _as_numpy(x: Any, dtype=np.int64) -> np.ndarray:

@@ -22,7 +22,7 @@ buffer's registered tensors under ALF's checkpoint keys (``_priority``, ``_max_p
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, cast
+from typing import Any, NamedTuple, Optional, Sequence, Tuple, cast
 
 import gin
 import numpy as np
@@ -32,10 +32,27 @@ from rlf import nest
 from rlf.data_structures import StepType
 from rlf.replay.sum_tree import SumTree
 
-if TYPE_CHECKING:
-    from rlf.replay.replay_buffer import BatchInfo, ReplayBuffer
+__all__ = ["BatchInfo", "Sampler", "UniformSampler", "PrioritizedSampler", "HindsightSampler"]
 
-__all__ = ["Sampler", "UniformSampler", "PrioritizedSampler", "HindsightSampler"]
+#: The ``rlf.replay.ReplayBuffer`` a sampler serves (not imported: it imports this module).
+Buffer = Any
+
+class BatchInfo(NamedTuple):
+    """Where a sampled batch came from.
+
+    Attributes:
+        env_ids: ``[B]`` int64, the environment of each sequence.
+        positions: ``[B]`` int64, the absolute position of each sequence's first step
+            (pass back to ``update_priority``).
+        importance_weights: ``[B]`` float32 importance-sampling weights
+            ``(N * P(i)) ** -beta / max_j (N * P(j)) ** -beta`` for prioritised sampling
+            (Schaul et al. 2016, §3.4), ones otherwise.
+    """
+
+    env_ids: torch.Tensor
+    positions: torch.Tensor
+    importance_weights: torch.Tensor
+
 
 #: ``(env, start, weights)``: ``[N]`` int64 environments, ``[N]`` int64 absolute start
 #: positions, ``[N]`` float32 importance weights.
@@ -70,7 +87,7 @@ class Sampler:
     relabels = False
     shared_draw = True
 
-    def bind(self, buffer: "ReplayBuffer") -> "Sampler":
+    def bind(self, buffer: Buffer) -> "Sampler":
         """The copy of this sampler that serves ``buffer``, its state allocated there.
 
         Raises:
@@ -80,7 +97,7 @@ class Sampler:
         bound._attach(buffer)
         return bound
 
-    def _attach(self, buffer: "ReplayBuffer") -> None:
+    def _attach(self, buffer: Buffer) -> None:
         self._buffer = buffer
 
     def on_write(self, flat_slots: np.ndarray) -> None:
@@ -108,7 +125,7 @@ class Sampler:
         """
         raise NotImplementedError
 
-    def transform(self, batch: Any, info: "BatchInfo") -> Any:
+    def transform(self, batch: Any, info: BatchInfo) -> Any:
         """The read ``[N, T]`` batch as ``get_batch`` returns it (unchanged here)."""
         return batch
 
@@ -127,7 +144,7 @@ class _SumTreeDraws:
     """Draws through a sum tree whose leaf ``env * L + slot`` holds ``priority ** alpha`` (or 1
     without priorities); 0 = not drawable. Serves prioritised sampling and ``max_use``."""
 
-    def __init__(self, buffer: "ReplayBuffer", prioritized: bool, alpha: float,
+    def __init__(self, buffer: Buffer, prioritized: bool, alpha: float,
                  max_use: Optional[int]):
         self.buffer, self.prioritized, self.alpha, self.max_use = (buffer, prioritized, alpha,
                                                                    max_use)
@@ -234,7 +251,7 @@ class UniformSampler(Sampler):
     def shared_draw(self) -> bool:  # type: ignore[override]
         return self.max_use is None
 
-    def _attach(self, buffer: "ReplayBuffer") -> None:
+    def _attach(self, buffer: Buffer) -> None:
         super()._attach(buffer)
         if self.max_use is not None:
             self._draws = _SumTreeDraws(buffer, False, 1.0, self.max_use)
@@ -290,7 +307,7 @@ class PrioritizedSampler(Sampler):
         self.alpha, self.beta, self.max_use = float(alpha), float(beta), max_use
         self._draws: Optional[_SumTreeDraws] = None
 
-    def _attach(self, buffer: "ReplayBuffer") -> None:
+    def _attach(self, buffer: Buffer) -> None:
         super()._attach(buffer)
         self._draws = _SumTreeDraws(buffer, True, self.alpha, self.max_use)
 
@@ -379,7 +396,7 @@ class HindsightSampler(Sampler):
     def shared_draw(self) -> bool:  # type: ignore[override]
         return self.sampler.shared_draw
 
-    def _attach(self, buffer: "ReplayBuffer") -> None:
+    def _attach(self, buffer: Buffer) -> None:
         super()._attach(buffer)
         name = buffer._name
         spec = nest.get_field(buffer.data_spec, self._observation_path)
@@ -414,7 +431,7 @@ class HindsightSampler(Sampler):
         """The inner sampler's ``update_priority``."""
         self.sampler.update_priority(env, positions, priorities)
 
-    def transform(self, batch: Any, info: "BatchInfo") -> Any:
+    def transform(self, batch: Any, info: BatchInfo) -> Any:
         """The batch relabelled (the class docstring)."""
         return self.relabel(batch, info.env_ids, info.positions)
 

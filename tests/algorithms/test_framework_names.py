@@ -269,9 +269,51 @@ def test_sequences_mixed_into_a_prioritised_batch_are_one_line():
     alg = Mixes(env.observation_spec(), env.action_spec(), env=env, config=config,
                 optimizer=ADAM)
     with pytest.raises(UserError, match="Mixes.mix_experience appended 4 sequences to a "
-                                        "prioritised mini-batch of 4"):
+                                        "prioritised mini-batch of 4"), pytest.warns(
+            DeprecationWarning, match=r"Mixes.mix_experience is deprecated .* use "
+                                      r"experience_sources\(\)"):
         for _ in range(4):
             alg.train_iter()
+    env.close()
+
+
+@pytest.mark.parametrize("settings, line", [
+    (dict(priority_replay=True, mini_batch_size=4, mini_batch_length=2),
+     "DQNAlgorithm's experience sources ['model'] append sequences to prioritised "
+     "mini-batches, "
+     "where they have no importance weight and no priority; remove "
+     "TrainerConfig.priority_replay (or the sources)"),
+])
+def test_experience_sources_where_they_cannot_mix_are_one_line(settings, line):
+    from rlf.algorithms import DQNAlgorithm, ExperienceSource
+
+    class Sources(DQNAlgorithm):
+        def experience_sources(self):
+            return (ExperienceSource("model", lambda experience, k: None, 0.5),)
+
+    env = load("CartPole-v1", 2, seed=0)
+    alg = Sources(env.observation_spec(), env.action_spec(), env=env,
+                  config=TrainerConfig(unroll_length=4, **settings), optimizer=ADAM)
+    with pytest.raises(UserError) as refused:
+        alg.train_iter()
+    assert str(refused.value) == line and alg.get_env_steps() == 0
+    env.close()
+
+
+def test_experience_sources_on_the_rollout_graph_are_one_line():
+    from rlf.algorithms import ExperienceSource, ImpalaAlgorithm
+
+    class Sources(ImpalaAlgorithm):
+        def experience_sources(self):
+            return (ExperienceSource("model", lambda experience, k: None, 0.5),)
+
+    env = load("CartPole-v1", 2, seed=0)
+    alg = Sources(env.observation_spec(), env.action_spec(), env=env, is_on_policy=True,
+                  config=TrainerConfig(unroll_length=4), optimizer=ADAM)
+    with pytest.raises(UserError, match=r"^ImpalaAlgorithm's experience sources \['model'\] "
+                                        r"append sequences to mini-batches, which its data "
+                                        r"path 'rollout_graph' has not"):
+        alg.train_iter()
     env.close()
 
 

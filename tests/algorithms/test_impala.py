@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
+from rlf.algorithms import ExperienceSource, ImpalaAlgorithm, TrainerConfig
 from rlf.algorithms.impala import ImpalaInfo
 from rlf import nest
 from rlf.data_structures import RowSource, StepType, TimeStep, experience_like
@@ -286,19 +286,22 @@ def test_one_step_unrolls_on_the_rollout_graph_are_refused_and_train_in_epochs()
 
 
 def test_sequences_made_by_experience_like_train_as_mixed_rows():
-    # A Dyna-style mix_experience: two made sequences in the mini-batch's layout (here
-    # copies of real rows' fields), appended; they train and are marked MIXED.
+    # A Dyna-style experience source: made sequences in the mini-batch's layout (here copies
+    # of real rows' fields), a third of each mini-batch (2 to its 4 rows); they train and
+    # are marked MIXED.
     seen = []
 
     class Dyna(ImpalaAlgorithm):
-        def mix_experience(self, experience, batch_info):
-            first = functools.partial(nest.map_structure, lambda x: x[:2])
-            made = experience_like(experience, 2,
+        def experience_sources(self):
+            return (ExperienceSource("model", self._made, fraction=1 / 3),)
+
+        def _made(self, experience, k):
+            first = functools.partial(nest.map_structure, lambda x: x[:k])
+            return experience_like(experience, k,
                                    observation=first(experience.time_step.observation),
                                    reward=first(experience.time_step.reward),
                                    action=first(experience.action),
                                    rollout_info=first(experience.rollout_info))
-            return nest.utils.cat_nests([experience, made]), batch_info
 
         def calc_loss(self, info):
             seen.append((self.learner.row_sources.tolist(), info.step_type[:, -2:].T.tolist()))

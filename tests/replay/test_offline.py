@@ -168,6 +168,16 @@ def test_hybrid_batches_have_the_configured_ratio(tmp_path, cartpole_gin):
     # each row's RowSource, in order: the sampled online rows, then the offline ones
     assert sources[0] == [RowSource.SAMPLED] * 8
     assert sources[-1] == [RowSource.SAMPLED] * 8 + [RowSource.OFFLINE] * 24
+    # IMPALA's experience replay mixes in after the offline data, by the same mechanism: half
+    # of the 32 rows so far; every part keeps the fields the offline files hold
+    sources.clear()
+    Trainer(_replay_config(
+        algorithm_ctor=functools.partial(Probe, experience_replay_fraction=0.5,
+                                         optimizer=functools.partial(torch.optim.Adam, lr=1e-3)),
+        offline_buffer_dir=str(out), offline_fraction=0.75, num_iterations=12,
+        save_replay_buffer=False), tmp_path / "hybrid_replay", progress=False).train()
+    assert sources[-1] == ([RowSource.SAMPLED] * 8 + [RowSource.OFFLINE] * 24
+                           + [RowSource.MIXED] * 32)
 
 
 def test_bc_learns_from_alf_pendulum_in_sequences_of_one_step(tmp_path):
