@@ -1,5 +1,5 @@
 """Hindsight experience replay on bit flipping (Andrychowicz et al. 2017, §3.1 and Fig. 1): DQN
-with ``HindsightReplayBuffer`` (the ``future`` strategy, ``her_proportion = 0.8``) against plain
+with ``HindsightSampler`` (the ``future`` strategy, ``her_proportion = 0.8``) against plain
 DQN, the same network, settings and seeds, on ``rlf/BitFlipping-v0`` with ``--bits`` bits.
 
     python bench/her_bit_flipping.py [--bits 15] [--iterations 300] [--seeds 0,1,2]
@@ -21,7 +21,7 @@ import torch
 from rlf.algorithms import DQNAlgorithm, TrainerConfig, build_training
 from rlf.environments import load
 from rlf.networks import MLPEncoder, QNetwork
-from rlf.replay import HindsightReplayBuffer, ReplayBuffer
+from rlf.replay import HindsightSampler
 from rlf.trainers import evaluate_episodes
 from rlf.unrollers import SyncUnroller
 
@@ -30,19 +30,19 @@ def run(bits: int, iterations: int, seed: int, her: bool) -> float:
     """One run's success rate over 100 greedy episodes."""
     torch.manual_seed(seed)
     env = load("rlf/BitFlipping-v0", 16, seed=seed, num_bits=bits)
+    sampler = (HindsightSampler(achieved_goal=(0, bits), desired_goal=(bits, 2 * bits),
+                                her_proportion=0.8) if her else None)
     config = TrainerConfig(unroll_length=bits, mini_batch_size=128, mini_batch_length=2,
                            num_updates_per_train_iter=16, replay_buffer_length=4096,
-                           initial_collect_steps=16 * bits, num_iterations=iterations)
-    buffer = (functools.partial(HindsightReplayBuffer, achieved_goal=(0, bits),
-                                desired_goal=(bits, 2 * bits), her_proportion=0.8)
-              if her else ReplayBuffer)
+                           initial_collect_steps=16 * bits, num_iterations=iterations,
+                           replay_sampler=sampler)
     alg = DQNAlgorithm(
         env.observation_spec(), env.action_spec(), env=env, config=config,
         q_network_ctor=functools.partial(
             QNetwork, encoder_ctor=functools.partial(MLPEncoder, hidden=(256,),
                                                      activation=torch.nn.ReLU)),
         gamma=0.98, epsilon_greedy=0.2, target_update_tau=0.05, target_update_period=1,
-        optimizer=functools.partial(torch.optim.Adam, lr=1e-3), replay_buffer_ctor=buffer)
+        optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
     loop = build_training(alg, SyncUnroller(env, alg))
     for _ in range(iterations):
         loop.train_iter()
