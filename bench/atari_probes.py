@@ -60,6 +60,16 @@ VARIANTS: Dict[str, Dict] = {
                "what": "RMSprop rate 1e-3"},
     "ent0.02": {"bindings": ["ImpalaAlgorithm.entropy_regularization=[(0, 0.02), (2500000, 0.0)]"],
                 "actors": 1, "what": "entropy bonus 0.02 -> 0 over 10M frames"},
+    "replay": {"bindings": ["ImpalaAlgorithm.experience_replay_fraction=0.5",
+                            "ImpalaAlgorithm.experience_replay_length=10000",
+                            "ImpalaAlgorithm.experience_replay_stacked_frames="
+                            "{'time_step.observation': 4}"],
+               "actors": 1,
+               "what": "experience replay (IMPALA §5.3.2): half of each mini-batch replayed "
+                       "from the last 160k agent steps, V-trace correcting"},
+    "adam": {"bindings": ["ImpalaAlgorithm.optimizer=@torch.optim.Adam",
+                          "torch.optim.Adam.lr=2.5e-4", "torch.optim.Adam.eps=1e-5"],
+             "actors": 1, "what": "Adam with PPO's Atari settings (rate 2.5e-4, eps 1e-5)"},
 }
 DEFAULT_PROBES = ["SpaceInvaders/base", "SpaceInvaders/nature", "SpaceInvaders/deep",
                   "SpaceInvaders/passes4", "SpaceInvaders/lr1e-3", "SpaceInvaders/ent0.02",

@@ -63,8 +63,8 @@ def _project(part: Any, template: Any, source: str) -> Any:
 
 class Mixer:
     """Appends each source's ``mixed_count(rows so far, fraction)`` sequences to a mini-batch,
-    in the order of ``sources``; the parts keep the fields they all have (offline files hold
-    fewer than an unroll).
+    in the order of ``sources``, on the mini-batch's device; the parts keep the fields they
+    all have (offline files hold fewer than an unroll).
 
     Args:
         sources: the ``ExperienceSource`` s.
@@ -94,6 +94,8 @@ class Mixer:
             sampled = source.sample(experience, k) if k else None
             if sampled is None:
                 continue
+            # (a memory on the CPU, a mini-batch on the learner's device)
+            sampled = nest.utils.convert_device(sampled, nest.flatten(experience)[0].device)
             parts.append((sampled, f"'{source.name}'"))
             counts[source.row_source] += k
             rows += k

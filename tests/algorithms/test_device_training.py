@@ -20,13 +20,13 @@ pytestmark = pytest.mark.skipif(DEVICE is None, reason="no accelerator (set RLF_
 ADAM = functools.partial(torch.optim.Adam, lr=1e-3)
 
 
-def _impala(device, enable_amp=False):
+def _impala(device, enable_amp=False, **kwargs):
     env = load("CartPole-v1", 4, seed=0)
     config = TrainerConfig(unroll_length=8, whole_replay_buffer_training=True,
                            clear_replay_buffer=True, mini_batch_size=2, num_iterations=10,
                            device=device, enable_amp=enable_amp)
     alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
-                          optimizer=ADAM, gradient_clipping=0.5)
+                          optimizer=ADAM, gradient_clipping=0.5, **kwargs)
     alg.to(device)
     return alg, env
 
@@ -45,6 +45,16 @@ def test_an_amp_training_step_updates_every_parameter_on_the_device():
     assert any(not torch.equal(before[n], p.detach()) for n, p in alg.named_parameters())
     if kind == "cuda":  # float16 autocast needs the loss scaler there
         assert alg.learner._grad_scaler is not None
+    env.close()
+
+
+def test_experience_replay_from_a_cpu_memory_mixes_into_device_mini_batches():
+    torch.manual_seed(0)
+    alg, env = _impala(DEVICE, experience_replay_fraction=0.5)
+    for _ in range(4):  # the memory serves once it holds more than one unroll
+        alg.train_iter()
+    assert alg.experience_replay_memory.total_size > 0 and alg.num_updates > 0
+    assert all(bool(torch.isfinite(p).all()) for p in alg.parameters())
     env.close()
 
 
