@@ -44,7 +44,13 @@ def _key(path: str) -> str:
 def _sampler_of(name: str, sampler: Optional[Sampler], prioritized_sampling: Optional[bool],
                 alpha: Optional[float], beta: Optional[float],
                 max_use: Optional[int]) -> Sampler:
-    """The sampler ``ReplayBuffer`` was given, or the one its deprecated arguments describe."""
+    """The sampler ``ReplayBuffer`` was given, or the one its deprecated arguments describe
+    (also 0.3's positional ``prioritized_sampling``, where the sampler now stands)."""
+    if isinstance(sampler, bool) and prioritized_sampling is None:
+        sampler, prioritized_sampling = None, sampler
+    if sampler is not None and not isinstance(sampler, Sampler):
+        raise ValueError(f"{name}: sampler must be a rlf.replay Sampler (UniformSampler(), "
+                         f"PrioritizedSampler(), HindsightSampler()), got {sampler!r}")
     old = {k: v for k, v in dict(prioritized_sampling=prioritized_sampling, alpha=alpha,
                                  beta=beta, max_use=max_use).items() if v is not None}
     if prioritized_sampling is False:

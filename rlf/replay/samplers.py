@@ -37,6 +37,7 @@ __all__ = ["BatchInfo", "Sampler", "UniformSampler", "PrioritizedSampler", "Hind
 #: The ``rlf.replay.ReplayBuffer`` a sampler serves (not imported: it imports this module).
 Buffer = Any
 
+
 class BatchInfo(NamedTuple):
     """Where a sampled batch came from.
 

@@ -337,6 +337,9 @@ def test_the_deprecated_sampling_arguments_build_the_same_sampler_and_warn():
                                          r"both given; give the sampler only"):
         ReplayBuffer(SPEC, 1, 4, sampler=UniformSampler(), max_use=2, name="R")
     ReplayBuffer(SPEC, 1, 4, prioritized_sampling=False)  # an old conf's default: no warning
+    assert isinstance(ReplayBuffer(SPEC, 1, 4, True).sampler, PrioritizedSampler)  # positional
+    with pytest.raises(ValueError, match=r"^R: sampler must be a rlf.replay Sampler"):
+        ReplayBuffer(SPEC, 1, 4, sampler="uniform", name="R")
     with pytest.raises(ValueError, match=r"update_priority needs a PrioritizedSampler \(its "
                                          r"sampler is UniformSampler\)"):
         new_uniform = ReplayBuffer(SPEC, 1, 4)
