@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlf import nest
-from rlf.algorithms import DQNAlgorithm, TrainerConfig, TrainingLoop
+from rlf.algorithms import DQNAlgorithm, TrainerConfig, TrainingLoop, build_training
 from rlf.data_structures import Experience, StepType, TimeStep, time_step_spec
 from rlf.environments import load
 from rlf.replay import HindsightReplayBuffer, HindsightSampler, PrioritizedSampler, ReplayBuffer
@@ -148,4 +148,35 @@ def test_a_path_that_would_not_call_get_batch_refuses_it_before_anything_runs(
         TrainingLoop(alg, SyncUnroller(env, alg), world=distributed.World(0, learners))
     assert str(refused.value) == line
     assert alg.get_env_steps() == 0
+    env.close()
+
+
+def test_a_relabelling_sampler_relabels_the_runs_offline_data_too(tmp_path):
+    env = load("rlf/BitFlipping-v0", 2, seed=0, num_bits=4)
+
+    def dqn(**config):
+        return DQNAlgorithm(env.observation_spec(), env.action_spec(), env=env,
+                            optimizer=torch.optim.Adam, config=TrainerConfig(
+                                mini_batch_size=8, mini_batch_length=2, **config))
+
+    online = dqn(unroll_length=8)
+    loop = build_training(online, SyncUnroller(env, online))
+    for _ in range(3):
+        loop.train_iter()
+    path = tmp_path / "bits.pt"
+    torch.save({"algorithm": loop.replay_buffer_state_dict()}, path)
+    her = HindsightSampler(achieved_goal=(0, 4), desired_goal=(4, 8), her_proportion=1.0)
+    offline = build_training(dqn(unroll_length=0, offline_buffer_dir=str(path),
+                                 replay_sampler=her)).offline_replay_buffer
+    plain = build_training(dqn(unroll_length=0, offline_buffer_dir=str(path))
+                           ).offline_replay_buffer
+    assert isinstance(offline.sampler, HindsightSampler)
+    assert not plain.sampler.relabels  # (without a relabelling sampler: uniform draws)
+    batch, _ = offline.get_batch(64, 2)
+    observation = batch.time_step.observation
+    # every goal is one the episode achieved, and the reward says whether it was reached
+    reached = (observation[..., :4] == observation[..., 4:8]).all(-1)
+    assert torch.equal(batch.time_step.reward, reached.float() - 1.0)
+    stored, _ = plain.get_batch(64, 2)
+    assert not torch.equal(stored.time_step.observation[..., 4:8], observation[..., 4:8])
     env.close()
