@@ -2,11 +2,11 @@
 algorithm, handing each part its collaborators through its constructor, in the order that
 lets a refused setting stop everything before a run writes anything: the ``Learner``
 (``make_learner``: the algorithm's declared optimizers, built now, stepped over the run's
-``World``), the ``TrainingLoop`` with it and its data path (``make_data_path``, which checks
-``data_needs``, with the offline data), then the unroller: one made already, or an
-``UnrollerFactory`` made only once the replay settings are known to fit its environments (so
-that a refused setting leaves no actor behind). The ``Trainer`` and ``RLAlgorithm.train_iter``
-build through it; a script may too::
+``World``), then the ``TrainingLoop`` with it, its data path (``make_data_path``, which checks
+``data_needs``, with the offline data) and the unroller: one made already, or an
+``UnrollerFactory`` the loop makes only once the replay settings are known to fit its
+environments (so that a refused setting leaves no actor behind). The ``Trainer`` and
+``RLAlgorithm.train_iter`` build through it; a script may too::
 
     loop = build_training(alg, SyncUnroller(env, alg))
     for _ in range(n):
@@ -15,26 +15,14 @@ build through it; a script may too::
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Optional, Union
+from typing import Optional, Union
 
 from rlf.algorithms.learner import Learner, make_learner
 from rlf.algorithms.training_loop import TrainingLoop
-from rlf.unrollers import Unroller
+from rlf.unrollers import Unroller, UnrollerFactory
 from rlf.utils import distributed
 
 __all__ = ["build_training", "UnrollerFactory"]
-
-
-class UnrollerFactory(NamedTuple):
-    """An unroller to be made by ``build_training`` after the checks of its environments.
-
-    Attributes:
-        batch_size: the environments the unroller will step (``Unroller.batch_size``).
-        make: makes it (starting its actors, if any).
-    """
-
-    batch_size: int
-    make: Callable[[], Unroller]
 
 
 def build_training(algorithm, unroller: Union[Unroller, UnrollerFactory, None] = None,
@@ -44,9 +32,10 @@ def build_training(algorithm, unroller: Union[Unroller, UnrollerFactory, None] =
 
     Args:
         algorithm: the root ``RLAlgorithm``.
-        unroller: the ``Unroller`` it acts through, an ``UnrollerFactory`` (made after
-            ``TrainingLoop.check_replay_fits`` of its ``batch_size``), or None (a purely
-            offline loop, or one a script gives its unroller later).
+        unroller: the ``Unroller`` it acts through, an ``UnrollerFactory``
+            (``rlf.unrollers``; the loop makes it after ``check_replay_fits`` of its
+            ``batch_size``), or None (a purely offline loop, or one a script gives its
+            unroller later).
         config: the ``TrainerConfig``; the algorithm's (``run_args.config``) if None.
         world: the learners of the run (``rlf.utils.distributed.World``), handed to the
             learner, the loop and the data path; one learner if None.
@@ -64,15 +53,4 @@ def build_training(algorithm, unroller: Union[Unroller, UnrollerFactory, None] =
     if learner is None:
         learner = make_learner(algorithm, config, world)
     learner.build()
-    loop = TrainingLoop(algorithm, config=config, world=world, learner=learner)
-    if isinstance(unroller, UnrollerFactory):
-        loop.check_replay_fits(unroller.batch_size)
-        made = unroller.make()
-        try:
-            loop.set_unroller(made)
-        except BaseException:
-            made.close()  # (its actors: nothing the build made outlives it)
-            raise
-    elif unroller is not None:
-        loop.set_unroller(unroller)
-    return loop
+    return TrainingLoop(algorithm, unroller, config=config, world=world, learner=learner)

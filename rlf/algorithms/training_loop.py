@@ -37,7 +37,7 @@ from rlf.networks.normalizers import ObservationNormalizer
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import make_offline_replay_buffer
 from rlf.tensor_specs import spec_from_tensors
-from rlf.unrollers import ActorError, Unroller
+from rlf.unrollers import ActorError, Unroller, UnrollerFactory
 from rlf.utils import distributed, summary
 from rlf.utils.common import detach
 from rlf.utils.deprecation import warn_deprecated
@@ -63,7 +63,9 @@ class TrainingLoop:
 
     Args:
         algorithm: the root ``RLAlgorithm``.
-        unroller: the ``Unroller`` it acts through, or None to set it later.
+        unroller: the ``Unroller`` it acts through; an ``UnrollerFactory``, made once
+            ``check_replay_fits`` passed for its ``batch_size`` (and closed if the loop then
+            refuses it); or None to set it later.
         config: the ``TrainerConfig``; the algorithm's if None.
         world: the learners of the run; the learner's if None (one learner without either).
         learner: the ``Learner`` that updates it (``build_training``'s); ``make_learner``'s
@@ -75,7 +77,8 @@ class TrainingLoop:
             refuses.
     """
 
-    def __init__(self, algorithm: LoopSeam, unroller: Optional[Unroller] = None, config=None,
+    def __init__(self, algorithm: LoopSeam,
+                 unroller: Union[Unroller, UnrollerFactory, None] = None, config=None,
                  world: Optional[distributed.World] = None, learner: Optional[Learner] = None):
         config = algorithm.run_args.config if config is None else config
         if config is None:
@@ -107,7 +110,15 @@ class TrainingLoop:
                 self.update_observation_normalizers(offline.gather_held().time_step.observation)
         # alg.train_iter() and alg.training_loop find it there, as in ALF.
         loops.register(algorithm, self)
-        if unroller is not None:
+        if isinstance(unroller, UnrollerFactory):
+            self.check_replay_fits(unroller.batch_size)
+            made = unroller.make()
+            try:
+                self.set_unroller(made)
+            except BaseException:
+                made.close()  # (its actors: nothing the build made outlives it)
+                raise
+        elif unroller is not None:
             self.set_unroller(unroller)
 
     # ------------------------------------------------------------------ parts

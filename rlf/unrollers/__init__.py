@@ -9,7 +9,7 @@ from rlf.unrollers.actor_failures import ActorError, RestartPolicy
 from rlf.unrollers.actor_unroller import ActorUnroller
 from rlf.unrollers.async_unroller import AsyncUnroller
 from rlf.unrollers.sync_unroller import SyncUnroller
-from rlf.unrollers.unroller import Unroller
+from rlf.unrollers.unroller import Unroller, UnrollerFactory
 
 __all__ = ["ActorError", "ActorUnroller", "AsyncUnroller", "RestartPolicy", "SyncUnroller",
-           "Unroller"]
+           "Unroller", "UnrollerFactory"]

@@ -8,9 +8,9 @@ learner's process, in actor processes, in Ray actors on other machines) is its o
 from __future__ import annotations
 
 import abc
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, NamedTuple, Optional
 
-__all__ = ["Unroller"]
+__all__ = ["Unroller", "UnrollerFactory"]
 
 
 class Unroller(abc.ABC):
@@ -75,3 +75,16 @@ class Unroller(abc.ABC):
 
     def close(self) -> None:
         """Releases what the unroller holds (processes, environments it owns)."""
+
+
+class UnrollerFactory(NamedTuple):
+    """An unroller to be made by the ``TrainingLoop`` that takes it, after the checks of its
+    environments (so that a refused setting leaves no actor behind).
+
+    Attributes:
+        batch_size: the environments the unroller will step (``Unroller.batch_size``).
+        make: makes it (starting its actors, if any).
+    """
+
+    batch_size: int
+    make: Callable[[], Unroller]
