@@ -97,8 +97,9 @@ class Mixer:
             # (a memory on the CPU, a mini-batch on the learner's device)
             sampled = nest.utils.convert_device(sampled, nest.flatten(experience)[0].device)
             parts.append((sampled, f"'{source.name}'"))
-            counts[source.row_source] += k
-            rows += k
+            got = nest.flatten(sampled)[0].shape[0]  # (k, unless the source gave fewer)
+            counts[source.row_source] += got
+            rows += got
         if len(parts) > 1:
             template = min((p for p, _ in parts), key=lambda p: len(nest.flatten(p)))
             experience = nest.utils.cat_nests([
