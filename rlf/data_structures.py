@@ -202,7 +202,8 @@ class RowSource(enum.IntEnum):
     SAMPLED = 0
     #: Offline data mixed in by hybrid training (``TrainerConfig.offline_fraction``).
     OFFLINE = 1
-    #: Appended by the algorithm's ``mix_experience`` (e.g. IMPALA's experience replay).
+    #: Appended from the algorithm's ``experience_sources()`` (e.g. IMPALA's experience
+    #: replay) or its deprecated ``mix_experience``.
     MIXED = 2
 
 
@@ -223,8 +224,8 @@ def make_experience(time_step: TimeStep, alg_step: AlgStep, state: Any) -> Exper
 
 def experience_like(template: Experience, num: int, **fields: Any) -> Experience:
     """A batch-major ``[num, T]`` ``Experience`` in the layout of ``template``, a mini-batch
-    of the data path (the ``experience`` that ``mix_experience`` gets): the same nest
-    structure, dtypes, trailing shapes and device, so that it can be appended to it
+    of the data path (the ``mini_batch`` an ``ExperienceSource``'s ``sample`` gets): the same
+    nest structure, dtypes, trailing shapes and device, so that it can be appended to it
     (``rlf.nest.utils.cat_nests``), e.g. sequences from a learned model (Dyna).
 
     Args:

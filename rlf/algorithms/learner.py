@@ -130,7 +130,7 @@ class Learner:
         """During an update (``train_step``, ``calc_loss``, ``after_update``): ``[B]`` int64 on
         the algorithm's device, the ``RowSource`` of each row of the mini-batch, in order:
         the data path's own (``SAMPLED``), hybrid training's offline rows (``OFFLINE``), those
-        ``mix_experience`` appended (``MIXED``). None outside an update."""
+        the algorithm's experience sources appended (``MIXED``). None outside an update."""
         counts = self._row_counts
         if counts is None:
             return None
