@@ -894,7 +894,7 @@ def _learner_mini_batch_size(config, world: distributed.World, on_policy: bool, 
     return size
 
 
-def _check_replay_settings(config, name: str, path: str) -> None:
+def _check_replay_settings(config, sampler: Sampler, name: str, path: str) -> None:
     """Sampled batches need their shape; prioritised replay cannot weigh offline rows.
 
     Raises:
@@ -905,7 +905,6 @@ def _check_replay_settings(config, name: str, path: str) -> None:
         raise UserError(f"{name} trains from sampled replay batches, which need "
                         f"TrainerConfig.mini_batch_size and mini_batch_length (or, without "
                         f"offline data, TrainerConfig.whole_replay_buffer_training = True)")
-    sampler = replay_sampler(config)
     if sampler.prioritized and config.offline_buffer_dir and path != "offline":
         setting = ("priority_replay = True" if config.priority_replay
                    else f"replay_sampler = {type(sampler).__name__}")
@@ -967,8 +966,9 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
                 f"{name} is on-policy", "remove {it}"))
         return UnrollEpochs(algorithm, sequences, mini_batches,
                             config.num_updates_per_train_iter, _mixer(algorithm, sources))
-    _check_replay_settings(config, name, path)
-    if sources and replay_sampler(config).prioritized:
+    sampler = replay_sampler(config)
+    _check_replay_settings(config, sampler, name, path)
+    if sources and sampler.prioritized:
         raise UserError(f"{name}'s experience sources {[s.name for s in sources]} append "
                         f"sequences to prioritised mini-batches, where they have no importance "
                         f"weight and no priority; remove TrainerConfig.priority_replay (or the "
@@ -978,7 +978,7 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
                   config.initial_collect_steps, config.offline_fraction,
                   config.unroll_with_grad, offline_only=path == "offline",
                   length=replay_buffer_length(config),
-                  sampler=replay_sampler(config), make_buffer=make_buffer,
+                  sampler=sampler, make_buffer=make_buffer,
                   offline=None if make_offline is None else make_offline(),
                   mixer=_mixer(algorithm, sources))
 

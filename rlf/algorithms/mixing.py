@@ -85,7 +85,8 @@ class Mixer:
                  ) -> Tuple[Experience, Any, Tuple[int, int, int]]:
         """``(experience, batch_info, counts)``: the mini-batch with the sources' sequences
         appended (``batch_info`` None once any were), and the rows of each ``RowSource``."""
-        n = nest.flatten(experience)[0].shape[0]
+        first = nest.flatten(experience)[0]
+        n = first.shape[0]
         counts = [n, 0, 0]
         parts: List[Tuple[Experience, str]] = [(experience, "the data path")]
         rows = n
@@ -95,16 +96,17 @@ class Mixer:
             if sampled is None:
                 continue
             # (a memory on the CPU, a mini-batch on the learner's device)
-            sampled = nest.utils.convert_device(sampled, nest.flatten(experience)[0].device)
+            sampled = nest.utils.convert_device(sampled, first.device)
             parts.append((sampled, f"'{source.name}'"))
             got = nest.flatten(sampled)[0].shape[0]  # (k, unless the source gave fewer)
             counts[source.row_source] += got
             rows += got
         if len(parts) > 1:
-            template = min((p for p, _ in parts), key=lambda p: len(nest.flatten(p)))
+            leaves = [len(nest.flatten(p)) for p, _ in parts]
+            template = parts[leaves.index(min(leaves))][0]
             experience = nest.utils.cat_nests([
-                p if len(nest.flatten(p)) == len(nest.flatten(template))
-                else _project(p, template, name) for p, name in parts])
+                p if count == min(leaves) else _project(p, template, name)
+                for (p, name), count in zip(parts, leaves)])
             batch_info = None
         if self.hook is not None:
             experience, batch_info = self.hook(experience, batch_info)

@@ -231,31 +231,11 @@ def _check_max_use(max_use: Optional[int]) -> None:
         raise ValueError(f"max_use must be >= 1 or None, got {max_use}")
 
 
-@gin.configurable
-class UniformSampler(Sampler):
-    """Uniform over every (environment, start) pair whose sequence the buffer holds.
+class _SumTreeSampler(Sampler):
+    """A sampler whose bound copy may draw through ``_SumTreeDraws`` (set by ``_attach``):
+    the buffer's writes, clears and loads reach its tree."""
 
-    Args:
-        max_use: if set, a step is the first step of at most this many sampled sequences
-            (DI-engine's ``max_use``); exhausted steps are no longer drawn.
-
-    Raises:
-        ValueError: for ``max_use < 1``.
-    """
-
-    def __init__(self, max_use: Optional[int] = None):
-        _check_max_use(max_use)
-        self.max_use = max_use
-        self._draws: Optional[_SumTreeDraws] = None
-
-    @property
-    def shared_draw(self) -> bool:  # type: ignore[override]
-        return self.max_use is None
-
-    def _attach(self, buffer: Buffer) -> None:
-        super()._attach(buffer)
-        if self.max_use is not None:
-            self._draws = _SumTreeDraws(buffer, False, 1.0, self.max_use)
+    _draws: Optional[_SumTreeDraws] = None
 
     def on_write(self, flat_slots: np.ndarray) -> None:
         if self._draws is not None:
@@ -269,6 +249,32 @@ class UniformSampler(Sampler):
         if self._draws is not None:
             self._draws.tree.rebuild()
 
+
+@gin.configurable
+class UniformSampler(_SumTreeSampler):
+    """Uniform over every (environment, start) pair whose sequence the buffer holds.
+
+    Args:
+        max_use: if set, a step is the first step of at most this many sampled sequences
+            (DI-engine's ``max_use``); exhausted steps are no longer drawn.
+
+    Raises:
+        ValueError: for ``max_use < 1``.
+    """
+
+    def __init__(self, max_use: Optional[int] = None):
+        _check_max_use(max_use)
+        self.max_use = max_use
+
+    @property
+    def shared_draw(self) -> bool:  # type: ignore[override]
+        return self.max_use is None
+
+    def _attach(self, buffer: Buffer) -> None:
+        super()._attach(buffer)
+        if self.max_use is not None:
+            self._draws = _SumTreeDraws(buffer, False, 1.0, self.max_use)
+
     def sample(self, batch_size: int, batch_length: int, num_starts: np.ndarray) -> Draw:
         """``Sampler.sample``: uniform; through the use counts with ``max_use``."""
         if self._draws is not None:
@@ -281,7 +287,7 @@ class UniformSampler(Sampler):
 
 
 @gin.configurable
-class PrioritizedSampler(Sampler):
+class PrioritizedSampler(_SumTreeSampler):
     """Proportional prioritised sampling (Schaul et al. 2016, "Prioritized Experience
     Replay", §3.3): a sequence is drawn in proportion to ``priority ** alpha`` of its first
     step; new steps get the largest priority seen so far. Importance weights
@@ -306,7 +312,6 @@ class PrioritizedSampler(Sampler):
                              f"in [0, 1] (got {beta})")
         _check_max_use(max_use)
         self.alpha, self.beta, self.max_use = float(alpha), float(beta), max_use
-        self._draws: Optional[_SumTreeDraws] = None
 
     def _attach(self, buffer: Buffer) -> None:
         super()._attach(buffer)
@@ -315,15 +320,6 @@ class PrioritizedSampler(Sampler):
     def _tree_draws(self) -> _SumTreeDraws:
         assert self._draws is not None, "PrioritizedSampler used before bind()"
         return self._draws
-
-    def on_write(self, flat_slots: np.ndarray) -> None:
-        self._tree_draws().on_write(flat_slots)
-
-    def on_clear(self) -> None:
-        self._tree_draws().on_clear()
-
-    def on_load(self) -> None:
-        self._tree_draws().tree.rebuild()
 
     def sample(self, batch_size: int, batch_length: int, num_starts: np.ndarray) -> Draw:
         """``Sampler.sample``: in proportion to the priorities, with importance weights."""
