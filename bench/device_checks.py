@@ -131,8 +131,9 @@ def learner_throughput(experience, valid, specs, encoder: str, amp: bool, device
         reps = -(-sequences // experience.time_step.step_type.shape[0])
         batch, mask = nest.map_structure(
             lambda x: x.repeat(reps, *([1] * (x.ndim - 1)))[:sequences], (experience, valid))
-        handling = TrainingLoop(alg).data_path.sequences  # how train_step runs
-        update = functools.partial(alg.learner.update,
+        loop = TrainingLoop(alg)
+        handling = loop.data_path.sequences  # how train_step runs
+        update = functools.partial(loop.learner.update,
                                    Batch(batch, mask, None, 1.0, False, sequences=handling))
         update()  # warm-up: optimizer state, kernels, autotuning
         _sync(device)

@@ -28,11 +28,12 @@ from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm,  # noqa
                             SACAlgorithm, TrainerConfig)
 from rlf.environments import load  # noqa: E402
 from rlf.networks import ActorCriticNetwork  # noqa: E402
+from rlf.algorithms import loop_of
 
 
 def _average_return(alg) -> float:
     """The training episodes' ``AverageReturn`` (the loop's third metric)."""
-    return float(alg.training_loop.metrics[2].result())
+    return float(loop_of(alg).metrics[2].result())
 
 
 def a2c(on_policy: bool) -> float:

@@ -15,6 +15,7 @@ import torch
 from rlf.trainers.gin_config import parse_config
 from rlf.trainers import Trainer
 from rlf.utils.checkpoint import load_checkpoint_file
+from tests.algorithms._learners import learner_of
 
 REPO = Path(__file__).resolve().parents[1]
 OLD_RUN = REPO / "tests" / "data" / "impala_cartpole_run_v0"
@@ -121,4 +122,4 @@ def test_an_old_sac_or_td3_run_with_its_own_update_counter_resumes(name, tmp_pat
     assert "Resuming from iteration 8" in out and "WARNING" not in err
     assert trainer.algorithm.num_updates == 5 + 2  # one update in each of 2 more iterations
     assert "_num_updates" not in trainer.algorithm.state_dict()
-    assert sum(trainer.algorithm.learner.optimizer_steps.values()) > 0
+    assert sum(learner_of(trainer.algorithm).optimizer_steps.values()) > 0

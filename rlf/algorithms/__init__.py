@@ -2,8 +2,10 @@
 (IMPALA, PPO, SAC, TD3, DQN, R2D2, IQL)."""
 
 from rlf.algorithms import optimizers  # noqa: F401  (registers torch.optim classes with gin)
-from rlf.algorithms.algorithm import Algorithm, NonFiniteLossError, RunArgs
+from rlf.algorithms.algorithm import Algorithm, NonFiniteLossError, RunArgs, run_args
 from rlf.algorithms.builder import build_training
+from rlf.algorithms.learner import make_learner
+from rlf.algorithms.loops import loop_of
 from rlf.algorithms.data_needs import DataNeeds
 from rlf.algorithms.memories import NotCheckpointed
 from rlf.algorithms.mixing import ExperienceSource
@@ -25,4 +27,4 @@ __all__ = ["Algorithm", "DQNAlgorithm", "DataNeeds", "ExperienceSource", "IQLAlg
            "NonFiniteLossError", "NotCheckpointed", "PPOAlgorithm", "R2D2Algorithm",
            "RLAlgorithm", "RunArgs", "SACAlgorithm", "TD3Algorithm", "TrainerConfig",
            "TrainingLoop", "adjust_replay_buffer_length", "build_training",
-           "check_unit_interval", "own_method"]
+           "check_unit_interval", "loop_of", "make_learner", "own_method", "run_args"]

@@ -1,14 +1,15 @@
 """Algorithm: the base of every algorithm: specs, states, the step and hook contract.
 
 A subclass writes ``rollout_step``, ``train_step`` and ``calc_loss`` and may override the hooks;
-its ``learner`` owns the optimizers, the updates and the counters. Shapes: ``*_step`` see
+it declares its optimizers (``add_optimizer``), and the ``Learner`` that ``build_training``
+makes steps them and counts. Shapes: ``*_step`` see
 ``[B, ...]`` inputs (``train_step`` ``[T*B, ...]`` when temporally independent), ``calc_loss``
 ``[T, B, ...]`` infos; the replay buffer hands out batch-major ``[B, T, ...]`` data.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -21,12 +22,40 @@ from rlf.algorithms.loops import loop_of
 from rlf.algorithms.mixing import ExperienceSource
 from rlf.algorithms.optimizer_set import OptimizerPlan, OptimizerSet
 from rlf.algorithms.optimization import LOSS_AVERAGES, NonFiniteLossError, check_optimizer_args
-from rlf.algorithms.seams import RunArgs
-from rlf.data_structures import AlgStep, Experience, LossInfo
+from rlf.algorithms.seams import RunArgs, run_args
+from rlf.data_structures import AlgStep, LossInfo
+from rlf.utils.deprecation import warn_deprecated
 from rlf.utils.errors import UserError
 from rlf.utils.common import zeros_from_spec
 
-__all__ = ["Algorithm", "NonFiniteLossError", "RunArgs"]
+__all__ = ["Algorithm", "DEPRECATED_MEMBERS", "NonFiniteLossError", "RunArgs", "run_args"]
+
+
+def _learner(algorithm: Any) -> Any:
+    """The deprecated ``algorithm.learner``: the learner of the loop training it, else one
+    made at the first read and kept."""
+    loop = loop_of(algorithm)
+    if loop is not None:
+        return loop.learner
+    own = algorithm._rlf_own_learner
+    if own is None:
+        from rlf.algorithms.learner import make_learner  # (it does not import this module)
+        own = make_learner(algorithm)
+        set_framework_state(algorithm, _rlf_own_learner=own)
+    return own
+
+
+#: The members rlf 0.4 deprecated (removed in 0.5): name -> (what replaces it, how the alias
+#: answers). They are not in the contract: what trains an algorithm holds them, not it.
+DEPRECATED_MEMBERS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
+    "learner": ("the Learner of the loop that trains it (loop.learner, loop = "
+                "build_training(alg, ...)), or rlf.algorithms.make_learner(alg) for updates by "
+                "hand", _learner),
+    "run_args": ("rlf.algorithms.run_args(alg)", run_args),
+    "training_loop": ("the loop build_training returns (rlf.algorithms.loop_of(alg) finds the "
+                      "one still held)",
+                      lambda alg: loop_of(alg) or vars(alg).get("_rlf_own_loop")),
+}
 
 
 def _base_setter(cls: type, name: str) -> bool:
@@ -128,7 +157,7 @@ class Algorithm(nn.Module):
             _rlf_clip_by_global_norm=clip_by_global_norm,
             _rlf_device=torch.device(getattr(config, "device", None) or "cpu"))
         # The optimizers (built at first use from the declarations) and the counters; the
-        # Learner that steps them is made by build_training (or at first use of ``learner``).
+        # Learner that steps them is made by build_training (or make_learner).
         set_framework_state(self, _rlf_optimizers=OptimizerSet(self, self._rlf_optimizer_plans),
                             _rlf_own_learner=None)
         # ALF's protected names, for a subclass to read (or replace: rlf never reads them).
@@ -184,42 +213,28 @@ class Algorithm(nn.Module):
                         f"own')")
 
     def __getattr__(self, name: str) -> Any:
-        """``nn.Module``'s lookup; a member rlf 0.3 removed raises an ``AttributeError``
-        naming its replacement (``removed.py``)."""
+        """``nn.Module``'s lookup; a member rlf 0.4 deprecated warns once, naming its
+        replacement, and answers as before (``DEPRECATED_MEMBERS``); one rlf 0.3 removed
+        raises an ``AttributeError`` naming its replacement (``removed.py``)."""
         try:
             return super().__getattr__(name)
         except AttributeError:
-            raise removed_member_error(self, name) from None
+            deprecated = DEPRECATED_MEMBERS.get(name)
+            if deprecated is None:
+                raise removed_member_error(self, name) from None
+        warn_deprecated(f"{type(self).__name__}.{name}", deprecated[0])
+        return deprecated[1](self)
+
+    def _rlf_run_args(self) -> RunArgs:
+        """``run_args(self)``: the constructor arguments what trains it reads."""
+        return RunArgs(self._rlf_config, self._rlf_device, self._rlf_checkpoint,
+                       loss_average=self._rlf_loss_average, optimizers=self._rlf_optimizers)
 
     # ------------------------------------------------------------------ properties
     @property
     def name(self) -> str:
         """The algorithm's name."""
         return self._rlf_name
-
-    @property
-    def learner(self) -> Any:
-        """The ``Learner`` that updates it: that of the loop training it (``build_training``
-        makes it with the run's learners; ``rlf.algorithms.loops`` finds the loop), else one
-        of a single learner, made at the first read (for updates by hand,
-        ``alg.learner.update_with_gradient(loss_info)``). Either steps this algorithm's
-        optimizers and counts in its counters (``learner.optimizers``,
-        ``learner.counters``)."""
-        loop = loop_of(self)
-        if loop is not None:
-            return loop.learner
-        own = self._rlf_own_learner
-        if own is None:
-            from rlf.algorithms.learner import make_learner  # (it does not import this module)
-            own = make_learner(self)
-            set_framework_state(self, _rlf_own_learner=own)
-        return own
-
-    @property
-    def run_args(self) -> RunArgs:
-        """The constructor arguments that what trains it reads (``RunArgs``)."""
-        return RunArgs(self._rlf_config, self._rlf_device, self._rlf_checkpoint,
-                       loss_average=self._rlf_loss_average, optimizers=self._rlf_optimizers)
 
     @property
     def on_policy(self) -> Optional[bool]:
@@ -482,12 +497,6 @@ class Algorithm(nn.Module):
             data).
         """
         return ()
-
-    def mix_experience(self, experience: Experience, batch_info: Any) -> Tuple[Experience, Any]:
-        """Deprecated (an override warns once): declare ``experience_sources`` instead. Hook on
-        each batch-major ``[N, T]`` mini-batch before its update, after the sources: may
-        append sequences. Returns ``(experience, batch_info)``; by default unchanged."""
-        return experience, batch_info
 
     def after_update(self, root_inputs: Any, info: Any) -> None:
         """Called after every gradient update (e.g. to update target networks).

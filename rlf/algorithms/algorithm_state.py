@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from rlf.algorithms.seams import run_args
 from rlf.utils.errors import UserError
 
 __all__ = ["state_problems", "load_optimizer_states", "load_initial_checkpoint"]
@@ -97,7 +98,7 @@ def load_initial_checkpoint(algorithm, checkpoint: Optional[str] = None) -> None
             parameters that do not fit, naming the file; nothing is loaded then.
     """
     from rlf.utils.checkpoint import load_checkpoint_file
-    checkpoint = algorithm.run_args.checkpoint if checkpoint is None else checkpoint
+    checkpoint = run_args(algorithm).checkpoint if checkpoint is None else checkpoint
     if not checkpoint:
         return
     where = f"{algorithm.name}.checkpoint = {checkpoint!r}"

@@ -19,7 +19,7 @@ sequences); its ``observe`` takes each unroll, its ``batches`` yield ``Learner.u
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
@@ -27,7 +27,7 @@ from rlf import nest
 from rlf.algorithms.config_parts import DataPathConfig, changed_fields, without_effect
 from rlf.algorithms.data_needs import check_data_needs
 from rlf.algorithms.mixing import ExperienceSource, Mixer, mixed_count
-from rlf.algorithms.seams import DataPathSeam
+from rlf.algorithms.seams import DataPathSeam, run_args
 from rlf.data_structures import Experience, RowSource, valid_step_mask
 from rlf.replay import PrioritizedSampler, ReplayBuffer, Sampler, UniformSampler
 from rlf.tensor_specs import spec_from_tensors
@@ -302,7 +302,7 @@ class MiniBatches:
                 experience, valid = nest.map_structure(lambda x: x[keep], (experience, valid))
         # One host-to-device copy of the whole batch: each mini-batch is then gathered on the
         # device, not gathered on the CPU and copied from pageable memory update by update.
-        experience, valid = nest.utils.convert_device((experience, valid), algorithm.run_args.device)
+        experience, valid = nest.utils.convert_device((experience, valid), run_args(algorithm).device)
         batch_size = valid.shape[0]
         if self.world.distributed:
             # Every learner makes as many updates as the one with the fewest sequences.
@@ -346,7 +346,7 @@ class MiniBatches:
         assert size is not None  # sampled mini-batches have a size
         learners = self.world.size
         experience, valid = _preprocessed(algorithm, experience, batch_info)
-        experience, valid = nest.utils.convert_device((experience, valid), algorithm.run_args.device)
+        experience, valid = nest.utils.convert_device((experience, valid), run_args(algorithm).device)
         record = summary.should_record_summaries()
         per_mini_batch = counter_per_mini_batch and self.counter_per_mini_batch
         num = num_mini_batches
@@ -601,6 +601,7 @@ class Replay(DataPath):
         offline: the offline data's buffer (``make_offline_replay_buffer``), or None.
         mixer: appends the algorithm's experience sources to each mini-batch; None without.
             In hybrid training the offline data is its first source.
+        observers: called with each stored ``[B]`` step, in order (the sources' ``observe``).
     """
 
     def __init__(self, algorithm: DataPathSeam, sequences: Sequences, mini_batches: MiniBatches,
@@ -609,9 +610,11 @@ class Replay(DataPath):
                  length: int, sampler: Sampler,
                  make_buffer: Optional[Callable[[Any], Any]] = None,
                  world: Optional[distributed.World] = None,
-                 offline: Optional[ReplayBuffer] = None, mixer: Optional[Mixer] = None):
+                 offline: Optional[ReplayBuffer] = None, mixer: Optional[Mixer] = None,
+                 observers: Sequence[Callable[[Experience], None]] = ()):
         super().__init__(algorithm, sequences)
         self.world = mini_batches.world if world is None else world
+        self.observers = tuple(observers)
         self.mini_batches, self.num_epochs = mini_batches, num_epochs
         self.whole, self.clear = whole, clear
         self.initial_collect_steps = initial_collect_steps
@@ -753,7 +756,7 @@ class Replay(DataPath):
 
     def observe(self, experience: Experience) -> None:
         """Adds each ``[B]`` step of the unroll (detached, on CPU) to the buffer (built from
-        the first one), then calls ``observe_for_replay`` with it."""
+        the first one), then gives it to each of ``observers``."""
         for t in range(experience.time_step.step_type.shape[0]):
             step = nest.map_structure(lambda x, t=t: x[t], experience)
             if self.buffer is None:
@@ -761,7 +764,8 @@ class Replay(DataPath):
                 self.set_buffer(self.make_buffer(spec_from_tensors(step)))
             assert self.buffer is not None
             self.buffer.add_batch(step, step.time_step.env_id)
-            self.algorithm.observe_for_replay(step)
+            for observe in self.observers:
+                observe(step)
 
     def _offline_source(self, offline: ReplayBuffer) -> ExperienceSource:
         """Hybrid training's offline data as an ``ExperienceSource``."""
@@ -939,6 +943,12 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
     _check_path_settings(algorithm, config, path)
     k = config.burn_in_steps
     sources = tuple(algorithm.experience_sources())
+    observing = [s.name for s in sources if s.observe is not None]
+    if observing and (on_policy or path == "rollout_graph"):
+        raise UserError(f"{name}'s experience sources {observing} fill their memory from the "
+                        f"steps stored in the replay buffer, which its data path '{path}' has "
+                        f"not (an on-policy algorithm trains on each unroll); fill them in "
+                        f"after_train_iter, or make {name} off-policy")
     if path == "rollout_graph":
         if k:
             raise _burn_in_without_state(k, name, path)
@@ -968,8 +978,8 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
                             config.num_updates_per_train_iter, _mixer(algorithm, sources))
     sampler = replay_sampler(config)
     _check_replay_settings(config, sampler, name, path)
-    if sources and sampler.prioritized:
-        raise UserError(f"{name}'s experience sources {[s.name for s in sources]} append "
+    if any(s.fraction for s in sources) and sampler.prioritized:
+        raise UserError(f"{name}'s experience sources {[s.name for s in sources if s.fraction]} append "
                         f"sequences to prioritised mini-batches, where they have no importance "
                         f"weight and no priority; remove TrainerConfig.priority_replay (or the "
                         f"sources)")
@@ -980,16 +990,31 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
                   length=replay_buffer_length(config),
                   sampler=sampler, make_buffer=make_buffer,
                   offline=None if make_offline is None else make_offline(),
-                  mixer=_mixer(algorithm, sources))
+                  mixer=_mixer(algorithm, sources), observers=_observers(algorithm, sources))
+
+
+def _observers(algorithm: DataPathSeam, sources: Tuple[ExperienceSource, ...]
+               ) -> Tuple[Callable[[Experience], None], ...]:
+    """What sees each stored step: the sources' ``observe``, then a deprecated
+    ``observe_for_replay`` override (warned once; a built-in one kept for ``super()`` calls
+    does nothing and is not called)."""
+    observers = [s.observe for s in sources if s.observe is not None]
+    hook = getattr(type(algorithm), "observe_for_replay", None)
+    if hook is not None and not getattr(hook, "_rlf_no_op", False):
+        warn_deprecated(f"{type(algorithm).__name__}.observe_for_replay",
+                        "an rlf.algorithms.ExperienceSource whose observe(step) fills the "
+                        "memory (experience_sources())")
+        observers.append(algorithm.observe_for_replay)  # type: ignore[attr-defined]
+    return tuple(observers)
 
 
 def _mixer(algorithm: DataPathSeam, sources: Tuple[ExperienceSource, ...]) -> Optional[Mixer]:
     """The ``Mixer`` of the algorithm's ``sources`` and its deprecated ``mix_experience``
     override (warned once), or None with neither."""
     hook = None
-    if getattr(type(algorithm).mix_experience, "__qualname__", "") != "Algorithm.mix_experience":
+    if getattr(type(algorithm), "mix_experience", None) is not None:
         warn_deprecated(f"{type(algorithm).__name__}.mix_experience",
                         "experience_sources() returning rlf.algorithms.ExperienceSource "
                         "objects, whose sequences the data path appends to each mini-batch")
-        hook = algorithm.mix_experience
+        hook = algorithm.mix_experience  # type: ignore[attr-defined]
     return Mixer(sources, hook) if sources or hook else None

@@ -188,10 +188,14 @@ class ImpalaAlgorithm(RLAlgorithm):
         return self._memory.buffer
 
     def observe_for_replay(self, exp) -> None:
-        """With experience replay, stores the step (stored in the training buffer already)
-        in the memory too."""
-        if not self._replay_fraction:
-            return
+        """Deprecated, and does nothing: the experience-replay source's ``observe`` stores
+        each step in the memory (``experience_sources``). Kept for one release so that an
+        override calling ``super().observe_for_replay(exp)`` still runs."""
+
+    observe_for_replay._rlf_no_op = True  # type: ignore[attr-defined]  # (not an observer)
+
+    def _remember(self, exp) -> None:
+        """Stores the step (stored in the training buffer already) in the memory too."""
         if self.experience_replay_memory is None:
             spec = spec_from_tensors(exp)
             self._memory.buffer = self._memory_ctor(
@@ -200,12 +204,13 @@ class ImpalaAlgorithm(RLAlgorithm):
         self.experience_replay_memory.add_batch(exp, exp.time_step.env_id)
 
     def experience_sources(self) -> Sequence[ExperienceSource]:
-        """With experience replay, its memory: each mini-batch of ``N`` sequences gets
-        ``round(N * f / (1 - f))`` sequences sampled from it, once it holds a sequence that
-        ``max_use`` has not exhausted."""
+        """With experience replay, its memory, which keeps each stored step: each mini-batch
+        of ``N`` sequences gets ``round(N * f / (1 - f))`` sequences sampled from it, once it
+        holds a sequence that ``max_use`` has not exhausted."""
         if not self._replay_fraction:
             return ()
-        return (ExperienceSource("experience_replay", self._replayed, self._replay_fraction),)
+        return (ExperienceSource("experience_replay", self._replayed, self._replay_fraction,
+                                 observe=self._remember),)
 
     def _replayed(self, experience, k: int):
         """``k`` sequences from the memory as long as ``experience``'s, or None while it holds

@@ -21,7 +21,7 @@ from rlf import nest
 from rlf.algorithms.counters import Counters
 from rlf.algorithms.optimizer_set import OptimizerEntry, OptimizerPlan, OptimizerSet
 from rlf.algorithms.data_paths import Batch, RolloutBatch
-from rlf.algorithms.seams import LearnerSeam
+from rlf.algorithms.seams import LearnerSeam, run_args
 from rlf.algorithms.optimization import (NonFiniteLossError, extra_mean,
                                          extra_sum, masked_loss_mean, term_mask)
 from rlf.data_structures import Experience, LossInfo, valid_step_mask
@@ -342,7 +342,7 @@ class Learner:
         total = cast(torch.Tensor, sum(terms.values()))
         # (meta tensors, which the device-placement tests train on, hold no values to check)
         if total.device.type != "meta" and not bool(torch.isfinite(total.detach())):
-            _raise_non_finite(alg, loss_info, total)
+            _raise_non_finite(alg, self.counters.train_iter_num, loss_info, total)
         stepping = self._backward(terms, entries, names)
         active = summary.is_active()
         params = self._step(stepping, entries, active)
@@ -587,7 +587,8 @@ def _clip_grads(params: List[nn.Parameter], clip: Optional[float], by_global_nor
         foreach=params[0].device.type != "meta").detach()
 
 
-def _raise_non_finite(algorithm, loss_info: LossInfo, loss: torch.Tensor) -> None:
+def _raise_non_finite(algorithm, train_iter_num: int, loss_info: LossInfo,
+                      loss: torch.Tensor) -> None:
     bad = [p for p, v in nest.flatten_with_path(
         {"loss": loss_info.loss, "scalar_loss": loss_info.scalar_loss,
          "extra": loss_info.extra})
@@ -595,7 +596,7 @@ def _raise_non_finite(algorithm, loss_info: LossInfo, loss: torch.Tensor) -> Non
     where = ", ".join(bad) if bad else "the weighted total"
     raise NonFiniteLossError(
         f"{algorithm.name}: the loss is {float(loss.detach())} at training iteration "
-        f"{algorithm.learner.counters.train_iter_num} (non-finite terms: {where}); no update "
+        f"{train_iter_num} (non-finite terms: {where}); no update "
         f"was applied. "
         f"Lower the learning rate, clip gradients, or restart from the last good checkpoint.")
 
@@ -610,7 +611,7 @@ def make_learner(algorithm, config=None, world: Optional[distributed.World] = No
         config: the ``TrainerConfig``; the algorithm's if None.
         world: the learners of the run; one learner if None.
     """
-    args = algorithm.run_args
+    args = run_args(algorithm)
     return Learner(algorithm, args.optimizers, LearnerSettings(
         args.config if config is None else config, args.device, args.loss_average,
         distributed.World() if world is None else world))

@@ -36,12 +36,17 @@ class ExperienceSource(NamedTuple):
         fraction: the source's share of the mini-batch it is appended to, in ``[0, 1)``:
             ``k = mixed_count(rows so far, fraction)``.
         row_source: how its rows are marked (``Learner.row_sources``).
+        observe: ``observe(step)``, called with each ``[B]`` ``Experience`` step (detached,
+            on CPU) right after the data path stored it in its replay buffer: fills the
+            source's memory (IMPALA's); None: the source fills itself otherwise. A memory
+            that no mini-batch mixes (a model's training set) is a source of ``fraction`` 0.
     """
 
     name: str
     sample: Callable[[Experience, int], Optional[Experience]]
     fraction: float
     row_source: RowSource = RowSource.MIXED
+    observe: Optional[Callable[[Experience], None]] = None
 
 
 def _project(part: Any, template: Any, source: str) -> Any:

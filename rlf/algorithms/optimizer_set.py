@@ -14,6 +14,7 @@ from torch import nn
 
 from rlf.algorithms.counters import Counters
 from rlf.algorithms.optimization import checked_schedule
+from rlf.unrollers.actor_params import register_counters
 from rlf.utils.errors import UserError
 
 __all__ = ["OptimizerEntry", "OptimizerPlan", "OptimizerSet"]
@@ -64,6 +65,7 @@ class OptimizerSet:
         self._plans = plans
         self.counters = Counters()
         self._entries: Optional[List[OptimizerEntry]] = None
+        register_counters(algorithm, self)  # (its counters travel to the actors' copies)
 
     @property
     def built(self) -> bool:

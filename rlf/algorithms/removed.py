@@ -133,8 +133,9 @@ def removed_member_error(obj, name: str) -> AttributeError:
 
 
 def check_observe_for_replay(cls: type) -> None:
-    """Refuses an ``observe_for_replay`` whose ``super()`` call reaches rlf's base class: in rlf
-    0.1 that stored the changed step; since 0.2 each step is stored before the hook runs.
+    """Refuses an ``observe_for_replay`` whose ``super()`` call reaches rlf's base classes
+    (which since rlf 0.4 define none): in rlf 0.1 that stored the changed step; since 0.2 each
+    step is stored before the hook runs.
 
     Raises:
         UserError: (a ``ValueError``) naming the class and the way to relabel now.
@@ -147,8 +148,8 @@ def check_observe_for_replay(cls: type) -> None:
         code = getattr(hook, "__code__", None)
         if code is None or not {"super", "observe_for_replay"} <= set(code.co_names):
             continue
-        parent = next(k for k in mro[i + 1:] if "observe_for_replay" in vars(k))
-        if vars(parent).get("_rlf_base_class"):
+        parent = next((k for k in mro[i + 1:] if "observe_for_replay" in vars(k)), None)
+        if parent is None:
             raise UserError(
                 f"{klass.__name__}.observe_for_replay calls super().observe_for_replay: since "
                 f"rlf 0.2 each step is stored before the hook runs, so a step changed there is "

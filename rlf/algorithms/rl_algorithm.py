@@ -60,17 +60,17 @@ class RLAlgorithm(Algorithm):
 
     A ``TrainingLoop`` trains it: it unrolls, gives each unroll to the data path the settings
     select (``rlf.algorithms.data_paths.make_data_path``, whose module docstring tabulates
-    them) and has the ``learner`` update on each of the path's batches.
+    them) and has its ``Learner`` update on each of the path's batches.
 
     A subclass writes the policy (``rollout_step``, ``train_step`` on every path but
     ``"rollout_graph"``, ``calc_loss``; ``predict_step`` is ``rollout_step`` without its info
     by default) and may override the hooks: ``preprocess_experience`` (once on the whole
-    batch-major ``[B, T]`` experience before it is split: GAE, returns), ``mix_experience``,
-    ``observe_for_replay``, ``after_update``, ``after_train_iter``,
+    batch-major ``[B, T]`` experience before it is split: GAE, returns),
+    ``experience_sources``, ``after_update``, ``after_train_iter``,
     ``train_state_from_rollout_state``, ``actor_modules`` and ``offline_layout``. Several
     optimizers: ``add_optimizer``. It reads the counters (``num_updates``,
-    ``get_env_steps()``, ``learner.counters``), which reach actor copies with the parameters,
-    and knows which actor a copy is (``actor_identity``; None on the learner).
+    ``get_env_steps()``), which reach actor copies with the parameters, and knows which actor
+    a copy is (``actor_identity``; None on the learner).
 
     Args:
         observation_spec: nest of ``TensorSpec`` of one observation.
@@ -208,10 +208,9 @@ class RLAlgorithm(Algorithm):
             identity = ActorIdentity(int(index), int(num_actors))
         set_framework_state(self, _rlf_actor_identity=identity)
 
-    @property
-    def run_args(self) -> RunArgs:
-        """``Algorithm.run_args`` with the training environment, the metrics' discount and
-        the replay buffer's constructor."""
+    def _rlf_run_args(self) -> RunArgs:
+        """``Algorithm``'s run arguments with the training environment, the metrics' discount
+        and the replay buffer's constructor."""
         return RunArgs(self._rlf_config, self._rlf_device, self._rlf_checkpoint,
                        self._rlf_env, self._rlf_metric_discount, self._rlf_replay_buffer_ctor,
                        self._rlf_loss_average, self._rlf_optimizers)
@@ -222,14 +221,6 @@ class RLAlgorithm(Algorithm):
         ``data_needs`` and ``rollout_graph_training``; read-only), which ``make_data_path``
         checks against the settings."""
         return self._rlf_data_needs
-
-    @property
-    def training_loop(self) -> Any:
-        """The ``TrainingLoop`` last built over this algorithm that is still held (by a
-        ``Trainer``, a script, or this algorithm's ``train_iter``), or None: a hook reaches
-        the replay buffers, data path, unroller and metrics through it. The algorithm does
-        not hold it (``rlf.algorithms.loops``) but the one its ``train_iter`` built."""
-        return loop_of(self) or self._rlf_own_loop
 
     def train_iter(self) -> int:
         """One training iteration (ALF's ``RLAlgorithm.train_iter``): unroll, train through
@@ -243,8 +234,9 @@ class RLAlgorithm(Algorithm):
 
         The first call builds ``build_training(self, SyncUnroller(env, self))`` (without
         ``env``, a purely offline config trains on its data alone), which the algorithm keeps
-        (``training_loop``); an algorithm that a loop built elsewhere trains (a ``Trainer``'s,
-        ``build_training``'s, while what built it holds it) trains through that loop.
+        (``rlf.algorithms.loop_of(alg)`` finds it); an algorithm that a loop built elsewhere
+        trains (a ``Trainer``'s, ``build_training``'s, while what built it holds it) trains
+        through that loop.
 
         Returns:
             The steps trained on (with repetitions).
@@ -307,13 +299,6 @@ class RLAlgorithm(Algorithm):
             names = sorted(set(called))
             set_framework_state(self, _rlf_actor_module_names=names)
         return list(names)
-
-    def observe_for_replay(self, exp: Experience) -> None:
-        """Hook on each ``[B]`` step (CPU) just stored in the replay buffer (IMPALA's memory).
-
-        Args:
-            exp: the ``[B]`` ``Experience`` of one step.
-        """
 
     def offline_layout(self) -> OfflineLayout:
         """How offline replay files are read (when ``build_training`` loads them): the spec

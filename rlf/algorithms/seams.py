@@ -1,6 +1,6 @@
 """What the machinery of training needs of an algorithm, as typing ``Protocol`` s: the
 ``Learner`` (``LearnerSeam``), a data path (``DataPathSeam``) and the ``TrainingLoop``
-(``LoopSeam``), and the run arguments an algorithm hands on (``RunArgs``). Every
+(``LoopSeam``), and the run arguments an algorithm hands on (``RunArgs``, ``run_args``). Every
 ``RLAlgorithm`` is each seam: mypy checks the types of its members against them where
 rl_algorithm.py ends (not that a member exists: ``nn.Module.__getattr__`` answers any name);
 an object that is not an ``RLAlgorithm`` but has these members trains as well.
@@ -14,18 +14,18 @@ from typing import (TYPE_CHECKING, Any, Dict, Iterator, NamedTuple, Optional, Pr
 import torch
 from torch import nn
 
-from rlf.data_structures import AlgStep, Experience, LossInfo
+from rlf.data_structures import AlgStep, LossInfo
 
 if TYPE_CHECKING:
     from rlf.algorithms.data_needs import DataNeeds
     from rlf.replay.offline import OfflineLayout
 
-__all__ = ["LearnerSeam", "DataPathSeam", "LoopSeam", "RunArgs"]
+__all__ = ["LearnerSeam", "DataPathSeam", "LoopSeam", "RunArgs", "run_args"]
 
 
 class RunArgs(NamedTuple):
     """The constructor arguments an algorithm hands on to what trains it
-    (``algorithm.run_args``).
+    (``run_args(algorithm)``).
 
     Attributes:
         config: the ``TrainerConfig``, or None.
@@ -45,6 +45,18 @@ class RunArgs(NamedTuple):
     replay_buffer_ctor: Any = None
     loss_average: str = "all"
     optimizers: Any = None
+
+
+def run_args(algorithm: "DataPathSeam") -> RunArgs:
+    """The constructor arguments an algorithm hands on to what trains it: its config, device,
+    initial checkpoint, optimizer declarations and counters, and an ``RLAlgorithm``'s
+    environment, metrics' discount and replay buffer constructor (``RunArgs``).
+    ``build_training`` and the ``Trainer`` read them; a subclass has no need to.
+
+    Args:
+        algorithm: an ``Algorithm``.
+    """
+    return algorithm._rlf_run_args()
 
 
 class LearnerSeam(Protocol):
@@ -80,17 +92,13 @@ class DataPathSeam(Protocol):
     @property
     def on_policy(self) -> Optional[bool]: ...
 
-    @property
-    def run_args(self) -> RunArgs: ...
+    def _rlf_run_args(self) -> RunArgs: ...  # (run_args)
 
     @property
     def data_needs(self) -> "DataNeeds": ...
 
     @property
     def train_state_spec(self) -> Any: ...
-
-    @property
-    def learner(self) -> Any: ...  # the Learner (whose module imports this one)
 
     def get_initial_train_state(self, batch_size: int) -> Any: ...
 
@@ -101,12 +109,7 @@ class DataPathSeam(Protocol):
     def preprocess_experience(self, root_inputs: Any, rollout_info: Any, batch_info: Any
                               ) -> Tuple[Any, Any]: ...
 
-    def observe_for_replay(self, exp: Experience) -> None: ...
-
     def experience_sources(self) -> Sequence[Any]: ...
-
-    def mix_experience(self, experience: Experience, batch_info: Any
-                       ) -> Tuple[Experience, Any]: ...
 
 
 class LoopSeam(DataPathSeam, Protocol):

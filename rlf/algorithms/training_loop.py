@@ -30,7 +30,7 @@ from rlf.algorithms.data_paths import (DataPath, Replay, make_data_path,
 from rlf.algorithms.learner import Learner, make_learner
 from rlf.algorithms.memories import check_memories
 from rlf.algorithms import loops
-from rlf.algorithms.seams import LoopSeam
+from rlf.algorithms.seams import LoopSeam, run_args
 from rlf.data_structures import Experience, time_step_spec
 from rlf.metrics import StepMetric, make_default_metrics
 from rlf.networks.normalizers import ObservationNormalizer
@@ -80,7 +80,7 @@ class TrainingLoop:
     def __init__(self, algorithm: LoopSeam,
                  unroller: Union[Unroller, UnrollerFactory, None] = None, config=None,
                  world: Optional[distributed.World] = None, learner: Optional[Learner] = None):
-        config = algorithm.run_args.config if config is None else config
+        config = run_args(algorithm).config if config is None else config
         if config is None:
             raise ValueError(f"{algorithm.name}: training needs config=TrainerConfig")
         self.algorithm, self.config = algorithm, config
@@ -183,14 +183,14 @@ class TrainingLoop:
         self._unroller = unroller
         if self._metrics is None:
             self._num_envs = unroller.batch_size
-            env = alg.run_args.env
+            env = run_args(alg).env
             # With several learners each rank's metrics see all N*B environments.
             num_envs = self._num_envs * learners
             self._metrics = make_default_metrics(
                 batch_size=num_envs, reward_shape=tuple(alg.reward_spec.shape),
                 env_info_spec=env.env_info_spec() if env is not None else {},
                 buffer_size=max(config.summaries.metric_min_buffer_size, num_envs),
-                discount=alg.run_args.metric_discount)
+                discount=run_args(alg).metric_discount)
 
     def check_replay_fits(self, batch_size: int) -> None:
         """The replay checks for an unroller of ``batch_size`` environments, before its actors
@@ -227,7 +227,7 @@ class TrainingLoop:
         """
         alg = self.algorithm
         try:
-            return alg.run_args.replay_buffer_ctor(
+            return run_args(alg).replay_buffer_ctor(
                 data_spec=data_spec, num_environments=num_environments, max_length=max_length,
                 name=f"{alg.name}_replay_buffer", sampler=self._replay_path().sampler)
         except ValueError as e:
@@ -246,7 +246,7 @@ class TrainingLoop:
             UserError: (a ``ValueError``) for a setting the buffer refuses.
         """
         alg = self.algorithm
-        env = alg.run_args.env
+        env = run_args(alg).env
         ts = (env.time_step_spec() if env is not None else
               time_step_spec(alg.observation_spec, alg.action_spec, alg.reward_spec))
         spec = Experience(time_step=ts, action=alg.action_spec, rollout_info=(),
@@ -304,7 +304,7 @@ class TrainingLoop:
             settings["files"], layout.spec, length=settings["length"],
             aliases=layout.aliases, name=f"{alg.name}_offline_replay_buffer",
             action_spec=alg.action_spec, normalized_actions=settings["normalized_actions"],
-            buffer_ctor=alg.run_args.replay_buffer_ctor, **self._offline_sampler())
+            buffer_ctor=run_args(alg).replay_buffer_ctor, **self._offline_sampler())
         logger.info("loaded offline replay data: %d steps in %d environments",
                     offline.total_size, offline.num_environments)
         return offline

@@ -163,7 +163,7 @@ def restored_state(trainer) -> Dict[str, Any]:
     return {"iteration": trainer.iterations, "env_steps": int(algorithm.get_env_steps()),
             "num_updates": int(algorithm.num_updates),
             "lr": [[float(g["lr"]) for g in opt.param_groups]
-                   for opt in algorithm.learner.optimizers],
+                   for opt in trainer.loop.learner.optimizers],
             "digest": state_digest(algorithm.state_dict())}
 
 
@@ -195,18 +195,20 @@ def amend_last_event(run_dir: Path, event: Dict[str, Any]) -> None:
 def optimizer_settings(algorithm) -> List[List[Dict[str, Any]]]:
     """Deprecated (removed in rlf 0.4): ``rlf.trainers.optimizer_settings.optimizer_settings(
     algorithm.learner.optimizers)``."""
+    from rlf.algorithms.seams import run_args
     from rlf.trainers import optimizer_settings as settings
     _deprecated("optimizer_settings", "optimizer_settings(alg.learner.optimizers)")
-    return settings.optimizer_settings(algorithm.learner.optimizers)
+    return settings.optimizer_settings(run_args(algorithm).optimizers.optimizers)
 
 
 def apply_optimizer_settings(algorithm, configured: List[List[Dict[str, Any]]]) -> List[str]:
     """Deprecated (removed in rlf 0.4): ``rlf.trainers.optimizer_settings.
     apply_optimizer_settings(alg.learner.optimizers, alg.learner.schedules, configured)``."""
+    from rlf.algorithms.seams import run_args
     from rlf.trainers import optimizer_settings as settings
     _deprecated("apply_optimizer_settings", "apply_optimizer_settings(alg.learner.optimizers, "
                 "alg.learner.schedules, configured)")
-    learner = algorithm.learner
+    learner = run_args(algorithm).optimizers
     return settings.apply_optimizer_settings(learner.optimizers, learner.schedules, configured)
 
 

@@ -18,7 +18,7 @@ def optimizer_settings(optimizers: List[torch.optim.Optimizer]) -> List[List[Dic
     parameters): read before a restore, they are the configured ones.
 
     Args:
-        optimizers: the learner's optimizers (``algorithm.learner.optimizers``).
+        optimizers: the learner's optimizers (``loop.learner.optimizers``).
 
     Returns:
         Per optimizer, per parameter group, ``{name: value}`` (floats, tuples, or tensors

@@ -85,7 +85,7 @@ class RunRestore:
             if not world.is_chief:
                 return self._restore_learner(newest[0])
             assert found is not None  # rank 0 found what it broadcast
-            configured = optimizer_settings(self._algorithm.learner.optimizers)
+            configured = optimizer_settings(self._loop.learner.optimizers)
             restored = self._checkpointer.apply(*found)
             self._settle_optimizer_settings(configured)
             replay = restored.companions.get(REPLAY_BUFFER_COMPANION)
@@ -130,7 +130,7 @@ class RunRestore:
         extra = dict(algorithm.get("_extra_state") or {})
         extra["last_unroll_step"] = None  # (one learner's environments)
         algorithm["_extra_state"] = extra
-        configured = optimizer_settings(self._algorithm.learner.optimizers)
+        configured = optimizer_settings(self._loop.learner.optimizers)
         try:
             RunCheckpoint(self._algorithm, self._loop).load_state_dict(algorithm)
         except ValueError as e:
@@ -159,7 +159,7 @@ class RunRestore:
             ValueError: naming the hyperparameters that differ (``restore`` makes it a
                 ``CheckpointMismatchError``).
         """
-        learner = self._algorithm.learner
+        learner = self._loop.learner
         if self._configured_optimizer_settings:
             self.optimizer_changes = apply_optimizer_settings(
                 learner.optimizers, learner.schedules, configured)

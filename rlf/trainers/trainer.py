@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 from rlf.algorithms.algorithm import NonFiniteLossError
+from rlf.algorithms.seams import run_args
 from rlf.algorithms.algorithm_state import load_initial_checkpoint
 from rlf.algorithms.config import RANDOM_SEED_LIMIT
 from rlf.algorithms.data_paths import replay_buffer_not_restored
@@ -292,7 +293,7 @@ class Trainer:
         """Makes the run's checkpointer (its trainer state reading the algorithm's counters
         and memories); with several learners, forks the shared random generators."""
         config, algorithm, loop, world = self._config, self._algorithm, self._loop, self._world
-        self._state.counters = algorithm.learner.counters
+        self._state.counters = loop.learner.counters
         self._state.not_checkpointed = functools.partial(not_checkpointed_memories, algorithm)
         # Rank 0 writes the run's checkpoints, every other learner its own state beside them
         # (ckpt/learner-<rank>/).
@@ -303,7 +304,7 @@ class Trainer:
         if world.distributed:
             # The batch draws continue from here as one learner's would; each learner's own
             # draws (and numpy's, Python's) get a stream of their own.
-            world.fork_shared_generators([algorithm.run_args.device])
+            world.fork_shared_generators([run_args(algorithm).device])
             own = (self._seed_value + 7919 * (world.rank + 1)) % RANDOM_SEED_LIMIT
             random.seed(own)
             np.random.seed(own)

@@ -8,7 +8,8 @@ actor at each parameter update; ``ActorIdentity`` is what ``build_actor`` gives 
 
 from __future__ import annotations
 
-from typing import Dict
+import weakref
+from typing import Any, Dict
 
 import torch
 from torch import nn
@@ -16,10 +17,21 @@ from torch import nn
 from rlf.data_structures import ActorIdentity  # (defined there; importable from here)
 from rlf.utils.errors import UserError
 
-__all__ = ["ActorIdentity", "COUNTERS_KEY", "actor_state_dict"]
+__all__ = ["ActorIdentity", "COUNTERS_KEY", "actor_state_dict", "register_counters"]
 
 #: The key of the counters in ``actor_state_dict()``.
 COUNTERS_KEY = "_counters"
+
+#: algorithm -> a weak reference to its optimizer set (held weakly both ways).
+_COUNTED: "weakref.WeakKeyDictionary[Any, weakref.ref]" = weakref.WeakKeyDictionary()
+
+
+def register_counters(algorithm: Any, optimizers: Any) -> None:
+    """Records ``optimizers`` (its ``OptimizerSet``: ``optimizers`` builds them, ``counters``
+    counts) as those whose counters travel with ``algorithm``'s parameters under
+    ``COUNTERS_KEY``; each algorithm's ``OptimizerSet`` registers itself when made. Neither
+    is kept alive by it."""
+    _COUNTED[algorithm] = weakref.ref(optimizers)
 
 
 def actor_state_dict(algorithm) -> Dict[str, torch.Tensor]:
@@ -43,10 +55,15 @@ def actor_state_dict(algorithm) -> Dict[str, torch.Tensor]:
         n for n, _ in algorithm.named_buffers(recurse=False)}
     params = {k: v for k, v in nn.Module.state_dict(algorithm, keep_vars=True).items()
               if isinstance(v, torch.Tensor) and (k.startswith(prefixes) or k in own)}
-    learner = algorithm.learner
+    ref = _COUNTED.get(algorithm)
+    optimizers = None if ref is None else ref()
+    if optimizers is None:
+        raise UserError(f"{type(algorithm).__name__}: this copy was not made by its constructor "
+                        f"(copy.deepcopy or unpickling), so its counters are unknown; make the "
+                        f"actors' copies with the algorithm's constructor")
     try:
-        learner.optimizers  # noqa: B018 (sizes the optimizers' step counts)
+        optimizers.optimizers  # noqa: B018 (sizes the optimizers' step counts)
     except UserError:
         pass  # parameters without an optimizer: no step counts (the learner's alike)
-    params[COUNTERS_KEY] = learner.counters.tensor
+    params[COUNTERS_KEY] = optimizers.counters.tensor
     return params

@@ -3,6 +3,7 @@
 term's alone."""
 
 import torch
+from tests.algorithms._learners import learner_of
 
 
 def assert_each_term_trains_only_its_own(alg, loss, owners, atol):
@@ -21,7 +22,7 @@ def assert_each_term_trains_only_its_own(alg, loss, owners, atol):
         grads = torch.autograd.grad(loss.loss[term].mean(), [p for _, p in own],
                                     retain_graph=True)
         expected.update({n: g for (n, _), g in zip(own, grads)})
-    alg.learner.update_with_gradient(loss)
+    learner_of(alg).update_with_gradient(loss)
     for name, p in alg.named_parameters():
         if p.requires_grad:
             assert torch.allclose(p.grad, expected[name], atol=atol), name

@@ -12,6 +12,7 @@ from rlf.algorithms import build_training
 from rlf.algorithms.training_loop import RunCheckpoint
 from rlf.data_structures import valid_step_mask
 from rlf.unrollers import SyncUnroller
+from tests.algorithms._learners import learner_of
 
 
 def assert_resumes_exactly(make_alg, train_iters: int, experience_for_update):
@@ -37,7 +38,7 @@ def assert_resumes_exactly(make_alg, train_iters: int, experience_for_update):
     _assert_same(state, RunCheckpoint(other, other_loop).state_dict())
     for a, lp in ((alg, loop), (other, other_loop)):
         torch.manual_seed(123)
-        a.learner.update(Batch(experience, valid, None, 1.0, False,
+        learner_of(a).update(Batch(experience, valid, None, 1.0, False,
                                sequences=lp.data_path.sequences))
     _assert_same(RunCheckpoint(alg, loop).state_dict(),
                  RunCheckpoint(other, other_loop).state_dict())

@@ -17,6 +17,8 @@ from rlf.environments import load
 from rlf.tensor_specs import TensorSpec
 from rlf.utils import deprecation
 from rlf.utils.errors import UserError
+from rlf.algorithms import loop_of
+from tests.algorithms._learners import learner_of
 
 SGD = functools.partial(torch.optim.SGD, lr=1.0)
 
@@ -31,7 +33,7 @@ def test_update_masks_invalid_steps_and_averages_over_all():
     alg = Linear()
     loss = alg.w * torch.ones(4, 2)  # d(mean(loss*mask))/dw = sum(mask) / 8
     mask = torch.tensor([[1., 1.], [0., 1.], [1., 1.], [1., 0.]])
-    alg.learner.update_with_gradient(LossInfo(loss=loss), mask)
+    learner_of(alg).update_with_gradient(LossInfo(loss=loss), mask)
     assert float(alg.w.detach()) == pytest.approx(-6 / 8)
 
 
@@ -39,27 +41,27 @@ def test_transition_loss_uses_the_first_t_minus_1_rows_and_averages_over_them():
     alg = Linear()
     mask = torch.tensor([[1., 1.], [0., 1.], [1., 1.], [0., 0.]])  # [T=4, B=2]
     loss = alg.w * torch.ones(3, 2)  # [T-1, B]: rows 0-2 of the mask, 5 valid of 6
-    alg.learner.update_with_gradient(LossInfo(loss=loss), mask)
+    learner_of(alg).update_with_gradient(LossInfo(loss=loss), mask)
     assert float(alg.w.detach()) == pytest.approx(-5 / 6)
     with pytest.raises(ValueError, match=r"fits neither"):
-        alg.learner.update_with_gradient(LossInfo(loss=alg.w * torch.ones(5, 2)), mask)
+        learner_of(alg).update_with_gradient(LossInfo(loss=alg.w * torch.ones(5, 2)), mask)
 
 
 def test_gradient_clipping_by_global_norm_and_value():
     alg = Linear(gradient_clipping=0.5)
-    alg.learner.update_with_gradient(LossInfo(loss=alg.w * 3.0))
+    learner_of(alg).update_with_gradient(LossInfo(loss=alg.w * 3.0))
     assert float(alg.w.detach()) == pytest.approx(-0.5)
     alg = Linear(gradient_clipping=0.25, clip_by_global_norm=False)
-    alg.learner.update_with_gradient(LossInfo(loss=-alg.w * 3.0))
+    learner_of(alg).update_with_gradient(LossInfo(loss=-alg.w * 3.0))
     assert float(alg.w.detach()) == pytest.approx(0.25)
 
 
 def test_non_finite_loss_names_term_and_changes_nothing():
     alg = Linear()
-    alg.learner.counters.train_iter_num = 7
+    learner_of(alg).counters.train_iter_num = 7
     bad = alg.w * torch.tensor([1.0, float("nan")])
     with pytest.raises(NonFiniteLossError, match=r"iteration 7.*extra\.value_loss"):
-        alg.learner.update_with_gradient(LossInfo(loss=bad, extra={"value_loss": bad,
+        learner_of(alg).update_with_gradient(LossInfo(loss=bad, extra={"value_loss": bad,
                                                            "pg_loss": alg.w * torch.ones(2)}))
     assert float(alg.w.detach()) == 0.0
 
@@ -79,7 +81,7 @@ def test_state_dict_carries_optimizers_and_rejects_mismatch_untouched():
             super().__init__(optimizer=functools.partial(torch.optim.Adam, lr=0.1))
             self.net = nn.Linear(n, 1)
     a = Net(3)
-    a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    learner_of(a).update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
     sd = a.state_dict()
     assert len(sd["_optimizers"]) == 1 and sd["_optimizers"][0]["state"]
     b = Net(3)
@@ -100,7 +102,7 @@ def test_a_checkpoint_of_another_optimizer_class_is_refused_untouched():
             super().__init__(optimizer=optimizer)
             self.net = nn.Linear(3, 1)
     a = Net(functools.partial(torch.optim.Adam, lr=0.1))
-    a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    learner_of(a).update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
     b = Net(functools.partial(torch.optim.SGD, lr=0.1))
     before = b.net.weight.clone()
     with pytest.raises(ValueError, match=re.escape(
@@ -119,7 +121,7 @@ def test_a_checkpoint_with_a_schedule_is_refused_without_one_as_a_schedule_misma
                              lr_scheduler=lr_scheduler)
             self.net = nn.Linear(3, 1)
     a = Net(functools.partial(torch.optim.lr_scheduler.LinearLR, total_iters=5))
-    a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    learner_of(a).update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
     with pytest.raises(ValueError) as info:
         Net().load_state_dict(a.state_dict())
     assert str(info.value) == ("Algorithm: the checkpoint does not fit this algorithm: "
@@ -137,11 +139,11 @@ def test_a_schedule_that_makes_the_rate_negative_is_refused():
                                  gamma=-0.1))
             self.net = nn.Linear(3, 1)
     a = Net()
-    a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+    learner_of(a).update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
     with pytest.raises(UserError, match=re.escape(
             "Algorithm: the learning-rate schedule MultiStepLR of optimizer 0 set the learning "
             "rate to -0.010000000000000002 after 2 updates; a rate must be finite and >= 0")):
-        a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+        learner_of(a).update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
 
 
 def test_the_hyperparameters_a_restore_replaced_are_named_and_can_be_put_back():
@@ -159,7 +161,7 @@ def test_the_hyperparameters_a_restore_replaced_are_named_and_can_be_put_back():
     for sched in (None, functools.partial(torch.optim.lr_scheduler.LinearLR, start_factor=0.5,
                                           total_iters=5)):
         a = Net(0.1, sched)
-        a.learner.update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
+        learner_of(a).update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
         same = Net(0.1, sched)
         configured = optimizer_settings(same.learner.optimizers)
         same.load_state_dict(a.state_dict())
@@ -230,10 +232,10 @@ def test_lr_scheduler_steps_per_update_and_resumes_from_state_dict():
     sched = functools.partial(torch.optim.lr_scheduler.LinearLR, start_factor=1.0,
                               end_factor=0.5, total_iters=2)
     a = Linear(lr_scheduler=sched)
-    a.learner.update_with_gradient(LossInfo(loss=a.w * 1.0))
-    a.learner.update_with_gradient(LossInfo(loss=a.w * 1.0))
+    learner_of(a).update_with_gradient(LossInfo(loss=a.w * 1.0))
+    learner_of(a).update_with_gradient(LossInfo(loss=a.w * 1.0))
     assert float(a.w.detach()) == pytest.approx(-1.75)
-    assert a.learner.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.5)
+    assert learner_of(a).optimizers[0].param_groups[0]["lr"] == pytest.approx(0.5)
     sd = a.state_dict()
     assert sd["_lr_schedulers"][0]["last_epoch"] == 2
     b = Linear(lr_scheduler=sched)
@@ -251,14 +253,14 @@ def test_update_skipped_by_grad_scaler_does_not_step_the_schedule():
     sched = functools.partial(torch.optim.lr_scheduler.LinearLR, start_factor=1.0,
                               end_factor=0.5, total_iters=2)
     a = Linear(lr_scheduler=sched)
-    a.learner._grad_scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127)
-    a.learner.update_with_gradient(LossInfo(loss=a.w * 1e10))  # scaled gradient 1.7e48: inf
+    learner_of(a)._grad_scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127)
+    learner_of(a).update_with_gradient(LossInfo(loss=a.w * 1e10))  # scaled gradient 1.7e48: inf
     assert float(a.w.detach()) == 0.0
-    assert a.learner.schedules[0].last_epoch == 0
-    assert a.learner._grad_scaler.get_scale() == 2.0 ** 126  # the scaler did see the overflow
-    a.learner.update_with_gradient(LossInfo(loss=a.w * 1.0))  # finite: a step at the first rate
+    assert learner_of(a).schedules[0].last_epoch == 0
+    assert learner_of(a)._grad_scaler.get_scale() == 2.0 ** 126  # the scaler did see the overflow
+    learner_of(a).update_with_gradient(LossInfo(loss=a.w * 1.0))  # finite: a step at the first rate
     assert float(a.w.detach()) == pytest.approx(-1.0)
-    assert a.learner.schedules[0].last_epoch == 1
+    assert learner_of(a).schedules[0].last_epoch == 1
 
 
 def test_lr_scheduler_without_optimizer_is_named():
@@ -338,7 +340,7 @@ def test_adjust_replay_buffer_length_and_fractional_unroll():
     sizes = []
     for _ in range(8):
         alg.train_iter()
-        buffer = alg.training_loop.replay_buffer
+        buffer = loop_of(alg).replay_buffer
         sizes.append(buffer.total_size if buffer else 0)
     assert sizes == [0, 0, 0, 2, 2, 2, 2, 4]  # one step every 4 iterations
     assert len(alg.seen) == 1 and alg.seen[0]["count"].shape == (2, 4)  # [T, B] time-major
@@ -355,14 +357,14 @@ def test_sampled_batch_is_split_in_order_into_mini_batches(monkeypatch):
     alg.train_iter()
     alg.train_iter()  # the buffer now holds 8 steps per environment
     sampled, updates = [], []
-    get_batch = alg.training_loop.replay_buffer.get_batch
-    monkeypatch.setattr(alg.training_loop.replay_buffer, "get_batch",
+    get_batch = loop_of(alg).replay_buffer.get_batch
+    monkeypatch.setattr(loop_of(alg).replay_buffer, "get_batch",
                         lambda *a: sampled.append(get_batch(*a)) or sampled[-1])
-    monkeypatch.setattr(alg.learner, "_update_rows", lambda batch: updates.append(
+    monkeypatch.setattr(learner_of(alg), "_update_rows", lambda batch: updates.append(
         (batch.experience.time_step.observation, batch.batch_info.positions, batch.weight))
         or 0)
-    for batch in alg.training_loop.data_path.batches():
-        alg.learner.update(batch)
+    for batch in loop_of(alg).data_path.batches():
+        learner_of(alg).update(batch)
     (batch, info), = sampled
     assert batch.time_step.observation.shape[:2] == (6, 3)  # 2 x 3 sequences of 3 steps
     assert len(updates) == 3
@@ -439,7 +441,7 @@ def test_a_schedule_shorter_than_one_update_is_refused_when_the_optimizers_are_m
     # torch accepts them: the first update divided by zero, or the rate never changed.
     alg = Linear(lr_scheduler=schedule)
     with pytest.raises(UserError, match=f": {setting} must be >= 1 \\(updates\\), got -?[02]"):
-        alg.learner.build()
+        learner_of(alg).build()
 
 
 def test_a_subclass_taking_a_reserved_name_is_refused_at_construction_in_one_line():

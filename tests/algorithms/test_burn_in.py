@@ -15,6 +15,7 @@ from rlf.algorithms.data_paths import Batch
 from rlf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.utils.errors import UserError
+from tests.algorithms._learners import learner_of
 
 F, M = StepType.FIRST, StepType.MID
 H = 3
@@ -104,7 +105,7 @@ def test_an_update_with_burn_in_masks_the_trained_steps_with_their_own_rows():
     loss = (info["value"] ** 2 * valid[3:]).mean()
     grad = torch.autograd.grad(loss, reference.w.weight)[0]
     sequences = build_training(alg).data_path.sequences  # how train_step runs (burn-in)
-    alg.learner.update(Batch(nest.map_structure(lambda x: x.transpose(0, 1), exp),
+    learner_of(alg).update(Batch(nest.map_structure(lambda x: x.transpose(0, 1), exp),
                              valid.transpose(0, 1), None, 1.0, False, sequences=sequences))
     assert torch.allclose(alg.w.weight.detach(), reference.w.weight.detach() - 0.1 * grad,
                           atol=1e-6)

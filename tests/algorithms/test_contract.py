@@ -15,7 +15,7 @@ from torch import nn
 import rlf
 
 from rlf.algorithms import (DQNAlgorithm, RLAlgorithm, TrainerConfig, TrainingLoop,
-                            build_training, own_method)
+                            build_training, loop_of, own_method, run_args)
 from rlf.algorithms.removed import REMOVED_HOOKS, REMOVED_MEMBERS
 from rlf.data_structures import AlgStep
 from rlf.environments import load
@@ -26,21 +26,20 @@ CONTRACT = {
     # the policy
     "rollout_step", "predict_step", "train_step", "calc_loss",
     # the hooks
-    "preprocess_experience", "experience_sources", "mix_experience", "observe_for_replay",
-    "after_update",
+    "preprocess_experience", "experience_sources", "after_update",
     "after_train_iter", "train_state_from_rollout_state", "get_initial_rollout_state",
     "get_initial_predict_state", "get_initial_train_state", "actor_modules", "offline_layout",
     # the specs
     "observation_spec", "action_spec", "reward_spec", "rollout_state_spec", "train_state_spec",
     "predict_state_spec",
     # optimizers and counters
-    "add_optimizer", "is_due", "num_updates", "get_env_steps", "learner",
-    # what it needs of the data path, and hands on to what trains it
-    "data_needs", "run_args",
+    "add_optimizer", "is_due", "num_updates", "get_env_steps",
+    # what it needs of the data path
+    "data_needs",
     # who it is
     "name", "on_policy", "actor_identity", "weighted_reward",
-    # ALF's entry point, and the loop under it
-    "train_iter", "training_loop",
+    # ALF's entry point
+    "train_iter",
 }
 
 
@@ -48,9 +47,8 @@ def _public(cls):
     return {n for n in dir(cls) if not n.startswith("_")} - set(dir(nn.Module))
 
 
-def test_rl_algorithm_has_35_public_members_and_none_of_the_removed_ones():
-    # (35 while the deprecated mix_experience stays)
-    assert _public(RLAlgorithm) == CONTRACT and len(CONTRACT) <= 35
+def test_rl_algorithm_has_30_public_members_and_none_of_the_removed_ones():
+    assert _public(RLAlgorithm) == CONTRACT and len(CONTRACT) <= 30
     assert not CONTRACT & REMOVED_MEMBERS.keys()
 
 
@@ -85,11 +83,30 @@ def test_the_replacements_train_as_the_loop_does():
     loop = TrainingLoop(alg)
     loop.set_unroller(SyncUnroller(env, alg))
     for _ in range(6):
-        alg.train_iter()  # trains through alg.training_loop
-    assert alg.training_loop is loop and alg.num_updates > 0
+        alg.train_iter()  # trains through the loop built over it
+    assert loop_of(alg) is loop and alg.num_updates > 0
     assert alg.get_env_steps() == loop.env_steps > 0
     assert loop.replay_buffer.total_size == 6 * 4 * 2
-    assert alg.learner.optimizers and alg.learner.names == ["default"]
+    assert loop.learner.optimizers and loop.learner.names == ["default"]
+    env.close()
+
+
+@pytest.mark.parametrize("name", ["learner", "run_args", "training_loop"])
+def test_a_member_deprecated_in_0_4_warns_once_and_answers_as_before(name):
+    """``learner``, ``run_args`` and ``training_loop`` left the contract (what trains the
+    algorithm holds them); for one release each still answers, warning once with its
+    replacement."""
+    from rlf.utils import deprecation
+    alg, env = _dqn()
+    loop = build_training(alg, SyncUnroller(env, alg))
+    deprecation._warned.discard(("", f"DQNAlgorithm.{name}"))
+    with pytest.warns(DeprecationWarning, match=rf"^DQNAlgorithm\.{name} is deprecated .*; use "):
+        value = getattr(alg, name)
+    assert value is {"learner": loop.learner, "run_args": value,
+                     "training_loop": loop}[name]
+    if name == "run_args":
+        assert value == run_args(alg) and value.env is env
+    assert not hasattr(RLAlgorithm, name)
     env.close()
 
 
@@ -100,12 +117,12 @@ def test_the_algorithm_holds_no_loop_built_over_it():
     alg, env = _dqn()
     loop = build_training(alg, SyncUnroller(env, alg))
     loop.train_iter()
-    assert alg.training_loop is loop
+    assert loop_of(alg) is loop
     assert not [v for v in vars(alg).values() if isinstance(v, TrainingLoop)]
     gone = weakref.ref(loop)
     del loop
     gc.collect()
-    assert gone() is None and alg.training_loop is None
+    assert gone() is None and loop_of(alg) is None
     with pytest.raises(UserError, match=r"^DQNAlgorithm: the TrainingLoop built over it is no "
                                         r"longer held, so train_iter would start another; "
                                         r"keep it \(loop = build_training\(...\)\) and call "
@@ -114,10 +131,10 @@ def test_the_algorithm_holds_no_loop_built_over_it():
     env.close()
     alg, env = _dqn()
     alg.train_iter()  # ALF's entry: its own loop, over its own env
-    own = alg.training_loop
+    own = loop_of(alg)
     assert isinstance(own, TrainingLoop) and own.replay_buffer.total_size == 4 * 2
     alg.train_iter()
-    assert alg.training_loop is own
+    assert loop_of(alg) is own
     env.close()
 
 
@@ -202,7 +219,7 @@ def _module_imports(path):
 def test_the_algorithm_imports_nothing_of_what_trains_it():
     """The algorithm is at the bottom: its modules import neither the learner, the loop, the
     data paths, the builder nor the unrollers; only ALF's entry (``train_iter``: the builder
-    and ``SyncUnroller``) and the fallback ``learner`` (``make_learner``) import, when
+    and ``SyncUnroller``) and the deprecated ``learner`` (``make_learner``) import, when
     called."""
     root = Path(rlf.__file__).parent / "algorithms"
     machinery = ("rlf.algorithms.learner", "rlf.algorithms.training_loop",
@@ -214,7 +231,7 @@ def test_the_algorithm_imports_nothing_of_what_trains_it():
         called.update({f: sorted(m for m in ms if m.startswith(machinery))
                        for f, ms in inner.items()})
     assert {f: ms for f, ms in called.items() if ms} == {
-        "learner": ["rlf.algorithms.learner"],
+        "_learner": ["rlf.algorithms.learner"],
         "train_iter": ["rlf.algorithms.builder", "rlf.unrollers"],
         "adjust_replay_buffer_length": ["rlf.algorithms.data_paths"]}
     alg, env = _dqn()
@@ -236,7 +253,7 @@ def test_a_learner_built_with_a_world_warns_and_takes_it():
         learner.build(world)
     assert learner.settings.world is world and learner.built
     assert make_learner(alg, world=world).settings.world is world
-    assert learner.counters is alg.learner.counters  # the algorithm's, whichever learner
+    assert learner.counters is make_learner(alg).counters  # the algorithm's, whichever learner
     env.close()
 
 

@@ -18,6 +18,7 @@ from rlf.algorithms import (DQNAlgorithm, ImpalaAlgorithm, PPOAlgorithm, TD3Algo
 from rlf.trainers.gin_config import ConfigError, parse_config
 from rlf.environments import load
 from rlf.utils.errors import UserError
+from rlf.algorithms import run_args
 
 ADAM = functools.partial(torch.optim.Adam, lr=1e-3)
 CARTPOLE, PENDULUM = load("CartPole-v1", 1), load("Pendulum-v1", 1)
@@ -29,7 +30,7 @@ def _make(ctor, env=CARTPOLE, **config):
 
 
 def _path(alg):
-    return make_data_path(alg, alg.run_args.config.data_path).name
+    return make_data_path(alg, run_args(alg).config.data_path).name
 
 
 def test_the_settings_select_one_named_data_path():

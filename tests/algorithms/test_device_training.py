@@ -14,6 +14,7 @@ from rlf import nest
 from rlf.algorithms import ImpalaAlgorithm, TrainerConfig
 from rlf.environments import load
 from rlf.utils.checkpoint import atomic_save, load_checkpoint_file
+from tests.algorithms._learners import learner_of
 
 DEVICE = os.environ.get("RLF_TEST_DEVICE") or ("cuda" if torch.cuda.is_available() else None)
 pytestmark = pytest.mark.skipif(DEVICE is None, reason="no accelerator (set RLF_TEST_DEVICE)")
@@ -44,7 +45,7 @@ def test_an_amp_training_step_updates_every_parameter_on_the_device():
         assert bool(torch.isfinite(p).all()), name
     assert any(not torch.equal(before[n], p.detach()) for n, p in alg.named_parameters())
     if kind == "cuda":  # float16 autocast needs the loss scaler there
-        assert alg.learner._grad_scaler is not None
+        assert learner_of(alg)._grad_scaler is not None
     env.close()
 
 

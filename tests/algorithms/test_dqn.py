@@ -16,6 +16,7 @@ from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
 from rlf.unrollers.actor_params import actor_state_dict
 from rlf.utils.errors import UserError
+from rlf.algorithms import loop_of
 
 from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
 
@@ -213,7 +214,7 @@ def test_sampled_training_waits_for_a_whole_sequence_whatever_initial_collect_st
     held, trained = [], []
     for _ in range(6):
         trained.append(alg.train_iter())
-        held.append(alg.training_loop.replay_buffer.current_size.tolist())
+        held.append(loop_of(alg).replay_buffer.current_size.tolist())
     first = next(i for i, n in enumerate(trained) if n)
     assert held[first] == [4, 4] and held[first - 1] == [3, 3]
     assert trained[first:] == [8 * 4] * (6 - first)

@@ -19,6 +19,8 @@ from rlf.unrollers import SyncUnroller
 from rlf.unrollers.actor_params import ActorIdentity
 from rlf.utils import deprecation
 from rlf.utils.errors import UserError
+from rlf.algorithms import loop_of
+from tests.algorithms._learners import learner_of
 
 ALF_FILE = Path(__file__).resolve().parents[1] / "data" / "alf_pendulum_sac_replay_buffer.pt"
 ADAM = functools.partial(torch.optim.Adam, lr=1e-3)
@@ -60,7 +62,7 @@ def test_a_subclass_keeps_its_own_actor_critic_and_counters_also_as_an_actor_cop
         alg.train_iter()
     assert alg._num_updates == alg.num_updates == 3
     assert (alg._loop, alg._env) == ("mine", "mine too")
-    assert isinstance(alg.training_loop, TrainingLoop)
+    assert isinstance(loop_of(alg), TrainingLoop)
     env.close()
 
 
@@ -118,14 +120,14 @@ def test_an_offline_layout_calling_super_loads_alfs_file_and_trains_without_a_wa
         warnings.simplefilter("error")
         for _ in range(3):
             alg.train_iter()
-    assert alg.num_updates == 3 and alg.training_loop.offline_replay_buffer.total_size > 0
-    loaded = alg.training_loop.offline_replay_buffer
+    assert alg.num_updates == 3 and loop_of(alg).offline_replay_buffer.total_size > 0
+    loaded = loop_of(alg).offline_replay_buffer
     deprecation._warned.discard(("", "TrainingLoop.load_offline_data"))
     with pytest.warns(DeprecationWarning, match=r"^TrainingLoop.load_offline_data is "
                                                 r"deprecated .*; use no call \(building the "
                                                 r"loop loads the offline data"):
-        alg.training_loop.load_offline_data()  # built with the loop: nothing is loaded twice
-    assert alg.training_loop.offline_replay_buffer is loaded
+        loop_of(alg).load_offline_data()  # built with the loop: nothing is loaded twice
+    assert loop_of(alg).offline_replay_buffer is loaded
     env.close()
 
 
@@ -232,13 +234,13 @@ def test_a_loss_over_no_transition_is_one_line_naming_mini_batch_length():
                                         r"of burn_in_steps \+ 2 steps; set TrainerConfig."
                                         r"mini_batch_length = 2 \(it is 1\)$"):
         alg.train_iter()
-    assert alg.training_loop is None and alg.num_updates == 0
+    assert loop_of(alg) is None and alg.num_updates == 0
     # An algorithm that declares nothing: the learner's line at the update.
     valid = torch.ones(1, 4)
     with pytest.raises(UserError, match="MinimalDQN.calc_loss gave a loss over 0 steps of "
                                         "sequences of 1 steps: a loss over transitions needs "
                                         "TrainerConfig.mini_batch_length >= 2"):
-        alg.learner.update_with_gradient(LossInfo(loss=torch.zeros(0, 4)), valid)
+        learner_of(alg).update_with_gradient(LossInfo(loss=torch.zeros(0, 4)), valid)
     env.close()
 
 

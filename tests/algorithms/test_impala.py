@@ -7,12 +7,13 @@ import re
 import pytest
 import torch
 
-from rlf.algorithms import ExperienceSource, ImpalaAlgorithm, TrainerConfig
+from rlf.algorithms import ExperienceSource, ImpalaAlgorithm, TrainerConfig, loop_of
 from rlf.algorithms.impala import ImpalaInfo
 from rlf import nest
 from rlf.data_structures import RowSource, StepType, TimeStep, experience_like
 from rlf.environments import load
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+from tests.algorithms._learners import learner_of
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 
@@ -68,7 +69,8 @@ def test_experience_replay_mixes_the_configured_fraction_with_max_use():
     class Probe(ImpalaAlgorithm):
         def calc_loss(self, info):
             returns, log_rhos, valid, _ = self.vtrace_returns(info)
-            seen.append((info.value.shape, log_rhos[valid], self.learner.row_sources.tolist()))
+            seen.append((info.value.shape, log_rhos[valid],
+                         loop_of(self).learner.row_sources.tolist()))
             return super().calc_loss(info)
 
     torch.manual_seed(0)
@@ -85,7 +87,7 @@ def test_experience_replay_mixes_the_configured_fraction_with_max_use():
     assert all(shape == (9, 8) for shape, _, _ in seen)
     # the rows mix_experience appended are marked as such, after the sampled ones
     assert seen[-1][2] == [RowSource.SAMPLED] * 4 + [RowSource.MIXED] * 4
-    assert alg.learner.row_sources is None  # outside an update
+    assert learner_of(alg).row_sources is None  # outside an update
     assert seen[-1][1].abs().max() > 1e-4  # replayed steps were acted by older policies
     memory = alg.experience_replay_memory
     assert int(memory._use_count.max()) <= 2 and int(memory._use_count.sum()) > 0
@@ -304,7 +306,8 @@ def test_sequences_made_by_experience_like_train_as_mixed_rows():
                                    rollout_info=first(experience.rollout_info))
 
         def calc_loss(self, info):
-            seen.append((self.learner.row_sources.tolist(), info.step_type[:, -2:].T.tolist()))
+            seen.append((loop_of(self).learner.row_sources.tolist(),
+                         info.step_type[:, -2:].T.tolist()))
             return super().calc_loss(info)
 
     env = load("CartPole-v1", 4, seed=0)
@@ -320,3 +323,37 @@ def test_sequences_made_by_experience_like_train_as_mixed_rows():
     assert sources == [RowSource.SAMPLED] * 4 + [RowSource.MIXED] * 2
     assert made_step_types == [[F, M, M, M, M]] * 2  # one episode through each made row
     assert any(not torch.equal(a, b) for a, b in zip(before, alg.parameters()))
+
+
+def test_a_source_observes_each_stored_step_and_the_old_hook_warns_and_runs_after_it():
+    """A source's ``observe`` fills its memory from each stored step (one of ``fraction`` 0
+    mixes nothing); a deprecated ``observe_for_replay`` override still runs after it, warned
+    once; on an on-policy path, where nothing is stored, the source is refused in one line."""
+    from rlf.utils import deprecation
+    from rlf.utils.errors import UserError
+    calls = []
+
+    class Watches(ImpalaAlgorithm):
+        def experience_sources(self):
+            return (ExperienceSource("watch", lambda experience, k: None, 0.0,
+                                     observe=lambda step: calls.append("source")),)
+
+        def observe_for_replay(self, exp):
+            calls.append("hook")
+
+    env = load("CartPole-v1", 2, seed=0)
+    config = TrainerConfig(unroll_length=3, whole_replay_buffer_training=True,
+                           clear_replay_buffer=True)
+    alg = Watches(env.observation_spec(), env.action_spec(), env=env, config=config,
+                  optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
+    deprecation._warned.discard(("", "Watches.observe_for_replay"))
+    with pytest.warns(DeprecationWarning, match=r"^Watches.observe_for_replay is deprecated"):
+        alg.train_iter()
+    assert calls == ["source", "hook"] * 3
+    on_policy = Watches(env.observation_spec(), env.action_spec(), env=env, config=config,
+                        is_on_policy=True, optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
+    with pytest.raises(UserError, match=r"^ImpalaAlgorithm's experience sources \['watch'\] "
+                                        r"fill their memory from the steps stored in the "
+                                        r"replay buffer, which its data path '\w+' has not"):
+        on_policy.train_iter()
+    env.close()

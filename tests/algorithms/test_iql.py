@@ -15,6 +15,7 @@ from rlf.algorithms.iql import IQLInfo, awr_weights, expectile_loss
 from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+from tests.algorithms._learners import learner_of
 
 from tests.algorithms._loss_terms import assert_each_term_trains_only_its_own
 from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
@@ -75,7 +76,7 @@ def test_losses_against_a_float64_transcription_and_each_term_trains_its_own_par
     assert_each_term_trains_only_its_own(
         alg, loss, {"value": "_value.", "critic": "_critics.", "actor": ("_actor.", "_log_std")},
         1e-6)
-    assert alg.learner.optimizer_steps == {"actor": 1, "critic": 1, "value": 1}
+    assert learner_of(alg).optimizer_steps == {"actor": 1, "critic": 1, "value": 1}
 
 
 def test_iql_trains_purely_offline_on_alfs_pendulum_file_without_an_override():

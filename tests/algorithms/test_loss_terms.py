@@ -15,6 +15,7 @@ from rlf.algorithms.optimization import masked_loss_mean
 from rlf.data_structures import LossInfo, ReplacingMask
 from rlf.utils import summary
 from rlf.utils.tensorboard_reader import read_scalar_tags
+from tests.algorithms._learners import learner_of
 
 SGD = functools.partial(torch.optim.SGD, lr=1.0)
 
@@ -43,7 +44,7 @@ def test_each_term_trains_only_its_optimizer_and_a_delayed_one_steps_every_secon
     for update in range(1, 5):
         assert alg.is_due("b") == (update % 2 == 0)
         a_before = alg.a.item()
-        alg.learner.update_with_gradient(_terms(alg))
+        learner_of(alg).update_with_gradient(_terms(alg))
         # a: its own term's gradient (1) only, never b's (which would add b).
         assert alg.a.item() == pytest.approx(a_before - 1.0)
         if update % 2 == 0:  # b steps with the rate of its own step count
@@ -51,30 +52,30 @@ def test_each_term_trains_only_its_optimizer_and_a_delayed_one_steps_every_secon
             lr_b -= 0.125  # LinearLR: 1.0 -> 0.5 over 4 of b's steps
         assert alg.b.item() == pytest.approx(expected_b)
     assert alg.num_updates == 4
-    assert alg.learner.optimizer_steps == {"a": 4, "b": 2}
+    assert learner_of(alg).optimizer_steps == {"a": 4, "b": 2}
     # The schedule of b advanced on b's two steps only, not on the a-only updates.
-    assert alg.learner.schedules[1].last_epoch == 2
-    assert alg.learner.optimizers[1].param_groups[0]["lr"] == pytest.approx(0.75)
+    assert learner_of(alg).schedules[1].last_epoch == 2
+    assert learner_of(alg).optimizers[1].param_groups[0]["lr"] == pytest.approx(0.75)
 
 
 def test_a_missing_term_leaves_its_optimizer_unstepped_and_an_unknown_one_is_refused():
     alg = TwoParts(every_b=1)
-    alg.learner.update_with_gradient(LossInfo(loss={"a": alg.a * 2.0}))
-    assert alg.learner.optimizer_steps == {"a": 1, "b": 0}
-    assert alg.learner.schedules[1].last_epoch == 0
+    learner_of(alg).update_with_gradient(LossInfo(loss={"a": alg.a * 2.0}))
+    assert learner_of(alg).optimizer_steps == {"a": 1, "b": 0}
+    assert learner_of(alg).schedules[1].last_epoch == 0
     with pytest.raises(ValueError, match=r"loss terms \['c'\] name no optimizer.*\['a', 'b'\]"):
-        alg.learner.update_with_gradient(LossInfo(loss={"c": alg.a * 1.0}))
+        learner_of(alg).update_with_gradient(LossInfo(loss={"c": alg.a * 1.0}))
     with pytest.raises(KeyError, match="no optimizer named 'c'"):
         alg.is_due("c")
 
 
 def test_a_single_loss_steps_every_due_optimizer_and_names_must_differ():
     alg = TwoParts()
-    alg.learner.update_with_gradient(LossInfo(loss=alg.a + alg.b))
-    assert alg.learner.optimizer_steps == {"a": 1, "b": 0}
+    learner_of(alg).update_with_gradient(LossInfo(loss=alg.a + alg.b))
+    assert learner_of(alg).optimizer_steps == {"a": 1, "b": 0}
     assert alg.b.item() == 0.0  # not due: its gradient was computed but not applied
-    alg.learner.update_with_gradient(LossInfo(loss=alg.a + alg.b))
-    assert alg.learner.optimizer_steps == {"a": 2, "b": 1}
+    learner_of(alg).update_with_gradient(LossInfo(loss=alg.a + alg.b))
+    assert learner_of(alg).optimizer_steps == {"a": 2, "b": 1}
     fresh = TwoParts()
     with pytest.raises(ValueError, match="name 'a' is taken"):
         fresh.add_optimizer(SGD, fresh.b, name="a")
@@ -85,7 +86,7 @@ def test_a_single_loss_steps_every_due_optimizer_and_names_must_differ():
 def test_step_counts_are_checkpointed():
     alg = TwoParts()
     for _ in range(3):
-        alg.learner.update_with_gradient(_terms(alg))
+        learner_of(alg).update_with_gradient(_terms(alg))
     other = TwoParts()
     other.load_state_dict(alg.state_dict())
     assert other.num_updates == 3 and other.learner.optimizer_steps == {"a": 3, "b": 1}
@@ -106,7 +107,7 @@ def test_an_alternating_term_reaches_the_summaries(tmp_path):
             loss = {"a": alg.a * 1.0}
             if update % 2:
                 loss["b"] = alg.b * 3.0
-            alg.learner.update_with_gradient(
+            learner_of(alg).update_with_gradient(
                 LossInfo(loss=loss, extra={"term": alg.a * 0 + update}))
         writer.flush()
     finally:
@@ -130,7 +131,8 @@ def test_a_t_minus_3_loss_with_a_mask_gives_the_hand_computed_gradient():
     x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     mask = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
     step_mask = torch.ones(6, 2)  # the loop's mask (all ones) times the loss's own
-    alg.learner.update_with_gradient(LossInfo(loss={"a": alg.a * x}, mask={"a": mask}), step_mask)
+    learner_of(alg).update_with_gradient(LossInfo(loss={"a": alg.a * x}, mask={"a": mask}),
+                                         step_mask)
     # "all": d/da sum(mask * a x) / 6 = (1 + 3 + 4 + 6) / 6
     assert alg.a.item() == pytest.approx(-14 / 6)
     valid = TwoParts(every_b=1, loss_average="valid")
@@ -139,7 +141,7 @@ def test_a_t_minus_3_loss_with_a_mask_gives_the_hand_computed_gradient():
     assert valid.a.item() == pytest.approx(-14 / 4)  # over the 4 kept entries
     with pytest.raises(ValueError, match=r"mask of shape \(2, 2\) does not fit a loss of "
                                          r"shape \(3, 2\)"):
-        alg.learner.update_with_gradient(LossInfo(loss={"a": alg.a * x}, mask={"a": mask[:2]}))
+        learner_of(alg).update_with_gradient(LossInfo(loss={"a": alg.a * x}, mask={"a": mask[:2]}))
 
 
 def test_unmasked_shapes_take_the_loop_mask_rows_or_none():
@@ -148,7 +150,8 @@ def test_unmasked_shapes_take_the_loop_mask_rows_or_none():
                                  ((2,), 1.0),  # [B]: one per sequence, each has a valid step
                                  ((), 1.0)):  # a scalar
         alg = TwoParts(every_b=1)
-        alg.learner.update_with_gradient(LossInfo(loss=alg.a * torch.ones(loss_shape)), step_mask)
+        learner_of(alg).update_with_gradient(LossInfo(loss=alg.a * torch.ones(loss_shape)),
+                                             step_mask)
         assert alg.a.item() == pytest.approx(-expected), loss_shape
 
 
@@ -163,7 +166,7 @@ def test_a_transition_loss_flattened_to_b_on_two_step_sequences_is_masked():
     per_transition = torch.tensor([1.0, 100.0, 1.0, 1.0])
     for loss in (per_transition.view(1, 4), per_transition):  # [T-1, B] and flattened [B]
         alg = TwoParts(every_b=1)
-        alg.learner.update_with_gradient(LossInfo(loss=alg.a * loss), valid)
+        learner_of(alg).update_with_gradient(LossInfo(loss=alg.a * loss), valid)
         assert alg.a.item() == pytest.approx(-3 / 4), tuple(loss.shape)  # ALF's mean over all
 
 
@@ -190,8 +193,8 @@ def test_a_mask_that_keeps_nothing_at_the_first_update_is_warned_about_once(capl
         return LossInfo(loss={"a": alg.a * torch.ones(1, 3), "b": alg.b * torch.ones(3)})
 
     with caplog.at_level("WARNING", logger="rlf.algorithms.optimization"):
-        alg.learner.update_with_gradient(per_step(), one_step)
-        alg.learner.update_with_gradient(per_step(), one_step)
+        learner_of(alg).update_with_gradient(per_step(), one_step)
+        learner_of(alg).update_with_gradient(per_step(), one_step)
     warned = [r.getMessage() for r in caplog.records]
     # b's [B] loss is one per sequence, and no one-step sequence holds a valid step either
     assert len(warned) == 2 and "loss term 'a'" in warned[0] and "'b'" in warned[1], warned
@@ -216,12 +219,12 @@ def test_a_loss_mask_multiplies_the_step_mask_and_a_replacing_one_replaces_it():
                        (ReplacingMask(rows), 1.0 + 3.0 + 5.0),  # the own mask alone
                        (torch.tensor([[2.0, 1.0]]).expand(3, 2), 2 * 1.0 + 2.0 + 4.0)):
         alg = TwoParts(every_b=1)
-        alg.learner.update_with_gradient(LossInfo(loss=alg.a * x, mask=mask), step_mask)
+        learner_of(alg).update_with_gradient(LossInfo(loss=alg.a * x, mask=mask), step_mask)
         # ALF's "all": d/da sum(mask * a x) / 6
         assert alg.a.item() == pytest.approx(-kept / 6), mask
     # a [T-1, B] loss: the own mask times the step mask's first T - 1 rows
     alg = TwoParts(every_b=1)
-    alg.learner.update_with_gradient(LossInfo(loss=alg.a * x[:2], mask=rows[:2]), step_mask)
+    learner_of(alg).update_with_gradient(LossInfo(loss=alg.a * x[:2], mask=rows[:2]), step_mask)
     assert alg.a.item() == pytest.approx(-1.0 / 4)
 
 
@@ -252,20 +255,21 @@ class Parent(Algorithm):
 
 def test_a_sub_algorithm_keeps_its_own_optimizers_and_counts_in_the_parents_checkpoint():
     alg = Parent()
-    assert alg.learner.names == ["default", "sub/v", "sub/default"]
-    owned = [{id(p) for g in o.param_groups for p in g["params"]} for o in alg.learner.optimizers]
+    assert learner_of(alg).names == ["default", "sub/v", "sub/default"]
+    owned = [{id(p) for g in o.param_groups for p in g["params"]}
+             for o in learner_of(alg).optimizers]
     assert owned == [{id(alg.w), id(alg.plain.weight)}, {id(alg.sub.v)}, {id(alg.sub.u)}]
     for _ in range(2):
-        alg.learner.update_with_gradient(alg.loss())
+        learner_of(alg).update_with_gradient(alg.loss())
     # one loss, each parameter moved by its own optimizer's rate x its gradient per step
     assert alg.w.item() == pytest.approx(-2.0)
     assert alg.plain.weight.item() == pytest.approx(-4.0)
     assert alg.sub.u.item() == pytest.approx(-0.5 * 3.0 * 2)
     assert alg.sub.v.item() == pytest.approx(-4.0)  # stepped on update 2 only
-    assert alg.learner.optimizer_steps == {"default": 2, "sub/v": 1, "sub/default": 2}
+    assert learner_of(alg).optimizer_steps == {"default": 2, "sub/v": 1, "sub/default": 2}
     other = Parent()
     other.load_state_dict(alg.state_dict())
-    assert other.learner.optimizer_steps == alg.learner.optimizer_steps
+    assert other.learner.optimizer_steps == learner_of(alg).optimizer_steps
     assert other.sub.u.item() == -3.0
 
 
@@ -274,8 +278,9 @@ def test_a_term_and_an_extra_that_would_write_one_tag_are_refused_before_any_cha
     alg = TwoParts(every_b=1)
     with pytest.raises(ValueError, match=r"loss term 'a' \(LossInfo.loss\) and the extra 'a' "
                                          r"\(LossInfo.extra\).*'loss/Two/a'; rename the extra"):
-        alg.learner.update_with_gradient(LossInfo(loss={"a": alg.a * 7.0, "b": alg.b * 1.0},
+        learner_of(alg).update_with_gradient(LossInfo(loss={"a": alg.a * 7.0, "b": alg.b * 1.0},
                                           extra={"a": alg.a * 0 + 0.5}))
     assert alg.num_updates == 0 and alg.a.item() == 0.0
-    alg.learner.update_with_gradient(LossInfo(loss={"a": alg.a * 7.0}, extra={"a_loss": alg.a * 0}))
+    learner_of(alg).update_with_gradient(LossInfo(loss={"a": alg.a * 7.0},
+                                                  extra={"a_loss": alg.a * 0}))
     assert alg.num_updates == 1

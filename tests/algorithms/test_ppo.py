@@ -18,6 +18,7 @@ from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
 from rlf.utils import summary
 from rlf.utils.tensorboard_reader import read_scalar_tags
+from tests.algorithms._learners import learner_of
 
 from tests.algorithms._resume import assert_resumes_exactly
 
@@ -200,7 +201,7 @@ def test_every_policy_kind_goes_through_a_whole_update(action_spec, tanh_squash)
     before = [p.detach().clone() for p in alg.parameters()]
     loss = alg.calc_loss(train_info)
     assert loss.loss.shape == (t_len, b)
-    alg.learner.update_with_gradient(loss, train_info.valid)
+    learner_of(alg).update_with_gradient(loss, train_info.valid)
     assert any(not torch.equal(p0, p) for p0, p in zip(before, alg.parameters()))
 
 
@@ -314,7 +315,7 @@ def test_recurrent_ppo_trains_sequences_from_the_stored_state():
         path = loop.data_path  # unroll_epochs: observe, then its mini-batches
         path.observe(unroll)
         for batch in path.batches():
-            alg.learner.update(batch)
+            learner_of(alg).update(batch)
     stored_h = unroll.state[0][0]  # h before the unroll's first step, [B, 8]
     assert bool(stored_h.abs().sum() > 0)
     # Each sequence (the unroll's 8 steps, after the carried step is cut off) starts from the

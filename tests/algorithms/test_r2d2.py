@@ -22,6 +22,7 @@ from rlf.trainers import Trainer
 from rlf.utils.checkpoint import load_checkpoint_file
 from rlf.utils.common import reset_state_if_necessary
 from rlf.utils.tensorboard_reader import read_scalars
+from rlf.algorithms import loop_of
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 EPS = 1e-3
@@ -155,7 +156,7 @@ def test_the_stored_state_is_the_one_the_actor_had():
                         optimizer=torch.optim.Adam)
     for _ in range(3):
         alg.train_iter()
-    exp = alg.training_loop.replay_buffer.gather_all(ignore_earliest_frames=False)  # [E, 120]
+    exp = loop_of(alg).replay_buffer.gather_all(ignore_earliest_frames=False)  # [E, 120]
     step_type = exp.time_step.step_type
     assert int((step_type == L).sum()) >= 2  # episodes ended inside the stored steps
     zeros = (torch.zeros(2, 4), torch.zeros(2, 4))

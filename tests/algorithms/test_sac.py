@@ -15,6 +15,7 @@ from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
 from rlf.networks import TanhNormalHead
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+from tests.algorithms._learners import learner_of
 
 from tests.algorithms._loss_terms import assert_each_term_trains_only_its_own
 from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
@@ -118,8 +119,8 @@ def test_each_loss_reaches_only_its_own_parameters():
     # own term's alone: no requires_grad toggling.
     assert_each_term_trains_only_its_own(
         alg, loss, {"critic": "_critics.", "actor": "_actor.", "alpha": "_log_alpha"}, 1e-7)
-    assert alg.learner.optimizer_steps == {"actor": 1, "critic": 1, "alpha": 1}
-    assert len(alg.learner.optimizers) == 3
+    assert learner_of(alg).optimizer_steps == {"actor": 1, "critic": 1, "alpha": 1}
+    assert len(learner_of(alg).optimizers) == 3
     assert all(not p.requires_grad for p in alg.target_critics.parameters())
 
 
@@ -147,7 +148,7 @@ def test_temperature_falls_when_the_policy_is_more_random_than_the_target():
     transitions = SACTransitions(
         reward=zeros, discount=torch.ones(1, 4), critics=torch.zeros(1, 4, 2), next_q=zeros,
         next_log_pi=zeros, q_new=zeros, log_pi=torch.full((1, 4), -5.0))  # entropy 5 > -2
-    alg.learner.update_with_gradient(sac_losses(transitions, alg._log_alpha, -2.0),
+    learner_of(alg).update_with_gradient(sac_losses(transitions, alg._log_alpha, -2.0),
                                      torch.ones(1, 4))
     assert float(alg.alpha.detach()) < 1.0
 

@@ -12,6 +12,7 @@ from rlf.algorithms.td3 import TD3Info, clipped_double_q_target, smoothed_target
 from rlf.data_structures import StepType, TimeStep
 from rlf.environments import load
 from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
+from tests.algorithms._learners import learner_of
 
 from tests.algorithms._resume import assert_resumes_exactly, sampled_experience
 
@@ -70,7 +71,7 @@ def test_losses_against_a_float64_transcription_with_smoothing_noise():
     torch.manual_seed(7)
     loss = alg.calc_loss(info)
     assert set(loss.loss) == {"critic"}  # the actor's term only when its optimizer is due
-    alg.learner.update_with_gradient(loss)
+    learner_of(alg).update_with_gradient(loss)
     assert alg.is_due("actor")
     torch.manual_seed(7)
     loss = alg.calc_loss(info)
@@ -110,18 +111,18 @@ def test_the_actor_and_the_targets_step_every_second_update(one_torch_thread):
     target = [p.detach().clone() for p in alg.target_critics.parameters()]
     critic = [p.detach().clone() for p in alg.critics.parameters()]
     alg.train_iter()  # update 2: the actor and the targets move
-    assert alg.learner.optimizer_steps == {"actor": 1, "critic": 2}
+    assert learner_of(alg).optimizer_steps == {"actor": 1, "critic": 2}
     assert not all(torch.equal(a, b) for a, b in zip(actor, alg.actor.parameters()))
     assert not all(torch.equal(a, b) for a, b in zip(target, alg.target_critics.parameters()))
     actor = [p.detach().clone() for p in alg.actor.parameters()]
     target = [p.detach().clone() for p in alg.target_critics.parameters()]
     alg.train_iter()  # update 3: the critics only
-    assert alg.learner.optimizer_steps == {"actor": 1, "critic": 3}
+    assert learner_of(alg).optimizer_steps == {"actor": 1, "critic": 3}
     assert all(torch.equal(a, b) for a, b in zip(actor, alg.actor.parameters()))
     assert all(torch.equal(a, b) for a, b in zip(target, alg.target_critics.parameters()))
     assert not all(torch.equal(a, b) for a, b in zip(critic, alg.critics.parameters()))
     # Adam's own step count agrees: the actor's optimizer stepped half as often.
-    steps = [int(s["step"]) for s in alg.learner.optimizers[0].state.values()]
+    steps = [int(s["step"]) for s in learner_of(alg).optimizers[0].state.values()]
     assert steps and set(steps) == {1}
     env.close()
 

@@ -18,6 +18,7 @@ from rlf.tensor_specs import BoundedTensorSpec, TensorSpec
 from rlf.unrollers import SyncUnroller
 from rlf.utils import summary
 from rlf.utils.tensorboard_reader import read_scalar_tags
+from tests.algorithms._learners import learner_of
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 SGD = functools.partial(torch.optim.SGD, lr=1.0)
@@ -102,8 +103,8 @@ def _train_summaries(tmp_path, iterations, on_policy=False, **config):
     summary.set_summary_interval(1)
     summary.set_global_counter(0)
     losses = []
-    update = alg.learner._update_rows
-    alg.learner._update_rows = lambda batch: losses.append(
+    update = loop.learner._update_rows
+    loop.learner._update_rows = lambda batch: losses.append(
         float(alg.w.detach()) * batch.weight) or update(batch)
     try:
         for _ in range(iterations):
@@ -145,13 +146,14 @@ def test_whole_buffer_split_into_single_steps_keeps_the_whole_experiences_mask(m
     alg, env = _recorder(unroll_length=5, whole_replay_buffer_training=True,
                          clear_replay_buffer=True, mini_batch_length=1, mini_batch_size=6)
     masks = []
-    update = alg.learner._update_rows
-    monkeypatch.setattr(alg.learner, "_update_rows", lambda batch: masks.append(
+    loop = build_training(alg, SyncUnroller(env, alg))  # (alg.train_iter trains through it)
+    update = loop.learner._update_rows
+    monkeypatch.setattr(loop.learner, "_update_rows", lambda batch: masks.append(
         (batch.experience.time_step.env_id, batch.valid)) or update(batch))
     alg.train_iter()
     alg.train_iter()  # trains on the 6-step ring (the previous unroll's last step included)
     assert alg.preprocessed == [torch.Size([4, 6])]
-    whole = alg.training_loop.replay_buffer.gather_all()
+    whole = loop.replay_buffer.gather_all()
     expected = valid_step_mask(whole.time_step.step_type.transpose(0, 1)).transpose(0, 1)
     assert sum(int(v.sum()) for _, v in masks) == int(expected.sum())
     env.close()
@@ -180,14 +182,14 @@ class TwoParts(Algorithm):
 
 def test_added_optimizers_have_their_own_rate_schedule_and_clipping_and_are_checkpointed():
     alg = TwoParts()
-    assert len(alg.learner.optimizers) == 3  # a, b (added, in order), then the default for c
-    alg.learner.update_with_gradient(alg.loss())
+    assert len(learner_of(alg).optimizers) == 3  # a, b (added, in order), then the default for c
+    learner_of(alg).update_with_gradient(alg.loss())
     # a: lr 0.1, gradient -4 -> +0.4; b: gradient clipped to norm 0.5, lr 0.01 -> +0.005;
     # c: the default optimizer, lr 1 -> +4.
     assert float(alg.a.weight.detach()) == pytest.approx(0.4)
     assert float(alg.b.weight.detach()) == pytest.approx(0.005)
     assert float(alg.c.detach()) == pytest.approx(4.0)
-    alg.learner.update_with_gradient(alg.loss())  # a's schedule halved its rate: +0.2
+    learner_of(alg).update_with_gradient(alg.loss())  # a's schedule halved its rate: +0.2
     assert float(alg.a.weight.detach()) == pytest.approx(0.6)
     state = alg.state_dict()
     assert len(state["_optimizers"]) == 3

@@ -10,6 +10,7 @@ pytest.importorskip("mujoco", reason="the [mujoco] extra is not installed")
 
 from rlf.algorithms import SACAlgorithm, TrainerConfig  # noqa: E402
 from rlf.environments import load  # noqa: E402
+from rlf.algorithms import loop_of
 
 
 def test_halfcheetah_loads_with_float32_observations_and_bounded_actions():
@@ -35,7 +36,7 @@ def test_sac_trains_on_halfcheetah_with_actions_inside_the_bounds():
                        actor_optimizer=adam, critic_optimizer=adam, alpha_optimizer=adam)
     for _ in range(40):
         alg.train_iter()
-    actions = alg.training_loop.replay_buffer.gather_all().action
+    actions = loop_of(alg).replay_buffer.gather_all().action
     assert float(actions.abs().max()) <= 1.0
     assert alg.num_updates > 0
     env.close()

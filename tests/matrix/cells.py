@@ -19,6 +19,7 @@ import shutil
 import socket
 import sys
 import traceback
+from tests.algorithms._learners import learner_of
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -182,7 +183,7 @@ def train(conf: str, binds: Sequence[str], root: Path, world=None) -> Dict[str, 
         return {"outcome": f"refused: {one_line(e)}", "updates": 0}
     except UserError as e:
         return {"outcome": f"refused: {one_line(e)}", "updates": 0}
-    updates = int(trainer.algorithm.learner.counters.num_updates)
+    updates = int(learner_of(trainer.algorithm).counters.num_updates)
     if updates == 0:
         raise AssertionError(f"{conf}: the run finished without an update ({list(binds)})")
     return {"outcome": "trains", "updates": updates}

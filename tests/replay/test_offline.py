@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from examples.bc import BehaviourCloning
-from rlf.algorithms import DQNAlgorithm, ImpalaAlgorithm, SACAlgorithm, TrainerConfig
+from rlf.algorithms import DQNAlgorithm, ImpalaAlgorithm, SACAlgorithm, TrainerConfig, loop_of
 from rlf.data_structures import Experience, RowSource, StepType
 from rlf.environments import load
 from rlf.environments.vector_environment import VectorEnvironment
@@ -154,7 +154,7 @@ def test_hybrid_batches_have_the_configured_ratio(tmp_path, cartpole_gin):
     class Probe(ImpalaAlgorithm):
         def calc_loss(self, info):
             sizes.append(tuple(info.value.shape))
-            sources.append(self.learner.row_sources.tolist())
+            sources.append(loop_of(self).learner.row_sources.tolist())
             return super().calc_loss(info)
 
     Trainer(_replay_config(

@@ -19,6 +19,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from rlf.trainers.gin_config import parse_config  # noqa: E402
 from rlf.trainers import Trainer  # noqa: E402
+from rlf.algorithms import loop_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,7 +54,7 @@ def test_actors_on_worker_nodes_train_and_survive_a_dead_node(tmp_path):
         from rlf.algorithms import TrainerConfig
         trainer = Trainer(TrainerConfig(), tmp_path, progress=False)
         algorithm = trainer.build()
-        unroller = algorithm.training_loop.unroller
+        unroller = loop_of(algorithm).unroller
         try:
             workers = {first.node_id, second.node_id}
             nodes = unroller.actor_nodes()
@@ -65,7 +66,7 @@ def test_actors_on_worker_nodes_train_and_survive_a_dead_node(tmp_path):
             assert algorithm.num_updates > 0
             assert max(lags) <= 3  # parameter updates reach the actors
             # unrolls come from both actors: environment ids 0-7 and 8-15
-            experience = algorithm.training_loop.unroll(16)
+            experience = loop_of(algorithm).unroll(16)
             env_ids = set(experience.time_step.env_id.flatten().tolist())
             assert env_ids == set(range(16))
 
