@@ -302,7 +302,8 @@ class MiniBatches:
                 experience, valid = nest.map_structure(lambda x: x[keep], (experience, valid))
         # One host-to-device copy of the whole batch: each mini-batch is then gathered on the
         # device, not gathered on the CPU and copied from pageable memory update by update.
-        experience, valid = nest.utils.convert_device((experience, valid), run_args(algorithm).device)
+        experience, valid = nest.utils.convert_device((experience, valid),
+                                                      run_args(algorithm).device)
         batch_size = valid.shape[0]
         if self.world.distributed:
             # Every learner makes as many updates as the one with the fewest sequences.
@@ -346,7 +347,8 @@ class MiniBatches:
         assert size is not None  # sampled mini-batches have a size
         learners = self.world.size
         experience, valid = _preprocessed(algorithm, experience, batch_info)
-        experience, valid = nest.utils.convert_device((experience, valid), run_args(algorithm).device)
+        experience, valid = nest.utils.convert_device((experience, valid),
+                                                      run_args(algorithm).device)
         record = summary.should_record_summaries()
         per_mini_batch = counter_per_mini_batch and self.counter_per_mini_batch
         num = num_mini_batches
@@ -899,7 +901,8 @@ def _learner_mini_batch_size(config, world: distributed.World, on_policy: bool, 
 
 
 def _check_replay_settings(config, sampler: Sampler, name: str, path: str) -> None:
-    """Sampled batches need their shape; prioritised replay cannot weigh offline rows.
+    """Sampled batches need their shape; prioritised replay cannot weigh offline rows, nor
+    draw offline-only training's (the offline data is drawn uniformly).
 
     Raises:
         UserError: one line naming the settings and the fix.
@@ -909,13 +912,46 @@ def _check_replay_settings(config, sampler: Sampler, name: str, path: str) -> No
         raise UserError(f"{name} trains from sampled replay batches, which need "
                         f"TrainerConfig.mini_batch_size and mini_batch_length (or, without "
                         f"offline data, TrainerConfig.whole_replay_buffer_training = True)")
-    if sampler.prioritized and config.offline_buffer_dir and path != "offline":
+    if sampler.prioritized and config.offline_buffer_dir:
         setting = ("priority_replay = True" if config.priority_replay
                    else f"replay_sampler = {type(sampler).__name__}")
+        if path == "offline":
+            raise UserError(f"TrainerConfig.{setting} with offline-only training "
+                            f"(unroll_length = 0): the offline data is drawn uniformly, so "
+                            f"no priority would be used; remove "
+                            f"TrainerConfig.{setting.split(' =')[0]}")
         raise UserError(f"TrainerConfig.{setting} with offline data: the "
                         f"offline_fraction = {config.offline_fraction} of each hybrid "
                         f"mini-batch has no importance weight and no priority; remove "
                         f"{setting.split(' =')[0]} (or offline_buffer_dir)")
+
+
+def _check_sources(sources: Tuple[ExperienceSource, ...], name: str, path: str,
+                   on_policy: bool, sampler: Optional[Sampler] = None) -> None:
+    """Refuses experience sources the path cannot serve: one that observes stored steps where
+    none are stored (on-policy), one that appends to the rollout graph's batch (there is no
+    mini-batch) or to a prioritised mini-batch (its rows would have no weight).
+
+    Raises:
+        UserError: one line naming the sources and the fix.
+    """
+    observing = [s.name for s in sources if s.observe is not None]
+    if observing and on_policy:
+        raise UserError(f"{name}'s experience sources {observing} fill their memory from the "
+                        f"steps stored in the replay buffer, which its data path '{path}' has "
+                        f"not (an on-policy algorithm trains on each unroll); fill them in "
+                        f"after_train_iter, or make {name} off-policy")
+    if sources and path == "rollout_graph":
+        raise UserError(f"{name}'s experience sources {[s.name for s in sources]} append "
+                        f"sequences to mini-batches, which its data path '{path}' has not "
+                        f"(one update on each unroll's own graph); set "
+                        f"TrainerConfig.mini_batch_size to train in epochs")
+    appending = [s.name for s in sources if s.fraction]
+    if appending and sampler is not None and sampler.prioritized:
+        raise UserError(f"{name}'s experience sources {appending} append "
+                        f"sequences to prioritised mini-batches, where they have no importance "
+                        f"weight and no priority; remove TrainerConfig.priority_replay (or the "
+                        f"sources)")
 
 
 def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
@@ -943,20 +979,10 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
     _check_path_settings(algorithm, config, path)
     k = config.burn_in_steps
     sources = tuple(algorithm.experience_sources())
-    observing = [s.name for s in sources if s.observe is not None]
-    if observing and (on_policy or path == "rollout_graph"):
-        raise UserError(f"{name}'s experience sources {observing} fill their memory from the "
-                        f"steps stored in the replay buffer, which its data path '{path}' has "
-                        f"not (an on-policy algorithm trains on each unroll); fill them in "
-                        f"after_train_iter, or make {name} off-policy")
+    _check_sources(sources, name, path, on_policy)
     if path == "rollout_graph":
         if k:
             raise _burn_in_without_state(k, name, path)
-        if sources:
-            raise UserError(f"{name}'s experience sources {[s.name for s in sources]} append "
-                            f"sequences to mini-batches, which its data path '{path}' has not "
-                            f"(one update on each unroll's own graph); set "
-                            f"TrainerConfig.mini_batch_size to train in epochs")
         return RolloutGraph(algorithm, None)
     sequences = Sequences(algorithm.train_state_spec, config.use_rollout_state, k,
                           config.temporally_independent_train_step, name, path)
@@ -978,11 +1004,7 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
                             config.num_updates_per_train_iter, _mixer(algorithm, sources))
     sampler = replay_sampler(config)
     _check_replay_settings(config, sampler, name, path)
-    if any(s.fraction for s in sources) and sampler.prioritized:
-        raise UserError(f"{name}'s experience sources {[s.name for s in sources if s.fraction]} append "
-                        f"sequences to prioritised mini-batches, where they have no importance "
-                        f"weight and no priority; remove TrainerConfig.priority_replay (or the "
-                        f"sources)")
+    _check_sources(sources, name, path, on_policy, sampler)
     return Replay(algorithm, sequences, mini_batches, config.num_updates_per_train_iter,
                   config.whole_replay_buffer_training, config.clear_replay_buffer,
                   config.initial_collect_steps, config.offline_fraction,

@@ -67,6 +67,11 @@ class OptimizerSet:
         self._entries: Optional[List[OptimizerEntry]] = None
         register_counters(algorithm, self)  # (its counters travel to the actors' copies)
 
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """Unpickled or deep-copied with its algorithm: registers the copy's counters too."""
+        self.__dict__.update(state)
+        register_counters(self.algorithm, self)
+
     @property
     def built(self) -> bool:
         """Whether the optimizers exist (``add_optimizer`` and new state are refused then)."""

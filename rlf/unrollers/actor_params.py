@@ -58,9 +58,9 @@ def actor_state_dict(algorithm) -> Dict[str, torch.Tensor]:
     ref = _COUNTED.get(algorithm)
     optimizers = None if ref is None else ref()
     if optimizers is None:
-        raise UserError(f"{type(algorithm).__name__}: this copy was not made by its constructor "
-                        f"(copy.deepcopy or unpickling), so its counters are unknown; make the "
-                        f"actors' copies with the algorithm's constructor")
+        raise UserError(f"{type(algorithm).__name__} has no optimizer set registered (an "
+                        f"rlf Algorithm registers its own when made), so its counters are "
+                        f"unknown; make it with its constructor")
     try:
         optimizers.optimizers  # noqa: B018 (sizes the optimizers' step counts)
     except UserError:

@@ -254,6 +254,16 @@ def test_prioritised_replay_with_offline_data_is_one_line():
     with pytest.raises(UserError, match=r"priority_replay = True with offline data: the "
                                         r"offline_fraction = 0.5 of each hybrid"):
         alg.train_iter()
+    # Offline alone: the offline data is drawn uniformly, so no priority would be used.
+    offline = DQNAlgorithm(env.observation_spec(), env.action_spec(), optimizer=ADAM,
+                           config=TrainerConfig(unroll_length=0, offline_buffer_dir="x.pt",
+                                                priority_replay=True, mini_batch_size=4,
+                                                mini_batch_length=2))
+    with pytest.raises(UserError, match=r"^TrainerConfig.priority_replay = True with "
+                                        r"offline-only training \(unroll_length = 0\): the "
+                                        r"offline data is drawn uniformly, so no priority would "
+                                        r"be used; remove TrainerConfig.priority_replay$"):
+        offline.train_iter()
     env.close()
 
 
