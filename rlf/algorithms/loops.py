@@ -1,10 +1,11 @@
 """Which ``TrainingLoop`` trains an algorithm, without the algorithm holding it.
 
 A ``TrainingLoop`` registers itself here when it is built (``register``);
-``RLAlgorithm.training_loop`` and ``RLAlgorithm.train_iter`` (ALF's entries) find it with
-``loop_of``. The registry holds both weakly: it keeps neither the algorithm nor the loop
-alive, so a loop lives as long as what trains through it holds it (a ``Trainer``, a script,
-or the algorithm whose ``train_iter`` built it).
+``RLAlgorithm.train_iter`` (ALF's entry) and a hook that needs the loop's buffers or learner
+find it with ``loop_of`` (``rlf.algorithms.loop_of``). The registry holds both weakly: it
+keeps neither the algorithm nor the loop alive, so a loop lives as long as what trains
+through it holds it (a ``Trainer``, a script, or the algorithm whose ``train_iter`` built
+it).
 """
 
 from __future__ import annotations
