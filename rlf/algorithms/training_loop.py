@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Dict, List, Optional, Union, cast
+from typing import Any, Callable, Dict, List, Optional, Union, cast
 
 import torch
 from torch import nn
@@ -70,16 +70,22 @@ class TrainingLoop:
         world: the learners of the run; the learner's if None (one learner without either).
         learner: the ``Learner`` that updates it (``build_training``'s); ``make_learner``'s
             over ``config`` and ``world`` if None.
+        restore: called with the loop once its data path and episode metrics are built,
+            before an ``UnrollerFactory``'s unroller is made (after a given unroller is
+            taken): loads a checkpoint into it (the ``Trainer``'s ``RunRestore``), so that
+            one that does not fit stops the build before any actor starts. None: a new run.
 
     Raises:
         ValueError: without a config.
         UserError: (a ``ValueError``) for settings the data path or ``set_unroller``
             refuses.
+        Exception: whatever ``restore`` raises (the unroller is not made then).
     """
 
     def __init__(self, algorithm: LoopSeam,
                  unroller: Union[Unroller, UnrollerFactory, None] = None, config=None,
-                 world: Optional[distributed.World] = None, learner: Optional[Learner] = None):
+                 world: Optional[distributed.World] = None, learner: Optional[Learner] = None,
+                 restore: Optional[Callable[[TrainingLoop], Any]] = None):
         config = run_args(algorithm).config if config is None else config
         if config is None:
             raise ValueError(f"{algorithm.name}: training needs config=TrainerConfig")
@@ -112,14 +118,20 @@ class TrainingLoop:
         loops.register(algorithm, self)
         if isinstance(unroller, UnrollerFactory):
             self.check_replay_fits(unroller.batch_size)
+            self._size_metrics(unroller.batch_size)
+            if restore is not None:
+                restore(self)
             made = unroller.make()
             try:
                 self.set_unroller(made)
             except BaseException:
                 made.close()  # (its actors: nothing the build made outlives it)
                 raise
-        elif unroller is not None:
+            return
+        if unroller is not None:
             self.set_unroller(unroller)
+        if restore is not None:
+            restore(self)
 
     # ------------------------------------------------------------------ parts
     @property
@@ -173,24 +185,29 @@ class TrainingLoop:
             ValueError: for a second unroller of another batch size.
             UserError: (a ``ValueError``) as ``check_replay_fits``.
         """
-        alg, config = self.algorithm, self.config
-        learners = self.world.size
+        alg = self.algorithm
         if self._checked_batch_size != unroller.batch_size:
             self.check_replay_fits(unroller.batch_size)
         if self._metrics is not None and unroller.batch_size != self._num_envs:
             raise ValueError(f"{alg.name}: the metrics were sized for {self._num_envs} "
                              f"environments, the new unroller has {unroller.batch_size}")
         self._unroller = unroller
-        if self._metrics is None:
-            self._num_envs = unroller.batch_size
-            env = run_args(alg).env
-            # With several learners each rank's metrics see all N*B environments.
-            num_envs = self._num_envs * learners
-            self._metrics = make_default_metrics(
-                batch_size=num_envs, reward_shape=tuple(alg.reward_spec.shape),
-                env_info_spec=env.env_info_spec() if env is not None else {},
-                buffer_size=max(config.summaries.metric_min_buffer_size, num_envs),
-                discount=run_args(alg).metric_discount)
+        self._size_metrics(unroller.batch_size)
+
+    def _size_metrics(self, batch_size: int) -> None:
+        """Makes the episode metrics for ``batch_size`` environments per learner (once)."""
+        if self._metrics is not None:
+            return
+        alg, config = self.algorithm, self.config
+        self._num_envs = batch_size
+        env = run_args(alg).env
+        # With several learners each rank's metrics see all N*B environments.
+        num_envs = batch_size * self.world.size
+        self._metrics = make_default_metrics(
+            batch_size=num_envs, reward_shape=tuple(alg.reward_spec.shape),
+            env_info_spec=env.env_info_spec() if env is not None else {},
+            buffer_size=max(config.summaries.metric_min_buffer_size, num_envs),
+            discount=run_args(alg).metric_discount)
 
     def check_replay_fits(self, batch_size: int) -> None:
         """The replay checks for an unroller of ``batch_size`` environments, before its actors

@@ -190,30 +190,3 @@ def amend_last_event(run_dir: Path, event: Dict[str, Any]) -> None:
     lineage = read_lineage(run_dir)
     lineage["events"][-1] = event
     _write_lineage(run_dir, lineage)
-
-
-def optimizer_settings(algorithm) -> List[List[Dict[str, Any]]]:
-    """Deprecated (removed in rlf 0.4): ``rlf.trainers.optimizer_settings.optimizer_settings(
-    algorithm.learner.optimizers)``."""
-    from rlf.algorithms.seams import run_args
-    from rlf.trainers import optimizer_settings as settings
-    _deprecated("optimizer_settings", "optimizer_settings(alg.learner.optimizers)")
-    return settings.optimizer_settings(run_args(algorithm).optimizers.optimizers)
-
-
-def apply_optimizer_settings(algorithm, configured: List[List[Dict[str, Any]]]) -> List[str]:
-    """Deprecated (removed in rlf 0.4): ``rlf.trainers.optimizer_settings.
-    apply_optimizer_settings(alg.learner.optimizers, alg.learner.schedules, configured)``."""
-    from rlf.algorithms.seams import run_args
-    from rlf.trainers import optimizer_settings as settings
-    _deprecated("apply_optimizer_settings", "apply_optimizer_settings(alg.learner.optimizers, "
-                "alg.learner.schedules, configured)")
-    learner = run_args(algorithm).optimizers
-    return settings.apply_optimizer_settings(learner.optimizers, learner.schedules, configured)
-
-
-def _deprecated(name: str, replacement: str) -> None:
-    import warnings
-    warnings.warn(f"rlf.experiments.clone.{name} is deprecated and will be removed in rlf 0.4: "
-                  f"use rlf.trainers.optimizer_settings.{replacement}", DeprecationWarning,
-                  stacklevel=3)

@@ -1,7 +1,8 @@
 """Resuming a run from its newest checkpoint (``RunRestore``): the run's own checkpoint,
 another learner's part of it, or one written by another number of learners; configured
 optimizer settings against the checkpoint's; a checkpoint that does not fit, refused in one
-line naming what differs."""
+line naming what differs. The run restores inside its build, before its unroller is made
+(``UnrollerCheckpoint`` hands the unroller its state then)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from rlf.trainers.optimizer_settings import (apply_optimizer_settings, optimizer
 from rlf.trainers.run_dir import REPLAY_BUFFER_COMPANION, changed_settings, run_checkpointer
 from rlf.trainers.run_errors import CheckpointMismatchError
 from rlf.trainers.trainer_state import TrainerState
+from rlf.unrollers import Unroller
 from rlf.utils import distributed
 from rlf.utils.checkpoint import load_checkpoint_file, remove_stale_temp_files
 from rlf.utils.checkpointer import Checkpointer
 
-__all__ = ["RunRestore"]
+__all__ = ["RunRestore", "UnrollerCheckpoint"]
 
 
 class RunRestore:
@@ -191,3 +193,39 @@ class RunRestore:
             self._loop.load_replay_buffer_state_dict(
                 load_checkpoint_file(replay)["algorithm"])
         return step
+
+
+class UnrollerCheckpoint:
+    """The unroller's entry of a run's checkpoints: saved from the loop's unroller; restored
+    before the unroller exists (``build_training`` restores, then makes it), so the restored
+    state is handed to the unroller as it is made (``restore_into``).
+
+    Args:
+        unroller: returns the loop's unroller (for ``state_dict``).
+    """
+
+    def __init__(self, unroller: Callable[[], Optional[Unroller]]):
+        self._unroller = unroller
+        self._restored: Optional[Dict[str, Any]] = None
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The unroller's ``state_dict()``.
+
+        Raises:
+            RuntimeError: before the unroller is made.
+        """
+        unroller = self._unroller()
+        if unroller is None:
+            raise RuntimeError("the run's unroller is not made yet: nothing to save")
+        return unroller.state_dict()
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Keeps a checkpoint's unroller state for ``restore_into``."""
+        self._restored = state
+
+    def restore_into(self, unroller: Unroller) -> None:
+        """Loads the kept state into the newly made ``unroller`` (once); nothing for a new
+        run."""
+        if self._restored is not None:
+            unroller.load_state_dict(self._restored)
+            self._restored = None

@@ -32,7 +32,7 @@ from rlf.metrics import metric_results
 from rlf.trainers.evaluator import EpisodeFrames, evaluate_episodes, write_eval_summaries
 from rlf.trainers.gin_config import query
 from rlf.trainers.learners import environments_per_learner
-from rlf.trainers.resume import RunRestore
+from rlf.trainers.resume import RunRestore, UnrollerCheckpoint
 from rlf.trainers.run_dir import (REPLAY_BUFFER_COMPANION, check_run_directory,
                                   config_bindings, learner_dir, lock_run_directory,
                                   run_checkpointer, write_operative_config)
@@ -136,6 +136,9 @@ class Trainer:
         self._algorithm: Any = None
         self._loop: Any = None
         self._checkpointer: Any = None
+        # the unroller's entry of the checkpoints (restored before the unroller is made)
+        self._unroller_checkpoint = UnrollerCheckpoint(lambda: self._loop.unroller)
+        self._restored: Optional[int] = None  # the restored checkpoint's iteration
         self._session: Optional[_Session] = None  # from start() to finish()
         self._eval_env = None
         self._lock_fd: Optional[int] = None
@@ -163,9 +166,10 @@ class Trainer:
 
     def build(self):
         """Creates the environment, the algorithm (with its initial checkpoint and offline
-        replay buffer) and, with ``async_unroll``, the actors, as ``train`` does; a second
-        call does nothing. Benchmarks call it to drive ``trainer.loop.train_iter()``
-        themselves, then ``close()``.
+        replay buffer), restores the newest checkpoint of ``root_dir`` into it and, with
+        ``async_unroll``, starts the actors, as ``train`` does; a second call does nothing.
+        Benchmarks call it to drive ``trainer.loop.train_iter()`` themselves, then
+        ``close()``.
 
         Returns:
             The algorithm.
@@ -177,6 +181,9 @@ class Trainer:
                 configurable never called with it: ``unapplied_bindings``); whatever the
                 environment and algorithm constructors raise. What was built is closed
                 again, and a new run directory is not made.
+            CheckpointMismatchError: (a ``UserError``) if the newest checkpoint does not
+                fit the configuration (naming what differs); nothing is changed, no actor
+                started.
             RunDirectoryError: (a ``UserError``) if another process trains in ``root_dir``
                 (``lock_run_directory``; the lock is held until ``close()``).
             RuntimeError: after ``close()`` (its environments are closed; make a new
@@ -241,14 +248,30 @@ class Trainer:
             reward_spec=self._env.reward_spec(), env=self._env, config=config)
         self._algorithm.to(config.run.device)
         load_initial_checkpoint(self._algorithm)
-        algorithm = self._algorithm
+        summary.set_summary_interval(config.summaries.summary_interval)
+        summary.set_global_counter(0)  # (a restored run's is its checkpoint's)
         # The optimizers, the loop and its data path, the offline data, the replay buffer's
-        # settings and then the unroller (the composition root): a setting they refuse stops
+        # settings, the restore of the newest checkpoint and then the unroller (the
+        # composition root): a setting they refuse, or a checkpoint that does not fit, stops
         # the run before anything is written, and before any actor starts.
         self._loop = build_training(
-            algorithm, UnrollerFactory(self._unroller_batch_size(), self._make_unroller),
-            config=config, world=world)
+            self._algorithm, UnrollerFactory(self._unroller_batch_size(), self._make_unroller),
+            config=config, world=world, restore=self._restore)
+
+    def _restore(self, loop: TrainingLoop) -> None:
+        """``build_training``'s ``restore``: makes the checkpointer of the built ``loop`` and
+        restores the newest checkpoint into it (``RunRestore``), before the unroller is made.
+
+        Raises:
+            CheckpointMismatchError: (a ``UserError``) for a checkpoint that does not fit.
+        """
+        self._loop = loop
         self._make_checkpointer()
+        restore = RunRestore(self._root_dir, self._checkpointer, self._world, self._algorithm,
+                             loop, self._state, self._config.checkpoints.save_replay_buffer,
+                             self._configured_optimizer_settings, _warn)
+        self._restored = restore.restore()
+        self._optimizer_changes = restore.optimizer_changes
 
     def _actors_per_learner(self) -> int:
         return self._config.actors.num_actors // self._world.size
@@ -282,12 +305,14 @@ class Trainer:
             self._lock_fd = lock_run_directory(self._root_dir)
             self._made_root_dir = made
         actors = self._actors_per_learner()
-        return make_unroller(
+        unroller = make_unroller(
             config, self._env, self._algorithm,
             self._seed_value + world.rank * self._env.batch_size * (
                 actors if config.actors.async_unroll else 1),
             self._root_dir, num_actors=actors,
             log_dir=learner_dir(self._root_dir / "actors", world.rank))
+        self._unroller_checkpoint.restore_into(unroller)
+        return unroller
 
     def _make_checkpointer(self) -> None:
         """Makes the run's checkpointer (its trainer state reading the algorithm's counters
@@ -300,7 +325,7 @@ class Trainer:
         self._checkpointer = run_checkpointer(
             self._root_dir, config.checkpoints.num_checkpoints, warn=_warn, rank=world.rank,
             algorithm=RunCheckpoint(algorithm, loop), trainer=self._state,
-            unroller=loop.unroller)
+            unroller=self._unroller_checkpoint)
         if world.distributed:
             # The batch draws continue from here as one learner's would; each learner's own
             # draws (and numpy's, Python's) get a stream of their own.
@@ -395,7 +420,7 @@ class Trainer:
         return self.finish()
 
     def start(self) -> Optional[int]:
-        """Begins the run: ``build``, restores the newest checkpoint, opens a TensorBoard
+        """Begins the run: ``build`` (which restores the newest checkpoint), opens a TensorBoard
         event file, writes ``config.gin`` and takes SIGINT and SIGTERM (a stop signal ends
         ``run`` after the iteration in progress). ``run`` then trains and ``finish`` ends the
         run; ``train`` does all three.
@@ -411,13 +436,7 @@ class Trainer:
             raise RuntimeError(f"Trainer({self._root_dir}) was started already")
         config = self._config
         algorithm = self.build()
-        summary.set_summary_interval(config.summaries.summary_interval)
-        summary.set_global_counter(0)
-        restore = RunRestore(self._root_dir, self._checkpointer, self._world, algorithm,
-                             self._loop, self._state, config.checkpoints.save_replay_buffer,
-                             self._configured_optimizer_settings, _warn)
-        restored = restore.restore()
-        self._optimizer_changes = restore.optimizer_changes
+        restored = self._restored
         # What an earlier process wrote past the restored state (after the checkpoint, or all
         # of it for a new run) is hidden by TensorBoard's restart marker, not plotted beside
         # the new summaries; env-step summaries after the checkpoint's step are the ones

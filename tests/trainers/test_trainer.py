@@ -259,6 +259,32 @@ def test_truncated_checkpoint_is_skipped_and_mismatch_is_refused(tmp_path, capsy
     assert hashlib.sha256(ckpt.read_bytes()).hexdigest() == digest
 
 
+def test_a_checkpoint_that_does_not_fit_is_refused_before_the_unroller_is_made(tmp_path,
+                                                                            monkeypatch):
+    # The restore is part of the build (build_training's restore=), before the unroller
+    # factory runs: a run that cannot resume starts no actor and makes no evaluation
+    # environment.
+    made = []
+    make_unroller = Trainer._make_unroller
+
+    def recorded(trainer):
+        made.append(trainer.algorithm.get_env_steps())
+        return make_unroller(trainer)
+
+    monkeypatch.setattr(Trainer, "_make_unroller", recorded)
+    Trainer(_config(2), tmp_path, progress=False).train()
+    assert made == [0]
+    with pytest.raises(CheckpointMismatchError, match=r"_actor\.0\.weight' expected \(32, 4\)"):
+        Trainer(_config(4, hidden=(32,)), tmp_path, progress=False).build()
+    assert len(made) == 1
+    resumed = Trainer(_config(4), tmp_path, progress=False)
+    try:
+        resumed.build()
+        assert made[0] == 0 < made[1]  # made once the checkpoint was restored
+    finally:
+        resumed.close()
+
+
 def test_summaries_past_the_restored_state_are_hidden_as_tensorboard_hides_them(tmp_path):
     # A run killed after its checkpoint at iteration 4 had written summaries up to iteration 8
     # (ckpt-8 removed: the kill came before it). The resumed run stops at 6: without
