@@ -47,6 +47,7 @@ CONFS = {
     "confs/impala_cartpole.gin": [],
     "confs/impala_atari.gin": ACTORS + ["load.num_envs = 4"],
     "confs/impala_atari_sync.gin": ["load.num_envs = 4"],
+    "confs/impala_atari_replay.gin": ACTORS + ["load.num_envs = 4"],
     "confs/ppo_cartpole.gin": [],
     "confs/ppo_cartpole_novel.gin": [],
     "confs/ppo_atari.gin": ["load.num_envs = 2", "TrainerConfig.unroll_length = 16",

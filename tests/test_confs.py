@@ -51,6 +51,18 @@ def test_the_sync_conf_is_the_main_recipe_in_one_process(tmp_path, monkeypatch):
     assert q("ImpalaAlgorithm.entropy_regularization") == [(0, 0.01), (2500000, 0.0)]
 
 
+def test_the_replay_conf_is_the_main_recipe_with_experience_replay(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    parse_config(str(CONFS / "impala_atari_replay.gin"))
+    q = gin.query_parameter
+    assert q("TrainerConfig.async_unroll") is True and q("TrainerConfig.deterministic") is True
+    assert q("ImpalaAlgorithm.td_lambda") == 0.95  # from the included main conf
+    assert q("ImpalaAlgorithm.experience_replay_fraction") == 0.5
+    # the memory: 160k agent steps, one stored frame per step
+    assert q("ImpalaAlgorithm.experience_replay_length") * q("load.num_envs") == 160000
+    assert q("ImpalaAlgorithm.experience_replay_stacked_frames") == {"time_step.observation": 4}
+
+
 def test_atari_conf_halves_the_rate_at_6m_and_8m_of_its_10m_frames(tmp_path, monkeypatch):
     # MultiStepLR counts gradient updates; the milestones must follow the updates per run.
     monkeypatch.chdir(tmp_path)
