@@ -42,11 +42,18 @@ from rlf.bin.suite import (agent_steps_per_second, last_tenth_score, parse_frame
                            pick_score_tag, read_run)
 
 FRAMESKIP = 4
-#: Experience replay's bindings: half of each mini-batch replayed from the last 10,000 steps of
-#: each environment, one frame stored per step.
-_REPLAY = ("ImpalaAlgorithm.experience_replay_fraction=0.5",
-           "ImpalaAlgorithm.experience_replay_length=10000",
-           "ImpalaAlgorithm.experience_replay_stacked_frames={'time_step.observation': 4}")
+#: Experience replay's settings (``ImpalaAlgorithm``): half of each mini-batch replayed from the
+#: last 10,000 steps of each environment, one frame stored per step.
+_REPLAY = {"experience_replay_fraction": "0.5", "experience_replay_length": "10000",
+           "experience_replay_stacked_frames": "{'time_step.observation': 4}"}
+
+
+def _replay(**changes: str) -> List[str]:
+    """The bindings of experience replay, with ``changes`` (name -> value) and extra
+    ``ImpalaAlgorithm`` settings."""
+    return [f"ImpalaAlgorithm.{k}={v}" for k, v in {**_REPLAY, **changes}.items()]
+
+
 #: The variants: bindings on top of the conf. ``actors`` is the number of actor processes.
 VARIANTS: Dict[str, Dict] = {
     "base": {"bindings": [], "actors": 1,
@@ -65,18 +72,17 @@ VARIANTS: Dict[str, Dict] = {
                "what": "RMSprop rate 1e-3"},
     "ent0.02": {"bindings": ["ImpalaAlgorithm.entropy_regularization=[(0, 0.02), (2500000, 0.0)]"],
                 "actors": 1, "what": "entropy bonus 0.02 -> 0 over 10M frames"},
-    "replay": {"bindings": list(_REPLAY),
+    "replay": {"bindings": _replay(),
                "actors": 1,
                "what": "experience replay (IMPALA §5.3.2): half of each mini-batch replayed "
                        "from the last 160k agent steps, V-trace correcting"},
-    "replay_l1": {"bindings": [*_REPLAY, "ImpalaAlgorithm.td_lambda=1.0"], "actors": 1,
+    "replay_l1": {"bindings": _replay(td_lambda="1.0"), "actors": 1,
                   "what": "experience replay with V-trace's lambda 1 (the paper's; the conf: "
                           "0.95)"},
-    "replay75": {"bindings": ["ImpalaAlgorithm.experience_replay_fraction=0.75",
-                              *_REPLAY[1:]], "actors": 1,
+    "replay75": {"bindings": _replay(experience_replay_fraction="0.75"), "actors": 1,
                  "what": "experience replay, three quarters of each mini-batch replayed"},
-    "replay_long": {"bindings": [_REPLAY[0], "ImpalaAlgorithm.experience_replay_length=30000",
-                                 _REPLAY[2]], "actors": 1,
+    "replay_long": {"bindings": _replay(experience_replay_length="30000"),
+                    "actors": 1,
                     "what": "experience replay from the last 480k agent steps"},
     "adam": {"bindings": ["ImpalaAlgorithm.optimizer=@torch.optim.Adam",
                           "torch.optim.Adam.lr=2.5e-4", "torch.optim.Adam.eps=1e-5"],
