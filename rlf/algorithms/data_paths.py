@@ -30,7 +30,6 @@ from rlf.algorithms.mixing import ExperienceSource, Mixer, mixed_count
 from rlf.algorithms.seams import DataPathSeam, run_args
 from rlf.data_structures import Experience, RowSource, valid_step_mask
 from rlf.replay import PrioritizedSampler, ReplayBuffer, Sampler, UniformSampler
-from rlf.tensor_specs import spec_from_tensors
 from rlf.utils import distributed, summary
 from rlf.utils.common import detach, reset_state_if_necessary
 from rlf.utils.deprecation import warn_deprecated
@@ -598,7 +597,6 @@ class Replay(DataPath):
         offline_only: no environment steps (``unroll_length = 0``).
         length: steps per environment of the online buffer.
         sampler: the online buffer's sampler (``replay_sampler``).
-        make_buffer: builds the online buffer from one step's spec; None without unrolls.
         world: the learners (``mini_batches.world`` if None).
         offline: the offline data's buffer (``make_offline_replay_buffer``), or None.
         mixer: appends the algorithm's experience sources to each mini-batch; None without.
@@ -609,9 +607,7 @@ class Replay(DataPath):
     def __init__(self, algorithm: DataPathSeam, sequences: Sequences, mini_batches: MiniBatches,
                  num_epochs: int, whole: bool, clear: bool, initial_collect_steps: int,
                  offline_fraction: float, unroll_with_grad: bool, offline_only: bool,
-                 length: int, sampler: Sampler,
-                 make_buffer: Optional[Callable[[Any], Any]] = None,
-                 world: Optional[distributed.World] = None,
+                 length: int, sampler: Sampler, world: Optional[distributed.World] = None,
                  offline: Optional[ReplayBuffer] = None, mixer: Optional[Mixer] = None,
                  observers: Sequence[Callable[[Experience], None]] = ()):
         super().__init__(algorithm, sequences)
@@ -626,17 +622,16 @@ class Replay(DataPath):
                      else "replay_samples")
         self.length = length
         self.sampler = sampler
-        # The online ReplayBuffer, built from the first step (set_buffer).
+        # The online ReplayBuffer (set_buffer), given once the environments are known, and
+        # whether a step was stored in it (has_data).
         self.buffer: Optional[ReplayBuffer] = None
-        self.make_buffer = make_buffer  # spec -> buffer
+        self._stored = False
         self.offline: Optional[ReplayBuffer] = offline  # the offline data's, if any
         # The algorithm's sources alone (offline-only batches), and after the offline data's.
         self.mixer, self.hybrid_mixer = mixer, mixer
         if offline is not None:
             self.hybrid_mixer = Mixer((self._offline_source(offline),) + (
                 mixer.sources if mixer else ()), mixer.hook if mixer else None)
-        # A checkpoint's buffer state, loaded once the buffer is built (load_buffer_state).
-        self._restored: Optional[Dict[str, Any]] = None
 
     def check_sampling_seam(self, buffer) -> None:
         """Refuses a relabelling sampler (``HindsightSampler``), or a buffer class with a
@@ -659,60 +654,16 @@ class Replay(DataPath):
                         f"relabelling")
 
     def set_buffer(self, buffer) -> None:
-        """Takes the online buffer, built from the first step: checks that sequences fit its
-        rings and restores a checkpoint's state read before it existed.
-
-        Raises:
-            UserError: for sequences longer than a ring's usable steps.
-        """
-        self.check_sampling_seam(buffer)
-        self.buffer = buffer
-        if self.whole and self.clear:  # (every learner's buffers: initial_collect_steps is)
-            self.initial_collect_steps = max(
-                self.initial_collect_steps,
-                buffer.max_length * buffer.num_environments * self.world.size)
-        self.check_sequence_fits(buffer.max_length - buffer.num_earliest_frames_ignored)
-        if self._restored is not None:
-            buffer.load_state_dict(self._restored)
-            self._restored = None
-
-    def load_buffer_state(self, state: Dict[str, Any], num_envs: int) -> None:
-        """Restores the online buffer's ``state_dict()``: now, or, before the first step has
-        built the buffer, when it does (its spec comes from that step).
-
-        Args:
-            state: the buffer's state (keys ``time_step|step_type``, ...).
-            num_envs: the environments this learner's buffer will hold.
-
-        Raises:
-            ValueError: naming the keys that differ, or environments x steps other than the
-                configuration's.
-        """
-        if self.buffer is not None:
-            self.buffer.load_state_dict(state)
-            return
-        found = state.get("time_step|step_type")
-        if found is not None and tuple(found.shape[:2]) != (num_envs, self.length):
-            raise ValueError(
-                f"{self.algorithm.name}: the checkpoint's replay buffer holds "
-                f"{found.shape[0]} environments x {found.shape[1]} steps, this "
-                f"configuration's {num_envs} x {self.length} (load.num_envs x "
-                f"{self.length_setting})")
-        self._restored = state
-
-    @property
-    def length_setting(self) -> str:
-        """The setting that sizes the buffer's rings, for messages."""
-        return ("TrainerConfig.unroll_length + 1" if self.whole and self.clear
-                else "TrainerConfig.replay_buffer_length")
-
-    def check_fits(self, num_envs: int, usable_length: int) -> None:
-        """Refuses a buffer in which training would never start: ``initial_collect_steps``
-        beyond what ``num_envs`` rings hold, or sequences longer than ``usable_length``.
+        """Takes the online buffer after refusing one in which training would never start:
+        ``initial_collect_steps`` beyond what every learner's rings hold, or sequences longer
+        than a ring's usable steps (its length less the oldest frames that frame stacking
+        ignores); and a sampling seam this path does not call (``check_sampling_seam``).
 
         Raises:
             UserError: naming the setting and the fix.
         """
+        self.check_sampling_seam(buffer)
+        num_envs = buffer.num_environments * self.world.size  # every learner's
         capacity = num_envs * self.length
         owner = self.algorithm.name
         if self.initial_collect_steps > capacity:
@@ -721,21 +672,48 @@ class Replay(DataPath):
                 f"exceeds what the replay buffer holds (environments x steps each: "
                 f"{num_envs} x {self.length} = {capacity}), so training would never start; "
                 f"lower it or raise TrainerConfig.replay_buffer_length")
-        self.check_sequence_fits(usable_length)
+        length = self.mini_batches.mini_batch_length
+        usable = buffer.max_length - buffer.num_earliest_frames_ignored
+        if not self.whole and length is not None and length > usable:
+            raise UserError(
+                f"{owner}: TrainerConfig.mini_batch_length = {length} is longer than a replay "
+                f"ring's usable steps ({usable}: its length less the oldest frames that frame "
+                f"stacking ignores), so no sequence could ever be sampled; raise "
+                f"TrainerConfig.replay_buffer_length")
+        if self.whole and self.clear:  # (every learner's buffers: initial_collect_steps is)
+            self.initial_collect_steps = max(self.initial_collect_steps,
+                                             buffer.max_length * num_envs)
+        self.buffer = buffer
 
-    def check_sequence_fits(self, usable_length: int) -> None:
-        """Refuses sampled sequences longer than a ring's ``usable_length`` steps.
+    def load_buffer_state(self, state: Dict[str, Any]) -> None:
+        """Restores the online buffer's ``state_dict()``.
+
+        Args:
+            state: the buffer's state (keys ``time_step|step_type``, ...).
 
         Raises:
-            UserError: naming the setting and the fix.
+            ValueError: naming the keys that differ, or environments x steps other than the
+                configuration's.
+            RuntimeError: before the buffer is given (``set_buffer``).
         """
-        length = self.mini_batches.mini_batch_length
-        if not self.whole and length is not None and length > usable_length:
-            raise UserError(
-                f"{self.algorithm.name}: TrainerConfig.mini_batch_length = {length} is longer "
-                f"than a replay ring's usable steps ({usable_length}: its length less the "
-                f"oldest frames that frame stacking ignores), so no sequence could ever be "
-                f"sampled; raise TrainerConfig.replay_buffer_length")
+        if self.buffer is None:
+            raise RuntimeError(f"{self.algorithm.name}: no replay buffer to restore into "
+                               f"before the loop has its unroller")
+        found = state.get("time_step|step_type")
+        expected = (self.buffer.num_environments, self.length)
+        if found is not None and tuple(found.shape[:2]) != expected:
+            raise ValueError(
+                f"{self.algorithm.name}: the checkpoint's replay buffer holds "
+                f"{found.shape[0]} environments x {found.shape[1]} steps, this "
+                f"configuration's {expected[0]} x {expected[1]} (load.num_envs x "
+                f"{self.length_setting})")
+        self.buffer.load_state_dict(state)
+
+    @property
+    def length_setting(self) -> str:
+        """The setting that sizes the buffer's rings, for messages."""
+        return ("TrainerConfig.unroll_length + 1" if self.whole and self.clear
+                else "TrainerConfig.replay_buffer_length")
 
     @property
     def grad_in_unroll(self) -> bool:
@@ -754,18 +732,23 @@ class Replay(DataPath):
         return not self.mini_batches.counter_per_mini_batch
 
     def has_data(self) -> bool:
-        return self.buffer is not None or self.offline is not None
+        return self._stored or self.offline is not None
 
     def observe(self, experience: Experience) -> None:
-        """Adds each ``[B]`` step of the unroll (detached, on CPU) to the buffer (built from
-        the first one), then gives it to each of ``observers``."""
+        """Adds each ``[B]`` step of the unroll (detached, on CPU) to the buffer, then gives
+        it to each of ``observers``.
+
+        Raises:
+            RuntimeError: before the buffer is given (``set_buffer``).
+        """
+        buffer = self.buffer
+        if buffer is None:
+            raise RuntimeError(f"{self.algorithm.name}: no replay buffer to add to before the "
+                               f"loop has its unroller")
         for t in range(experience.time_step.step_type.shape[0]):
             step = nest.map_structure(lambda x, t=t: x[t], experience)
-            if self.buffer is None:
-                assert self.make_buffer is not None  # given with an unroll
-                self.set_buffer(self.make_buffer(spec_from_tensors(step)))
-            assert self.buffer is not None
-            self.buffer.add_batch(step, step.time_step.env_id)
+            buffer.add_batch(step, step.time_step.env_id)
+            self._stored = True
             for observe in self.observers:
                 observe(step)
 
@@ -955,7 +938,6 @@ def _check_sources(sources: Tuple[ExperienceSource, ...], name: str, path: str,
 
 
 def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
-                   make_buffer: Optional[Callable[[Any], Any]] = None,
                    world: Optional[distributed.World] = None,
                    make_offline: Optional[Callable[[], Any]] = None) -> DataPath:
     """The data path ``config`` selects for ``algorithm`` (the module docstring's table),
@@ -964,7 +946,6 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
     Args:
         algorithm: the ``RLAlgorithm``.
         config: its ``DataPathConfig`` (``TrainerConfig.data_path``).
-        make_buffer: builds the replay buffer from one step's spec (off-policy, unrolling).
         world: the learners of the run; one learner if None.
         make_offline: builds the offline data's buffer, or returns None without offline
             settings (off-policy); called once the settings are checked.
@@ -1010,7 +991,7 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
                   config.initial_collect_steps, config.offline_fraction,
                   config.unroll_with_grad, offline_only=path == "offline",
                   length=replay_buffer_length(config),
-                  sampler=sampler, make_buffer=make_buffer,
+                  sampler=sampler,
                   offline=None if make_offline is None else make_offline(),
                   mixer=_mixer(algorithm, sources), observers=_observers(algorithm, sources))
 

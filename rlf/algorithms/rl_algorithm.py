@@ -21,8 +21,9 @@ from rlf.algorithms.data_needs import DataNeeds
 from rlf.algorithms.removed import check_observe_for_replay
 from rlf.algorithms.reserved import set_framework_state
 from rlf.algorithms.loops import loop_of, was_dropped
+from rlf.algorithms.probe import probe_rollout_step
 from rlf.algorithms.seams import DataPathSeam, LearnerSeam, LoopSeam
-from rlf.data_structures import ActorIdentity, AlgStep, Experience, StepType, time_step_spec
+from rlf.data_structures import ActorIdentity, Experience, time_step_spec
 from rlf.replay import ReplayBuffer
 from rlf.replay.offline import OfflineLayout
 from rlf.tensor_specs import TensorSpec, spec_from_tensors
@@ -292,7 +293,7 @@ class RLAlgorithm(Algorithm):
             hooks = [m.register_forward_pre_hook(lambda mod, args, n=n: called.append(n))
                      for n, m in self.named_modules() if n]
             try:
-                self._rlf_probe_rollout_step()
+                probe_rollout_step(self)
             finally:
                 for h in hooks:
                     h.remove()
@@ -320,34 +321,13 @@ class RLAlgorithm(Algorithm):
                     and spec.shape == action.shape and spec.dtype == action.dtype)
             return action if fits else spec
 
-        info = nest.map_structure_with_path(_bounded, self._rlf_rollout_info_spec_probe())
+        info = nest.map_structure_with_path(
+            _bounded, spec_from_tensors(probe_rollout_step(self).info))
         spec = Experience(time_step=ts._replace(env_info={}), action=action,
                           rollout_info=info, state=())
         return OfflineLayout(spec=spec,
                              aliases={"rollout_info|action": ["rollout_info|rl|action",
                                                               "action"]})
-
-    def _rlf_rollout_info_spec_probe(self) -> Any:
-        """The spec of ``rollout_step``'s info (one step), from a probe step."""
-        info = self._rlf_probe_rollout_step().info
-        return spec_from_tensors(nest.map_structure(lambda x: x.cpu(), info))
-
-    def _rlf_probe_rollout_step(self) -> AlgStep:
-        """``rollout_step`` on a zero ``FIRST`` step, in eval mode, without gradients, torch's
-        random state restored after it."""
-        ts_spec = time_step_spec(self._rlf_observation_spec, self._rlf_action_spec,
-                                 self._rlf_reward_spec)
-        time_step = nest.map_structure(lambda spec: spec.zeros((1,)).to(self._rlf_device),
-                                       ts_spec._replace(env_info={}))
-        time_step = time_step._replace(step_type=torch.full_like(time_step.step_type,
-                                                                 int(StepType.FIRST)))
-        was_training = self.training
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            self.train(False)
-            try:
-                return self.rollout_step(time_step, self.get_initial_rollout_state(1))
-            finally:
-                self.train(was_training)
 
     # ------------------------------------------------------------------ checkpoints
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign=False):

@@ -29,6 +29,7 @@ from rlf.algorithms.data_paths import (DataPath, Replay, make_data_path,
                                        offline_data_settings, replay_sampler)
 from rlf.algorithms.learner import Learner, make_learner
 from rlf.algorithms.memories import check_memories
+from rlf.algorithms.probe import probe_rollout_step
 from rlf.algorithms import loops
 from rlf.algorithms.seams import LoopSeam, run_args
 from rlf.data_structures import Experience, time_step_spec
@@ -94,8 +95,8 @@ class TrainingLoop:
             learner = make_learner(algorithm, config, world)
         self.learner: Learner = learner
         self.world = learner.settings.world if world is None else world
-        path = make_data_path(algorithm, config.data_path, make_buffer=self._make_online_buffer,
-                              world=self.world, make_offline=self._make_offline_buffer)
+        path = make_data_path(algorithm, config.data_path, world=self.world,
+                              make_offline=self._make_offline_buffer)
         if algorithm.on_policy and config.checkpoints.save_replay_buffer:
             raise UserError(without_effect(
                 ["save_replay_buffer = True"], f"with an off-policy algorithm's replay buffer; "
@@ -185,12 +186,12 @@ class TrainingLoop:
             ValueError: for a second unroller of another batch size.
             UserError: (a ``ValueError``) as ``check_replay_fits``.
         """
-        alg = self.algorithm
+        if self._metrics is not None and unroller.batch_size != self._num_envs:
+            raise ValueError(f"{self.algorithm.name}: the metrics were sized for "
+                             f"{self._num_envs} environments, the new unroller has "
+                             f"{unroller.batch_size}")
         if self._checked_batch_size != unroller.batch_size:
             self.check_replay_fits(unroller.batch_size)
-        if self._metrics is not None and unroller.batch_size != self._num_envs:
-            raise ValueError(f"{alg.name}: the metrics were sized for {self._num_envs} "
-                             f"environments, the new unroller has {unroller.batch_size}")
         self._unroller = unroller
         self._size_metrics(unroller.batch_size)
 
@@ -210,18 +211,32 @@ class TrainingLoop:
             discount=run_args(alg).metric_discount)
 
     def check_replay_fits(self, batch_size: int) -> None:
-        """The replay checks for an unroller of ``batch_size`` environments, before its actors
-        start: the buffer's settings (a one-step probe), ``initial_collect_steps`` and the
-        sequences' length against a ring; nothing on-policy.
+        """Builds the replay buffer for an unroller of ``batch_size`` environments, before its
+        actors start, so that a setting it refuses stops the run before anything is written:
+        its spec is the environments' time step, the action, a probe ``rollout_step``'s info
+        and the rollout state (``probe_rollout_step``); the path then checks
+        ``initial_collect_steps`` and the sequences' length against it. Nothing on-policy or
+        without unrolls (``unroll_length = 0``).
 
         Raises:
             UserError: (a ``ValueError``) for settings under which training would never
                 start, or that the buffer refuses.
         """
-        if self._replay is not None:
-            path = self._replay
-            path.check_fits(batch_size * self.world.size,
-                            path.length - self._probe_replay_buffer())
+        path, alg = self._replay, self.algorithm
+        if path is not None and self.config.data_path.unroll_length:
+            env = run_args(alg).env
+            ts = (env.time_step_spec() if env is not None else
+                  time_step_spec(alg.observation_spec, alg.action_spec, alg.reward_spec))
+            spec = Experience(time_step=ts, action=alg.action_spec,
+                              rollout_info=spec_from_tensors(probe_rollout_step(alg).info),
+                              state=alg.rollout_state_spec)
+            try:
+                buffer = run_args(alg).replay_buffer_ctor(
+                    data_spec=spec, num_environments=batch_size, max_length=path.length,
+                    name=f"{alg.name}_replay_buffer", sampler=path.sampler)
+            except ValueError as e:
+                raise UserError(one_line(e)) from e
+            path.set_buffer(buffer)
         self._checked_batch_size = batch_size
 
     # ------------------------------------------------------------------ replay buffers
@@ -235,48 +250,6 @@ class TrainingLoop:
             raise RuntimeError(f"{self.algorithm.name} is on-policy: it has no replay buffer")
         return self._replay
 
-    def _make_replay_buffer(self, data_spec, num_environments: int,
-                            max_length: int) -> ReplayBuffer:
-        """The algorithm's ``replay_buffer_ctor`` with the path's sampler.
-
-        Raises:
-            UserError: (a ``ValueError``) for a setting the buffer refuses.
-        """
-        alg = self.algorithm
-        try:
-            return run_args(alg).replay_buffer_ctor(
-                data_spec=data_spec, num_environments=num_environments, max_length=max_length,
-                name=f"{alg.name}_replay_buffer", sampler=self._replay_path().sampler)
-        except ValueError as e:
-            raise UserError(one_line(e)) from e
-
-    def _make_online_buffer(self, data_spec) -> ReplayBuffer:
-        """The data path's replay buffer (``Replay.make_buffer``)."""
-        return self._make_replay_buffer(data_spec, self._num_envs, self._replay_path().length)
-
-    def _probe_replay_buffer(self) -> int:
-        """Builds a one-step buffer over the experience's spec but ``rollout_info``, so that a
-        setting the buffer refuses stops the run before anything is written; returns its
-        ``num_earliest_frames_ignored``.
-
-        Raises:
-            UserError: (a ``ValueError``) for a setting the buffer refuses.
-        """
-        alg = self.algorithm
-        env = run_args(alg).env
-        ts = (env.time_step_spec() if env is not None else
-              time_step_spec(alg.observation_spec, alg.action_spec, alg.reward_spec))
-        spec = Experience(time_step=ts, action=alg.action_spec, rollout_info=(),
-                          state=alg.rollout_state_spec)
-        try:
-            probe = self._make_replay_buffer(spec, num_environments=1, max_length=1)
-        except UserError as e:
-            if "'rollout_info." in str(e):  # a path the probe's spec cannot hold
-                return 0
-            raise
-        self._replay_path().check_sampling_seam(probe)  # before anything runs
-        return probe.num_earliest_frames_ignored
-
     def replay_buffer_state_dict(self) -> Optional[dict]:
         """The replay buffer's state under ALF's keys (``_replay_buffer.time_step|reward``,
         ...), or None if there is no buffer yet."""
@@ -285,7 +258,7 @@ class TrainingLoop:
         return {f"_replay_buffer.{k}": v for k, v in self.replay_buffer.state_dict().items()}
 
     def load_replay_buffer_state_dict(self, state_dict: dict) -> None:
-        """Restores ``replay_buffer_state_dict()`` output, into the buffer once it is built.
+        """Restores ``replay_buffer_state_dict()`` output.
 
         Raises:
             ValueError: naming the keys that differ, or environments x steps other than the
@@ -293,8 +266,7 @@ class TrainingLoop:
         """
         prefix = "_replay_buffer."
         self._replay_path().load_buffer_state(
-            {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)},
-            self._num_envs)
+            {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)})
 
     def _make_offline_buffer(self) -> Optional[ReplayBuffer]:
         """The offline data's buffer (``make_data_path``'s ``make_offline``), from
@@ -439,6 +411,13 @@ class TrainingLoop:
         if self._rollout_info_spec is None:
             self._rollout_info_spec = spec_from_tensors(experience.rollout_info, outer_rank=2)
         stored = detach(nest.utils.convert_device(experience, "cpu"))
+        buffer = self.replay_buffer
+        if self.config.run.enable_amp and buffer is not None:
+            # Autocast's low-precision outputs are stored at the precision of the buffer's
+            # spec (a probe step's, without autocast), as actors' full-precision ones are.
+            stored = nest.map_structure(
+                lambda x, s: x.to(s.dtype) if x.is_floating_point() else x, stored,
+                buffer.data_spec)
         t0 = time.perf_counter()
         self.observe_for_metrics(all_environments(stored.time_step, self.world))
         t1 = time.perf_counter()

@@ -609,6 +609,34 @@ def test_an_off_policy_resume_without_its_replay_buffer_says_so_in_one_line(tmp_
     assert "replay buffer" not in capsys.readouterr().err
 
 
+def test_a_resumed_replay_buffer_is_restored_into_the_buffer_the_build_made(tmp_path):
+    """The build makes the replay buffer for the unroller's environments before it restores a
+    checkpoint, so the saved buffer goes straight into it: held before the first step, as
+    saved; a new run's buffer exists as soon as it is built, empty."""
+    config = functools.partial(_config, on_policy=False, whole_replay_buffer_training=False,
+                               clear_replay_buffer=False, mini_batch_size=4,
+                               mini_batch_length=2, replay_buffer_length=64)
+    first = Trainer(config(3), tmp_path, progress=False)
+    first.train()
+    saved = first.loop.replay_buffer.state_dict()
+    assert first.loop.replay_buffer.total_size == 3 * 8 * 4
+    resumed = Trainer(config(5), tmp_path, progress=False)
+    resumed.build()
+    try:
+        buffer = resumed.loop.replay_buffer
+        assert buffer is not None and buffer.total_size == 3 * 8 * 4
+        assert buffer.state_dict().keys() == saved.keys()
+        assert all(torch.equal(buffer.state_dict()[k], v) for k, v in saved.items())
+    finally:
+        resumed.close()
+    new = Trainer(config(1), tmp_path / "new", progress=False)
+    new.build()
+    try:
+        assert new.loop.replay_buffer is not None and new.loop.replay_buffer.total_size == 0
+    finally:
+        new.close()
+
+
 def test_a_finished_run_started_again_says_it_is_finished_and_how_to_go_on(tmp_path, capsys):
     Trainer(_config(2), tmp_path, progress=False).train()
     capsys.readouterr()
