@@ -22,7 +22,12 @@ def probe_rollout_step(algorithm: Any) -> AlgStep:
         algorithm: an ``RLAlgorithm``.
 
     Returns:
-        Its ``AlgStep``: ``[1, ...]`` output, state and info on its device.
+        Its ``AlgStep``: ``[1, ...]`` output, state and info on its device, each leaf of
+        the dtype ``rollout_step`` gives it (float32 outside autocast).
+
+    Raises:
+        Exception: whatever ``rollout_step`` raises on that step (the algorithm's mode is
+            restored first).
     """
     device = run_args(algorithm).device
     spec = time_step_spec(algorithm.observation_spec, algorithm.action_spec,
