@@ -42,19 +42,18 @@ from rlf.bin.suite import (agent_steps_per_second, last_tenth_score, parse_frame
                            pick_score_tag, read_run)
 
 FRAMESKIP = 4
-#: Experience replay's settings (``ImpalaAlgorithm``): half of each mini-batch replayed from the
-#: last 10,000 steps of each environment, one frame stored per step.
-_REPLAY = {"experience_replay_fraction": "0.5", "experience_replay_length": "10000",
-           "experience_replay_stacked_frames": "{'time_step.observation': 4}"}
+#: The conf of experience replay (IMPALA §5.3.2): the main conf with half of each mini-batch
+#: replayed from the last 10,000 steps of each environment, one frame stored per step.
+REPLAY_CONF = "confs/impala_atari_replay.gin"
 
 
-def _replay(**changes: str) -> List[str]:
-    """The bindings of experience replay, with ``changes`` (name -> value) and extra
-    ``ImpalaAlgorithm`` settings."""
-    return [f"ImpalaAlgorithm.{k}={v}" for k, v in {**_REPLAY, **changes}.items()]
+def _on_replay(*bindings: str) -> Dict:
+    """A variant of the replay conf: its ``conf`` and ``bindings`` on top, one actor."""
+    return {"conf": REPLAY_CONF, "bindings": list(bindings), "actors": 1}
 
 
-#: The variants: bindings on top of the conf. ``actors`` is the number of actor processes.
+#: The variants: bindings on top of the conf (``--conf``, or the variant's own ``conf``).
+#: ``actors`` is the number of actor processes.
 VARIANTS: Dict[str, Dict] = {
     "base": {"bindings": [], "actors": 1,
              "what": "the conf: ShallowCNN, 3 passes, RMSprop 6e-4, entropy 0.01 -> 0"},
@@ -72,18 +71,20 @@ VARIANTS: Dict[str, Dict] = {
                "what": "RMSprop rate 1e-3"},
     "ent0.02": {"bindings": ["ImpalaAlgorithm.entropy_regularization=[(0, 0.02), (2500000, 0.0)]"],
                 "actors": 1, "what": "entropy bonus 0.02 -> 0 over 10M frames"},
-    "replay": {"bindings": _replay(),
-               "actors": 1,
+    "replay": {**_on_replay(),
                "what": "experience replay (IMPALA §5.3.2): half of each mini-batch replayed "
                        "from the last 160k agent steps, V-trace correcting"},
-    "replay_l1": {"bindings": _replay(td_lambda="1.0"), "actors": 1,
+    "replay_l1": {**_on_replay("ImpalaAlgorithm.td_lambda=1.0"),
                   "what": "experience replay with V-trace's lambda 1 (the paper's; the conf: "
                           "0.95)"},
-    "replay75": {"bindings": _replay(experience_replay_fraction="0.75"), "actors": 1,
+    "replay75": {**_on_replay("ImpalaAlgorithm.experience_replay_fraction=0.75"),
                  "what": "experience replay, three quarters of each mini-batch replayed"},
-    "replay_long": {"bindings": _replay(experience_replay_length="30000"),
-                    "actors": 1,
+    "replay_long": {**_on_replay("ImpalaAlgorithm.experience_replay_length=30000"),
                     "what": "experience replay from the last 480k agent steps"},
+    "replay_passes4": {**_on_replay("TrainerConfig.num_updates_per_train_iter=4"),
+                       "what": "experience replay, 4 passes over each unroll"},
+    "replay_lr1e-3": {**_on_replay("torch.optim.RMSprop.lr=1e-3"),
+                      "what": "experience replay, RMSprop rate 1e-3"},
     "adam": {"bindings": ["ImpalaAlgorithm.optimizer=@torch.optim.Adam",
                           "torch.optim.Adam.lr=2.5e-4", "torch.optim.Adam.eps=1e-5"],
              "actors": 1, "what": "Adam with PPO's Atari settings (rate 2.5e-4, eps 1e-5)"},
@@ -99,6 +100,7 @@ def probe_command(conf: str, probe: str, root: Path, frames: int, seed: int, dev
     """The training command of ``probe`` (``"<Game>/<variant>"``)."""
     game, variant = probe.split("/")
     spec = VARIANTS[variant]
+    conf = spec.get("conf", conf)
     bindings = [f"load.env_name='ALE/{game}-v5'", f"TrainerConfig.random_seed={seed}",
                 f"TrainerConfig.num_env_steps={frames // FRAMESKIP}",
                 "TrainerConfig.num_iterations=0", f"TrainerConfig.device='{device}'",
@@ -138,7 +140,8 @@ def report(probes: List[str], root: Path, procs: Dict, started: float, args) -> 
     for p, s in summaries.items():
         proc = procs.get(p)
         row = {k: v for k, v in s.items() if not k.startswith("_")}
-        row.update(variant=VARIANTS[p.split("/")[1]]["what"],
+        spec = VARIANTS[p.split("/")[1]]
+        row.update(variant=spec["what"], conf=spec.get("conf", args.conf),
                    returncode=None if proc is None else proc.poll(),
                    last_tenth=window_score(s, s["frames"]),
                    last_tenth_at_common=window_score(s, common))
