@@ -602,6 +602,8 @@ class Replay(DataPath):
         mixer: appends the algorithm's experience sources to each mini-batch; None without.
             In hybrid training the offline data is its first source.
         observers: called with each stored ``[B]`` step, in order (the sources' ``observe``).
+        memories: ``(name, memory)`` of the sources that make their memory
+            (``ExperienceSource.memory``): made with the online buffer (``set_buffer``).
     """
 
     def __init__(self, algorithm: DataPathSeam, sequences: Sequences, mini_batches: MiniBatches,
@@ -609,10 +611,14 @@ class Replay(DataPath):
                  offline_fraction: float, unroll_with_grad: bool, offline_only: bool,
                  length: int, sampler: Sampler, world: Optional[distributed.World] = None,
                  offline: Optional[ReplayBuffer] = None, mixer: Optional[Mixer] = None,
-                 observers: Sequence[Callable[[Experience], None]] = ()):
+                 observers: Sequence[Callable[[Experience], None]] = (),
+                 memories: Sequence[Tuple[str, Callable[[Any, int], Any]]] = ()):
         super().__init__(algorithm, sequences)
         self.world = mini_batches.world if world is None else world
         self.observers = tuple(observers)
+        self._memory_makers = tuple(memories)
+        # The sources' memories, by source name, made with the online buffer.
+        self.memories: Dict[str, ReplayBuffer] = {}
         self.mini_batches, self.num_epochs = mini_batches, num_epochs
         self.whole, self.clear = whole, clear
         self.initial_collect_steps = initial_collect_steps
@@ -658,6 +664,7 @@ class Replay(DataPath):
         ``initial_collect_steps`` beyond what every learner's rings hold, or sequences longer
         than a ring's usable steps (its length less the oldest frames that frame stacking
         ignores); and a sampling seam this path does not call (``check_sampling_seam``).
+        Then has the sources make their memories for the buffer's steps.
 
         Raises:
             UserError: naming the setting and the fix.
@@ -684,6 +691,23 @@ class Replay(DataPath):
             self.initial_collect_steps = max(self.initial_collect_steps,
                                              buffer.max_length * num_envs)
         self.buffer = buffer
+        self.memories = {name: make(buffer.data_spec, buffer.num_environments)
+                         for name, make in self._memory_makers}
+
+    def load_memory_states(self, states: Dict[str, Dict[str, Any]]) -> List[str]:
+        """Restores the sources' memories from ``{name: state_dict()}``.
+
+        Returns:
+            The names in ``states`` of which this path has no memory (not restored).
+
+        Raises:
+            ValueError: from ``ReplayBuffer.load_state_dict``, for a state that does not fit
+                its memory (nothing of that memory is changed).
+        """
+        for name, state in states.items():
+            if name in self.memories:
+                self.memories[name].load_state_dict(state)
+        return [name for name in states if name not in self.memories]
 
     def load_buffer_state(self, state: Dict[str, Any]) -> None:
         """Restores the online buffer's ``state_dict()``.
@@ -911,14 +935,15 @@ def _check_replay_settings(config, sampler: Sampler, name: str, path: str) -> No
 
 def _check_sources(sources: Tuple[ExperienceSource, ...], name: str, path: str,
                    on_policy: bool, sampler: Optional[Sampler] = None) -> None:
-    """Refuses experience sources the path cannot serve: one that observes stored steps where
-    none are stored (on-policy), one that appends to the rollout graph's batch (there is no
-    mini-batch) or to a prioritised mini-batch (its rows would have no weight).
+    """Refuses experience sources the path cannot serve: one that observes stored steps, or
+    makes a memory of them, where none are stored (on-policy), one that appends to the
+    rollout graph's batch (there is no mini-batch) or to a prioritised mini-batch (its rows
+    would have no weight).
 
     Raises:
         UserError: one line naming the sources and the fix.
     """
-    observing = [s.name for s in sources if s.observe is not None]
+    observing = [s.name for s in sources if s.observe is not None or s.memory is not None]
     if observing and on_policy:
         raise UserError(f"{name}'s experience sources {observing} fill their memory from the "
                         f"steps stored in the replay buffer, which its data path '{path}' has "
@@ -993,7 +1018,8 @@ def make_data_path(algorithm: DataPathSeam, config: DataPathConfig,
                   length=replay_buffer_length(config),
                   sampler=sampler,
                   offline=None if make_offline is None else make_offline(),
-                  mixer=_mixer(algorithm, sources), observers=_observers(algorithm, sources))
+                  mixer=_mixer(algorithm, sources), observers=_observers(algorithm, sources),
+                  memories=tuple((s.name, s.memory) for s in sources if s.memory is not None))
 
 
 def _observers(algorithm: DataPathSeam, sources: Tuple[ExperienceSource, ...]

@@ -173,7 +173,8 @@ class ImpalaAlgorithm(RLAlgorithm):
         self._memory_args: Dict[str, Any] = dict(
             max_length=experience_replay_length, sampler=UniformSampler(max_use),
             stacked_frames=experience_replay_stacked_frames)
-        # the experience-replay memory, outside the module tree (not checkpointed)
+        # the experience-replay memory, outside the module tree (so not in the algorithm's
+        # checkpoint; the data path's save_replay_buffer carries it: experience_sources)
         self._memory = NotCheckpointed(buffer=None)
 
     @property
@@ -183,8 +184,8 @@ class ImpalaAlgorithm(RLAlgorithm):
 
     @property
     def experience_replay_memory(self):
-        """The experience-replay ``ReplayBuffer`` (None until the first step is stored, or
-        without ``experience_replay_fraction``)."""
+        """The experience-replay ``ReplayBuffer`` (None until the data path has its replay
+        buffer, or without ``experience_replay_fraction``)."""
         return self._memory.buffer
 
     def observe_for_replay(self, exp) -> None:
@@ -194,23 +195,27 @@ class ImpalaAlgorithm(RLAlgorithm):
 
     observe_for_replay._rlf_no_op = True  # type: ignore[attr-defined]  # (not an observer)
 
+    def _make_memory(self, spec, num_environments: int) -> ReplayBuffer:
+        """Makes the memory for steps of ``spec`` from ``num_environments`` environments."""
+        self._memory.buffer = self._memory_ctor(
+            data_spec=spec, num_environments=num_environments,
+            name=f"{self._name}_experience_replay", **self._memory_args)
+        return self._memory.buffer
+
     def _remember(self, exp) -> None:
         """Stores the step (stored in the training buffer already) in the memory too."""
-        if self.experience_replay_memory is None:
-            spec = spec_from_tensors(exp)
-            self._memory.buffer = self._memory_ctor(
-                data_spec=spec, num_environments=exp.time_step.step_type.shape[0],
-                name=f"{self._name}_experience_replay", **self._memory_args)
-        self.experience_replay_memory.add_batch(exp, exp.time_step.env_id)
+        self._memory.buffer.add_batch(exp, exp.time_step.env_id)
 
     def experience_sources(self) -> Sequence[ExperienceSource]:
         """With experience replay, its memory, which keeps each stored step: each mini-batch
         of ``N`` sequences gets ``round(N * f / (1 - f))`` sequences sampled from it, once it
-        holds a sequence that ``max_use`` has not exhausted."""
+        holds a sequence that ``max_use`` has not exhausted. The data path makes the memory
+        with its replay buffer, and checkpoints with ``TrainerConfig.save_replay_buffer``
+        carry it."""
         if not self._replay_fraction:
             return ()
         return (ExperienceSource("experience_replay", self._replayed, self._replay_fraction,
-                                 observe=self._remember),)
+                                 observe=self._remember, memory=self._make_memory),)
 
     def _replayed(self, experience, k: int):
         """``k`` sequences from the memory as long as ``experience``'s, or None while it holds

@@ -5,13 +5,14 @@ dict or a list: IMPALA's experience replay, a store-time relabelled HER memory, 
 training set) is in no checkpoint, so a resumed run would start it empty. It must say so:
 held in a ``NotCheckpointed``, it is named in one line when a run resumes; found anywhere
 else, the first checkpoint is refused (``check_memories``). A memory created in the
-constructor is a sub-module, and every checkpoint holds it.
+constructor is a sub-module, and every checkpoint holds it; one an ``ExperienceSource``
+makes (``memory``) goes beside the replay buffer with ``TrainerConfig.save_replay_buffer``.
 """
 
 from __future__ import annotations
 
 import types
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Collection, Iterator, List, Tuple
 
 from torch import nn
 
@@ -35,12 +36,12 @@ class NotCheckpointed(types.SimpleNamespace):
 
 
 def _found(value: Any, path: str, depth: int, declared: bool
-           ) -> Iterator[Tuple[str, bool]]:
-    """``(path, declared)`` of each ``ReplayBuffer`` reachable from ``value`` through plain
-    holders (objects' attributes, dicts, lists, tuples) within ``depth`` levels; ``declared``:
-    inside a ``NotCheckpointed``."""
+           ) -> Iterator[Tuple[str, bool, ReplayBuffer]]:
+    """``(path, declared, buffer)`` of each ``ReplayBuffer`` reachable from ``value`` through
+    plain holders (objects' attributes, dicts, lists, tuples) within ``depth`` levels;
+    ``declared``: inside a ``NotCheckpointed``."""
     if isinstance(value, ReplayBuffer):
-        yield path, declared
+        yield path, declared, value
         return
     if depth == 0 or isinstance(value, (nn.Module, type, types.FunctionType,
                                         types.MethodType, str, bytes)):
@@ -62,9 +63,9 @@ def _found(value: Any, path: str, depth: int, declared: bool
         yield from _found(sub, sub_path, depth - 1, declared)
 
 
-def _memories(algorithm: nn.Module) -> Iterator[Tuple[str, bool]]:
-    """``(path, declared)`` of every ``ReplayBuffer`` held outside ``algorithm``'s module
-    tree, below the attributes of the tree's modules."""
+def _memories(algorithm: nn.Module) -> Iterator[Tuple[str, bool, ReplayBuffer]]:
+    """``(path, declared, buffer)`` of every ``ReplayBuffer`` held outside ``algorithm``'s
+    module tree, below the attributes of the tree's modules."""
     for prefix, module in algorithm.named_modules():
         for name, value in vars(module).items():
             if name in _MODULE_ATTRIBUTES or name.startswith("_rlf_"):
@@ -72,9 +73,14 @@ def _memories(algorithm: nn.Module) -> Iterator[Tuple[str, bool]]:
             yield from _found(value, f"{prefix}.{name}" if prefix else name, _DEPTH, False)
 
 
-def not_checkpointed_memories(algorithm: nn.Module) -> List[str]:
-    """The paths of the ``ReplayBuffer`` s ``algorithm`` holds in ``NotCheckpointed``s."""
-    return [path for path, declared in _memories(algorithm) if declared]
+def not_checkpointed_memories(algorithm: nn.Module, saved: Collection[ReplayBuffer] = ()
+                              ) -> List[str]:
+    """The paths of the ``ReplayBuffer`` s ``algorithm`` holds in ``NotCheckpointed``s, but
+    for those in ``saved`` (which the checkpoint carries otherwise: a data path's
+    ``memories`` with ``save_replay_buffer``)."""
+    kept = {id(b) for b in saved}
+    return [path for path, declared, buffer in _memories(algorithm)
+            if declared and id(buffer) not in kept]
 
 
 def check_memories(algorithm: nn.Module) -> None:
@@ -85,7 +91,7 @@ def check_memories(algorithm: nn.Module) -> None:
         UserError: (a ``ValueError``) naming the algorithm's class, the memory's path and the
             two fixes.
     """
-    for path, declared in _memories(algorithm):
+    for path, declared, _ in _memories(algorithm):
         if not declared:
             raise UserError(
                 f"{type(algorithm).__name__}: the ReplayBuffer at self.{path} is outside the "

@@ -40,6 +40,13 @@ class ExperienceSource(NamedTuple):
             on CPU) right after the data path stored it in its replay buffer: fills the
             source's memory (IMPALA's); None: the source fills itself otherwise. A memory
             that no mini-batch mixes (a model's training set) is a source of ``fraction`` 0.
+        memory: ``memory(spec, num_environments)``: makes and returns the source's
+            ``ReplayBuffer`` for steps of ``spec`` (the replay buffer's ``data_spec``) from
+            ``num_environments`` environments. The data path calls it once, when it gets its
+            replay buffer (before a checkpoint is restored), and holds the memory, so that
+            checkpoints with ``TrainerConfig.save_replay_buffer`` carry it beside the replay
+            buffer and a resumed run goes on with it. None: the source keeps its memory
+            itself (in a ``NotCheckpointed``, or none).
     """
 
     name: str
@@ -47,6 +54,7 @@ class ExperienceSource(NamedTuple):
     fraction: float
     row_source: RowSource = RowSource.MIXED
     observe: Optional[Callable[[Experience], None]] = None
+    memory: Optional[Callable[[Any, int], Any]] = None
 
 
 def _project(part: Any, template: Any, source: str) -> Any:

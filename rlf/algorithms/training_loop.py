@@ -147,8 +147,14 @@ class TrainingLoop:
 
     @property
     def replay_buffer(self) -> Optional[ReplayBuffer]:
-        """The replay buffer, or None (on-policy, or before the first unroll)."""
+        """The replay buffer, or None (on-policy, or before the loop has its unroller)."""
         return None if self._replay is None else self._replay.buffer
+
+    @property
+    def memories(self) -> Dict[str, ReplayBuffer]:
+        """The memories of the algorithm's experience sources (``ExperienceSource.memory``),
+        by source name; made with the replay buffer, so empty before that or without any."""
+        return {} if self._replay is None else dict(self._replay.memories)
 
     @property
     def offline_replay_buffer(self) -> Optional[ReplayBuffer]:
@@ -267,6 +273,23 @@ class TrainingLoop:
         prefix = "_replay_buffer."
         self._replay_path().load_buffer_state(
             {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)})
+
+    def memory_state_dicts(self) -> Dict[str, dict]:
+        """The ``state_dict()`` of each memory of ``memories``, by source name."""
+        return {name: memory.state_dict() for name, memory in self.memories.items()}
+
+    def load_memory_state_dicts(self, states: Dict[str, dict]) -> List[str]:
+        """Restores ``memory_state_dicts()`` output.
+
+        Returns:
+            The names in ``states`` of sources this loop has no memory of (not restored).
+
+        Raises:
+            ValueError: for a state that does not fit its memory (that memory unchanged).
+        """
+        if self._replay is None:
+            return list(states)
+        return self._replay.load_memory_states(states)
 
     def _make_offline_buffer(self) -> Optional[ReplayBuffer]:
         """The offline data's buffer (``make_data_path``'s ``make_offline``), from

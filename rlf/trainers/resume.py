@@ -92,7 +92,7 @@ class RunRestore:
             self._settle_optimizer_settings(configured)
             replay = restored.companions.get(REPLAY_BUFFER_COMPANION)
             if self._save_replay_buffer and replay is not None:
-                self._loop.load_replay_buffer_state_dict(replay["algorithm"])
+                self._restore_replay(replay)
         except ValueError as e:
             changed = changed_settings(self._root_dir, limit=1000)
             algorithm = [c for c in changed if c.startswith("TrainerConfig.algorithm_ctor ")]
@@ -190,9 +190,23 @@ class RunRestore:
         checkpointer.load(step)
         replay = checkpointer.companion_path(REPLAY_BUFFER_COMPANION, step)
         if self._save_replay_buffer and replay.is_file():
-            self._loop.load_replay_buffer_state_dict(
-                load_checkpoint_file(replay)["algorithm"])
+            self._restore_replay(load_checkpoint_file(replay))
         return step
+
+    def _restore_replay(self, replay: Dict[str, Any]) -> None:
+        """Loads the replay buffer saved beside a checkpoint (``replay["algorithm"]``, ALF's
+        layout) and the experience sources' memories saved with it (``replay["memories"]``);
+        warns about a saved memory of a source the configured algorithm has not.
+
+        Raises:
+            ValueError: for a buffer or memory that does not fit its configured counterpart.
+        """
+        self._loop.load_replay_buffer_state_dict(replay["algorithm"])
+        unknown = self._loop.load_memory_state_dicts(replay.get("memories") or {})
+        if unknown:
+            self._warn(f"the checkpoint holds the memories of experience sources {unknown}, "
+                       f"which {self._algorithm.name} as configured has not: the resumed run "
+                       f"goes on without them")
 
 
 class UnrollerCheckpoint:

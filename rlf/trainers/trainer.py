@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import random
@@ -319,7 +318,7 @@ class Trainer:
         and memories); with several learners, forks the shared random generators."""
         config, algorithm, loop, world = self._config, self._algorithm, self._loop, self._world
         self._state.counters = loop.learner.counters
-        self._state.not_checkpointed = functools.partial(not_checkpointed_memories, algorithm)
+        self._state.not_checkpointed = self._memories_not_saved
         # Rank 0 writes the run's checkpoints, every other learner its own state beside them
         # (ckpt/learner-<rank>/).
         self._checkpointer = run_checkpointer(
@@ -376,7 +375,11 @@ class Trainer:
             if self._config.checkpoints.save_replay_buffer:
                 state = self._loop.replay_buffer_state_dict()
                 if state is not None:  # ALF's replay-checkpoint layout
-                    companions[REPLAY_BUFFER_COMPANION] = {"algorithm": state}
+                    companion: Dict[str, Any] = {"algorithm": state}
+                    memories = self._loop.memory_state_dicts()
+                    if memories:  # the experience sources' memories, beside it
+                        companion["memories"] = memories
+                    companions[REPLAY_BUFFER_COMPANION] = companion
             # With several learners rank 0's checkpoint comes last, after every other
             # learner's state: a ckpt-N.pt on disk has all of them beside it.
             world = self._world
@@ -483,6 +486,15 @@ class Trainer:
                                  saved_at=self._state.iter_num if restored is not None
                                  else None, start_iter=self._state.iter_num, tracker=tracker)
         return restored
+
+    def _memories_not_saved(self) -> List[str]:
+        """The paths of the algorithm's ``NotCheckpointed`` memories that its checkpoints do
+        not carry: all but the experience sources' memories the data path holds, which
+        ``save_replay_buffer`` writes beside the replay buffer."""
+        saved = (self._loop.memories.values()
+                 if self._loop is not None and self._config.checkpoints.save_replay_buffer
+                 else ())
+        return not_checkpointed_memories(self._algorithm, saved)
 
     def _replay_buffer_not_restored(self) -> Optional[str]:
         """The line that says a resumed off-policy run starts from an empty replay buffer

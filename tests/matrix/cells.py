@@ -64,6 +64,10 @@ CARTPOLE = ("load.num_envs=2",)
 ROWS: Dict[str, Row] = {
     "IMPALA": Row("confs/impala_cartpole.gin", CARTPOLE + (
         "TrainerConfig.unroll_length=8", "MLPEncoder.hidden=(16,)")),
+    "IMPALA + replay": Row("confs/impala_cartpole.gin", CARTPOLE + (
+        "TrainerConfig.unroll_length=8", "MLPEncoder.hidden=(16,)",
+        "ImpalaAlgorithm.experience_replay_fraction=0.5",
+        "ImpalaAlgorithm.experience_replay_length=32")),
     "PPO": Row("confs/ppo_cartpole.gin", CARTPOLE + (
         "TrainerConfig.unroll_length=8", "TrainerConfig.num_updates_per_train_iter=2",
         "TrainerConfig.mini_batch_size=8", "MLPEncoder.hidden=(16,)"), off_policy=False),

@@ -715,6 +715,68 @@ def test_impalas_experience_replay_is_a_declared_memory(tmp_path):
     env.close()
 
 
+def _impala_replay_config(num_iterations, save_replay_buffer=True, **kw):
+    """IMPALA on CartPole with experience replay (a memory of 50 steps per environment,
+    half of each mini-batch replayed from the third iteration on)."""
+    from rlf.algorithms import ImpalaAlgorithm
+    ctor = functools.partial(ImpalaAlgorithm, is_on_policy=False, experience_replay_fraction=0.5,
+                             experience_replay_length=50,
+                             optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
+    return TrainerConfig(algorithm_ctor=ctor, random_seed=3, unroll_length=8,
+                         num_iterations=num_iterations, whole_replay_buffer_training=True,
+                         clear_replay_buffer=True, save_replay_buffer=save_replay_buffer,
+                         checkpoint_interval=100, summary_interval=1, **kw)
+
+
+@pytest.mark.parametrize("save", [True, False], ids=["saved", "not_saved"])
+def test_impalas_replay_memory_goes_beside_the_replay_buffer_and_resumes_exactly(
+        tmp_path, capsys, save):
+    """With save_replay_buffer the memory is written beside the replay buffer (not in the
+    model's checkpoint), restored into the memory the build made, and the resumed run's losses
+    are the uninterrupted run's; without it the resumed memory starts empty, which is said,
+    and the losses part."""
+    Trainer(_impala_replay_config(8, save), tmp_path / "a", progress=False).train()
+    Trainer(_impala_replay_config(4, save), tmp_path / "b", progress=False).train()
+    ckpt = tmp_path / "b" / "ckpt"
+    model = load_checkpoint_file(ckpt / "ckpt-4.pt")
+    assert not any("experience_replay" in k for k in model["algorithm"])
+    if save:
+        replay = load_checkpoint_file(ckpt / "replay_buffer-4.pt")
+        memory = replay["memories"]["experience_replay"]
+        assert memory["time_step|step_type"].shape == (4, 50)
+        assert memory["_current_size"].tolist() == [4 * 8] * 4
+        assert "not_checkpointed" not in model["trainer"]
+        # ALF's layout is unchanged: the offline reader sees the replay buffer alone
+        from rlf.replay.offline import load_replay_checkpoint
+        assert load_replay_checkpoint(ckpt / "replay_buffer-4.pt")["_current_size"].tolist() \
+            == [9] * 4
+    else:
+        assert not (ckpt / "replay_buffer-4.pt").exists()
+        assert model["trainer"]["not_checkpointed"] == ["_memory.buffer"]
+    capsys.readouterr()
+    resumed = Trainer(_impala_replay_config(8, save), tmp_path / "b", progress=False)
+    resumed.train()
+    said = "(NotCheckpointed) held experience that no checkpoint holds" in capsys.readouterr().err
+    assert said == (not save)
+    a = _scalars(tmp_path / "a", "loss/ImpalaAlgorithm")
+    b = _scalars(tmp_path / "b", "loss/ImpalaAlgorithm")
+    assert ([b.get(s) for s in range(5, 9)] == [a[s] for s in range(5, 9)]) == save
+    assert len(set(a.values())) == len(a)  # the losses do change: not vacuous
+
+
+def test_a_saved_memory_the_configured_algorithm_has_not_is_named_when_the_run_resumes(
+        tmp_path, capsys):
+    Trainer(_impala_replay_config(2), tmp_path, progress=False).train()
+    capsys.readouterr()
+    config = _impala_replay_config(3)
+    config = config.replace(algorithm_ctor=functools.partial(
+        config.run.algorithm_ctor, experience_replay_fraction=0.0))
+    Trainer(config, tmp_path, progress=False).train()
+    assert ("WARNING: the checkpoint holds the memories of experience sources "
+            "['experience_replay'], which ImpalaAlgorithm as configured has not: the resumed "
+            "run goes on without them") in capsys.readouterr().err.splitlines()
+
+
 def _ppo(root, iterations, *extra):
     """A tiny PPO CartPole run of the shipped conf through rlf.train (gin-configured, so that
     play and load_policy rebuild it from its config.gin)."""
