@@ -81,6 +81,10 @@ VARIANTS: Dict[str, Dict] = {
                  "what": "experience replay, three quarters of each mini-batch replayed"},
     "replay_long": {**_on_replay("ImpalaAlgorithm.experience_replay_length=30000"),
                     "what": "experience replay from the last 480k agent steps"},
+    "replay_l1_75": {**_on_replay("ImpalaAlgorithm.td_lambda=1.0",
+                                  "ImpalaAlgorithm.experience_replay_fraction=0.75"),
+                     "what": "experience replay, V-trace's lambda 1 and three quarters of "
+                             "each mini-batch replayed"},
     "replay_passes4": {**_on_replay("TrainerConfig.num_updates_per_train_iter=4"),
                        "what": "experience replay, 4 passes over each unroll"},
     "replay_lr1e-3": {**_on_replay("torch.optim.RMSprop.lr=1e-3"),
