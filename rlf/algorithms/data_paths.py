@@ -701,12 +701,15 @@ class Replay(DataPath):
             The names in ``states`` of which this path has no memory (not restored).
 
         Raises:
-            ValueError: from ``ReplayBuffer.load_state_dict``, for a state that does not fit
-                its memory (nothing of that memory is changed).
+            ValueError: from ``ReplayBuffer.check_state_dict``, for a state that does not fit
+                its memory; every state is checked before any is loaded, so then no memory
+                is changed.
         """
-        for name, state in states.items():
-            if name in self.memories:
-                self.memories[name].load_state_dict(state)
+        known = {name: state for name, state in states.items() if name in self.memories}
+        for name, state in known.items():
+            self.memories[name].check_state_dict(state)
+        for name, state in known.items():
+            self.memories[name].load_state_dict(state)
         return [name for name in states if name not in self.memories]
 
     def load_buffer_state(self, state: Dict[str, Any]) -> None:

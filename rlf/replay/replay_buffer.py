@@ -573,16 +573,13 @@ class ReplayBuffer(nn.Module):
             self._sampler.update_priority(env, pos, prio)
 
     # ------------------------------------------------------------------ checkpoints
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
-                        assign: bool = False):
-        """Restores the buffer from ``state_dict()`` output (ALF's key layout).
-
-        Everything is checked before anything is written, so a failed load leaves the
-        buffer unchanged.
+    def check_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
+        """Checks that ``state_dict`` (``state_dict()`` output, ALF's key layout) fits this
+        buffer, changing nothing: what ``load_state_dict`` checks before it writes.
 
         Raises:
-            ValueError: listing missing, unexpected and mis-shaped/mis-typed keys, or
-                inconsistent ``_current_size``/``_current_pos``.
+            ValueError: listing missing, unexpected (where ``strict``) and mis-shaped/mis-typed
+                keys, or inconsistent ``_current_size``/``_current_pos``.
         """
         own = self.state_dict()
         missing = sorted(set(own) - set(state_dict))
@@ -606,6 +603,21 @@ class ReplayBuffer(nn.Module):
         if problems:
             raise ValueError(f"{self._name}.load_state_dict: " + "; ".join(problems)
                              + "; the buffer was not changed")
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False):
+        """Restores the buffer from ``state_dict()`` output (ALF's key layout).
+
+        Everything is checked (``check_state_dict``) before anything is written, so a failed
+        load leaves the buffer unchanged.
+
+        Raises:
+            ValueError: from ``check_state_dict``: listing missing, unexpected and
+                mis-shaped/mis-typed keys, or inconsistent ``_current_size``/``_current_pos``.
+        """
+        self.check_state_dict(state_dict, strict)
+        own = self.state_dict()
+        extra = sorted(set(state_dict) - set(own))
         with self._lock, torch.no_grad():
             for k, v in own.items():
                 v.copy_(state_dict[k])

@@ -96,6 +96,31 @@ def test_experience_replay_mixes_the_configured_fraction_with_max_use():
                         experience_replay_fraction=1.0)
 
 
+def test_memory_states_are_all_checked_before_any_is_loaded():
+    """A restore of two memories whose second does not fit leaves the first as it was."""
+    env = load("CartPole-v1", 4, seed=0)
+    config = TrainerConfig(unroll_length=8, whole_replay_buffer_training=True,
+                           clear_replay_buffer=True, num_iterations=1)
+    alg = ImpalaAlgorithm(env.observation_spec(), env.action_spec(), env=env, config=config,
+                          experience_replay_fraction=0.5, experience_replay_length=50,
+                          optimizer=functools.partial(torch.optim.Adam, lr=1e-2))
+    alg.train_iter()
+    env.close()
+    loop = loop_of(alg)
+    first = loop.memories["experience_replay"]
+    saved = {k: v.clone() for k, v in first.state_dict().items()}
+    assert int(saved["_current_size"].sum()) > 0
+    second = alg._make_memory(first.data_spec, first.num_environments)
+    loop.data_path.memories["second"] = second  # a second source's memory, as if declared
+    empty = {k: v.clone() for k, v in second.state_dict().items()}
+    bad = dict(empty, **{"_current_size": empty["_current_size"] + 1})
+    with pytest.raises(ValueError, match="_current_size .* the buffer was not changed"):
+        loop.load_memory_state_dicts({"experience_replay": empty, "second": bad})
+    assert all(torch.equal(v, saved[k]) for k, v in first.state_dict().items())
+    assert loop.load_memory_state_dicts({"experience_replay": empty, "second": empty}) == []
+    assert int(first.state_dict()["_current_size"].sum()) == 0
+
+
 @pytest.mark.parametrize("on_policy", [True, False])
 def test_amp_autocast_path_runs_on_cpu(on_policy):
     # enable_amp: bfloat16 autocast on CPU (float16 + GradScaler on CUDA, not testable here)
