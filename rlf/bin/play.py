@@ -139,6 +139,7 @@ def _play() -> int:
     from rlf.environments import is_atari, load_configured
     from rlf.environments.native_frames import NATIVE_SCREEN, NativeFrames
     from rlf.trainers import evaluate_episodes
+    from rlf.trainers.evaluator import episode_frame
     from rlf.trainers.run_dir import model_state
 
     with configured_values_refused_as_config_errors():  # e.g. a --conf_param's value
@@ -193,24 +194,13 @@ def _play() -> int:
     done = [False]
     window = FrameWindow(f"rlf: {env_name or root}", FLAGS.fps) if human else None
 
-    def frame_of(time_step):
-        if isinstance(env, NativeFrames):
-            frame = env.frame()
-        elif "render_mode" in kwargs:
-            frame = env.gym_env.render()
-            frame = frame[0] if isinstance(frame, (list, tuple)) else frame
-        else:
-            obs = time_step.observation[0].numpy()
-            frame = obs[-1] if obs.ndim == 3 else obs  # newest of the stacked frames
-        return None if frame is None else np.ascontiguousarray(frame).astype(np.uint8)
-
     def on_step(time_step):
         keep = record and not done[0]
         if keep and frames and bool(time_step.is_first()[0]):
             done[0], keep = True, False  # the first episode has ended
         if window is None and not keep:
             return
-        frame = frame_of(time_step)
+        frame = episode_frame(env, time_step)
         if frame is None:
             return
         if window is not None:

@@ -10,11 +10,12 @@ import torch
 
 from rlf import nest
 from rlf.data_structures import RAW_REWARD
+from rlf.environments.native_frames import NativeFrames
 from rlf.utils import summary
 from rlf.utils.extras import MissingExtraError
 from rlf.utils.common import reset_state_if_necessary
 
-__all__ = ["EpisodeFrames", "evaluate_episodes", "EvalResult"]
+__all__ = ["EpisodeFrames", "episode_frame", "evaluate_episodes", "EvalResult"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,11 +30,38 @@ class EvalResult(dict):
     environment clips its rewards and reports the raw ones (Atari)."""
 
 
+def episode_frame(env, time_step) -> Optional[np.ndarray]:
+    """The frame of environment 0 at ``time_step`` (``[B]``), as ``[H, W]`` or ``[H, W, 3]``
+    uint8: ``env.frame()`` where ``env`` is a ``NativeFrames`` (Atari's native screen);
+    what gymnasium renders where the environment was made with ``render_mode="rgb_array"``;
+    else the newest frame of uint8 image observations (Atari's 84x84); None for other
+    observations.
+
+    Raises:
+        gymnasium.error.DependencyNotInstalled: where rendering needs a package that is
+            missing (``pip install -e '.[play]'``).
+    """
+    if isinstance(env, NativeFrames):
+        frame = env.frame()
+    else:
+        gym_env = getattr(env, "gym_env", None)
+        if gym_env is not None and getattr(gym_env, "render_mode", None) == "rgb_array":
+            frame = gym_env.render()
+            frame = frame[0] if isinstance(frame, (list, tuple)) else frame
+        else:
+            observation = time_step.observation
+            if not isinstance(observation, torch.Tensor) or observation.dtype != torch.uint8:
+                return None
+            frame = observation[0].numpy()
+            frame = frame[-1] if frame.ndim == 3 else frame  # the newest stacked frame
+            if frame.ndim != 2:
+                return None
+    return None if frame is None else np.ascontiguousarray(frame).astype(np.uint8)
+
+
 class EpisodeFrames:
     """The frames of the first episode of environment 0 of a batched environment, as an
-    evaluation plays it (``on_step``): what gymnasium renders where the environment was made
-    with ``render_mode="rgb_array"``, else the newest frame of uint8 image observations
-    (Atari's 84x84); none for other observations.
+    evaluation plays it (``on_step``): ``episode_frame``'s.
 
     Args:
         env: the batched environment.
@@ -45,35 +73,24 @@ class EpisodeFrames:
         self.frames: List[np.ndarray] = []
 
     def add(self, time_step) -> None:
-        """Takes the frame of ``time_step`` (``[B]``), until the first episode ends."""
+        """Takes the frame of ``time_step`` (``[B]``), until the first episode ends.
+
+        Raises:
+            MissingExtraError: where rendering needs a package that is missing.
+        """
         if self._ended:
             return
         if self.frames and bool(time_step.is_first()[0]):
             self._ended = True
             return
-        frame = self._frame(time_step)
+        import gymnasium as gym
+        try:
+            frame = episode_frame(self._env, time_step)
+        except gym.error.DependencyNotInstalled as e:
+            raise MissingExtraError(f"TrainerConfig.eval_video_interval: {e} (or pip "
+                                    f"install -e '.[play]')") from None
         if frame is not None:
             self.frames.append(frame)
-
-    def _frame(self, time_step) -> Optional[np.ndarray]:
-        gym_env = getattr(self._env, "gym_env", None)
-        if gym_env is not None and getattr(gym_env, "render_mode", None) == "rgb_array":
-            import gymnasium as gym
-            try:
-                frame = gym_env.render()
-            except gym.error.DependencyNotInstalled as e:
-                raise MissingExtraError(f"TrainerConfig.eval_video_interval: {e} (or pip "
-                                        f"install -e '.[play]')") from None
-            frame = frame[0] if isinstance(frame, (list, tuple)) else frame
-        else:
-            observation = time_step.observation
-            if not isinstance(observation, torch.Tensor) or observation.dtype != torch.uint8:
-                return None
-            frame = observation[0].numpy()
-            frame = frame[-1] if frame.ndim == 3 else frame  # the newest stacked frame
-            if frame.ndim != 2:
-                return None
-        return None if frame is None else np.ascontiguousarray(frame).astype(np.uint8)
 
 
 @torch.no_grad()
