@@ -11,6 +11,7 @@ from rlf.algorithms import DQNAlgorithm, SACAlgorithm, TD3Algorithm
 from rlf.algorithms.dqn import apex_epsilon
 from rlf.environments import load
 from rlf.unrollers.actor_params import ActorIdentity, actor_state_dict
+from tests.algorithms._learners import learner_of
 
 ADAM = functools.partial(torch.optim.Adam, lr=1e-3)
 CASES = {
@@ -34,7 +35,7 @@ def test_actors_receive_no_critic_or_target_tensors_and_act_as_the_learner(name)
     everything = [k for k, v in learner.state_dict().items() if isinstance(v, torch.Tensor)]
     assert len(sent) < len(everything)
     if name != "dqn":  # act as after the first update (not uniformly at random)
-        learner.learner.counters.num_updates = 1  # the actor receives it with the parameters
+        learner_of(learner).counters.num_updates = 1  # the actor receives it with the parameters
     for k, v in actor_state_dict(actor).items():
         v.data.copy_(sent[k])  # what an actor unroller does
     assert actor.num_updates == learner.num_updates

@@ -72,7 +72,7 @@ def test_missing_optimizer_is_named():
             super().__init__()
             self.net = nn.Linear(2, 2)
     with pytest.raises(ValueError, match=r"net\.weight.*optimizer"):
-        NoOpt().learner.update_with_gradient(LossInfo(loss=torch.zeros(())))
+        learner_of(NoOpt()).update_with_gradient(LossInfo(loss=torch.zeros(())))
 
 
 def test_state_dict_carries_optimizers_and_rejects_mismatch_untouched():
@@ -87,7 +87,7 @@ def test_state_dict_carries_optimizers_and_rejects_mismatch_untouched():
     b = Net(3)
     b.load_state_dict(sd)
     assert torch.equal(b.net.weight, a.net.weight)
-    assert b.learner.optimizers[0].state_dict()["state"][0]["step"] == 1
+    assert learner_of(b).optimizers[0].state_dict()["state"][0]["step"] == 1
     c = Net(4)
     before = c.net.weight.clone()
     with pytest.raises(ValueError, match=r"'net\.weight' expected \(1, 4\).*found \(1, 3\)"):
@@ -110,7 +110,7 @@ def test_a_checkpoint_of_another_optimizer_class_is_refused_untouched():
             "['amsgrad', 'betas', ")):
         b.load_state_dict(a.state_dict())
     assert torch.equal(b.net.weight, before)
-    b.learner.update_with_gradient(LossInfo(loss=b.net(torch.ones(1, 3)).sum()))  # still usable
+    learner_of(b).update_with_gradient(LossInfo(loss=b.net(torch.ones(1, 3)).sum()))  # still usable
 
 
 def test_a_checkpoint_with_a_schedule_is_refused_without_one_as_a_schedule_mismatch():
@@ -163,27 +163,27 @@ def test_the_hyperparameters_a_restore_replaced_are_named_and_can_be_put_back():
         a = Net(0.1, sched)
         learner_of(a).update_with_gradient(LossInfo(loss=a.net(torch.ones(1, 3)).sum()))
         same = Net(0.1, sched)
-        configured = optimizer_settings(same.learner.optimizers)
+        configured = optimizer_settings(learner_of(same).optimizers)
         same.load_state_dict(a.state_dict())
-        assert replaced_hyperparameters(configured, same.learner.optimizers) == []
-        assert apply_optimizer_settings(same.learner.optimizers, same.learner.schedules,
+        assert replaced_hyperparameters(configured, learner_of(same).optimizers) == []
+        assert apply_optimizer_settings(learner_of(same).optimizers, learner_of(same).schedules,
                                         configured) == []  # a plain resume stays exact
         resumed = Net(0.5, sched)
-        configured = optimizer_settings(resumed.learner.optimizers)
+        configured = optimizer_settings(learner_of(resumed).optimizers)
         resumed.load_state_dict(a.state_dict())
-        assert replaced_hyperparameters(configured, resumed.learner.optimizers) == [
+        assert replaced_hyperparameters(configured, learner_of(resumed).optimizers) == [
             "optimizer 0 (Adam): lr = 0.1 (configured: 0.5)"]
-        group = resumed.learner.optimizers[0].param_groups[0]
+        group = learner_of(resumed).optimizers[0].param_groups[0]
         checkpoint_lr = group["lr"]  # 0.1, or 0.1 * 0.6 one update into the schedule
         assert checkpoint_lr == pytest.approx(0.1 if sched is None else 0.06)
-        (change,) = apply_optimizer_settings(resumed.learner.optimizers,
-                                             resumed.learner.schedules, configured)
+        (change,) = apply_optimizer_settings(learner_of(resumed).optimizers,
+                                             learner_of(resumed).schedules, configured)
         # the configured base rate at the schedule's place: five times the checkpoint's
         assert group["lr"] == pytest.approx(5 * checkpoint_lr)
         assert change == f"optimizer 0 group 0: lr {checkpoint_lr} -> {group['lr']}"
         if sched is not None:
             assert group["initial_lr"] == 0.5
-            assert resumed.learner.schedules[0].base_lrs == [0.5]
+            assert learner_of(resumed).schedules[0].base_lrs == [0.5]
 
 
 def test_initial_checkpoint_loads_parameters_by_prefix_and_refuses_in_one_line(tmp_path):
@@ -240,7 +240,7 @@ def test_lr_scheduler_steps_per_update_and_resumes_from_state_dict():
     assert sd["_lr_schedulers"][0]["last_epoch"] == 2
     b = Linear(lr_scheduler=sched)
     b.load_state_dict(sd)  # resumes at the schedule's end, not its start
-    b.learner.update_with_gradient(LossInfo(loss=b.w * 1.0))
+    learner_of(b).update_with_gradient(LossInfo(loss=b.w * 1.0))
     assert float(b.w.detach()) == pytest.approx(-2.25)
     with pytest.raises(ValueError, match=r"learning-rate schedulers.*\[False\].*\[True\]"):
         Linear().load_state_dict(sd)
@@ -269,7 +269,7 @@ def test_lr_scheduler_without_optimizer_is_named():
             super().__init__(lr_scheduler=torch.optim.lr_scheduler.LinearLR, name="sched")
             self.w = nn.Parameter(torch.zeros(()))
     with pytest.raises(ValueError, match=r"sched: lr_scheduler needs an optimizer"):
-        NoOpt().learner.update_with_gradient(LossInfo(loss=torch.zeros(())))
+        learner_of(NoOpt()).update_with_gradient(LossInfo(loss=torch.zeros(())))
 
 
 class Counter(RLAlgorithm):

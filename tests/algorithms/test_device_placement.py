@@ -91,12 +91,12 @@ def test_the_learner_keeps_every_tensor_on_its_device(name, device):
     with torch.no_grad():  # two unrolls: whole-buffer training starts at the second
         experience = nest.utils.cat_nests([actor.unroll(8), actor.unroll(8)])
     loop.data_path.observe(experience)  # every path: observe, then one update per batch
-    steps = sum(learner.learner.update(batch) for batch in loop.data_path.batches())
+    steps = sum(loop.learner.update(batch) for batch in loop.data_path.batches())
     assert steps > 0
     loop.update_observation_normalizers(experience.time_step.observation)  # CPU data
     stray = [n for n, t in learner.state_dict(keep_vars=True).items()
              if isinstance(t, torch.Tensor) and t.device.type != kind]
-    for i, opt in enumerate(learner.learner.optimizers):
+    for i, opt in enumerate(loop.learner.optimizers):
         stray += [f"optimizer {i}: {k}" for s in opt.state.values() for k, v in s.items()
                   if isinstance(v, torch.Tensor) and v.device.type != kind and v.ndim > 0]
     assert not stray

@@ -89,7 +89,7 @@ def test_step_counts_are_checkpointed():
         learner_of(alg).update_with_gradient(_terms(alg))
     other = TwoParts()
     other.load_state_dict(alg.state_dict())
-    assert other.num_updates == 3 and other.learner.optimizer_steps == {"a": 3, "b": 1}
+    assert other.num_updates == 3 and learner_of(other).optimizer_steps == {"a": 3, "b": 1}
     assert other.is_due("b")
 
 
@@ -136,7 +136,7 @@ def test_a_t_minus_3_loss_with_a_mask_gives_the_hand_computed_gradient():
     # "all": d/da sum(mask * a x) / 6 = (1 + 3 + 4 + 6) / 6
     assert alg.a.item() == pytest.approx(-14 / 6)
     valid = TwoParts(every_b=1, loss_average="valid")
-    valid.learner.update_with_gradient(LossInfo(loss={"a": valid.a * x}, mask={"a": mask}),
+    learner_of(valid).update_with_gradient(LossInfo(loss={"a": valid.a * x}, mask={"a": mask}),
                                        step_mask)
     assert valid.a.item() == pytest.approx(-14 / 4)  # over the 4 kept entries
     with pytest.raises(ValueError, match=r"mask of shape \(2, 2\) does not fit a loss of "
@@ -203,7 +203,7 @@ def test_a_mask_that_keeps_nothing_at_the_first_update_is_warned_about_once(capl
     caplog.clear()
     own = TwoParts(every_b=1)  # a mask that replaces the step mask keeps the steps
     with caplog.at_level("WARNING", logger="rlf.algorithms.optimization"):
-        own.learner.update_with_gradient(LossInfo(loss={"a": own.a * torch.ones(1, 3)},
+        learner_of(own).update_with_gradient(LossInfo(loss={"a": own.a * torch.ones(1, 3)},
                                           mask={"a": ReplacingMask(torch.ones(1, 3))}),
                                          one_step)
     assert not caplog.records and own.a.item() == -1.0
@@ -269,7 +269,7 @@ def test_a_sub_algorithm_keeps_its_own_optimizers_and_counts_in_the_parents_chec
     assert learner_of(alg).optimizer_steps == {"default": 2, "sub/v": 1, "sub/default": 2}
     other = Parent()
     other.load_state_dict(alg.state_dict())
-    assert other.learner.optimizer_steps == learner_of(alg).optimizer_steps
+    assert learner_of(other).optimizer_steps == learner_of(alg).optimizer_steps
     assert other.sub.u.item() == -3.0
 
 

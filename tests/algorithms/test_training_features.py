@@ -196,7 +196,7 @@ def test_added_optimizers_have_their_own_rate_schedule_and_clipping_and_are_chec
     assert state["_lr_schedulers"][0] is not None and state["_lr_schedulers"][2] is None
     other = TwoParts()
     other.load_state_dict(state)
-    other.learner.update_with_gradient(other.loss())  # the schedule resumed: a's rate is now 0.025
+    learner_of(other).update_with_gradient(other.loss())  # a's rate is now 0.025 (resumed)
     assert float(other.a.weight.detach()) == pytest.approx(0.7)
     with pytest.raises(RuntimeError, match="before the optimizers are created"):
         other.add_optimizer(torch.optim.SGD, other.c)
@@ -236,10 +236,10 @@ def test_summarize_grads_and_vars_writes_each_parameters_norm_and_its_gradients(
     counter = summary.get_global_counter()
     try:
         with summary.record_if(lambda: True):
-            make(False).learner.summarize_train(None, None, None, [])
+            learner_of(make(False)).summarize_train(None, None, None, [])
             summary.increment_global_counter()
             step = summary.get_global_counter()
-            make(True).learner.summarize_train(None, None, None, [])
+            learner_of(make(True)).summarize_train(None, None, None, [])
         writer.flush()
     finally:
         summary.set_default_writer(None)

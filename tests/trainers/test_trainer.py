@@ -27,6 +27,7 @@ from rlf.trainers.run_dir import model_state
 from rlf.utils.checkpoint import load_checkpoint_file
 from rlf.utils.errors import UserError, one_line
 from rlf.utils.tensorboard_reader import read_scalar_tags, read_scalars
+from tests.algorithms._learners import learner_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -483,7 +484,7 @@ def test_nan_loss_stops_naming_term_iteration_and_last_checkpoint(tmp_path):
             return AlgStep(output=torch.zeros(b, dtype=torch.int64), info=self.w.expand(b))
 
         def calc_loss(self, info):
-            value = info * (float("nan") if self.learner.counters.train_iter_num > 3 else 1.0)
+            value = info * (float("nan") if learner_of(self).counters.train_iter_num > 3 else 1.0)
             return LossInfo(loss=value, extra={"value_loss": value})
 
     config = TrainerConfig(algorithm_ctor=NaNAfter3, unroll_length=2, num_iterations=10,

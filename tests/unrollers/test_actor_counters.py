@@ -11,6 +11,7 @@ from rlf.algorithms import RLAlgorithm, TrainerConfig
 from rlf.data_structures import AlgStep, LossInfo
 from rlf.environments import load
 from rlf.trainers import Trainer
+from tests.algorithms._learners import learner_of
 
 ENV = load("CartPole-v1", 1)
 OBS, ACT = ENV.observation_spec(), ENV.action_spec()
@@ -30,8 +31,8 @@ class CounterRecorder(RLAlgorithm):
 
     def rollout_step(self, time_step, state):
         b = time_step.step_type.shape[0]
-        seen = torch.tensor([self.num_updates, self.learner.optimizer_steps["default"],
-                             self.get_env_steps(), self.learner.counters.train_iter_num])
+        seen = torch.tensor([self.num_updates, learner_of(self).optimizer_steps["default"],
+                             self.get_env_steps(), learner_of(self).counters.train_iter_num])
         return AlgStep(output=torch.zeros(b, dtype=torch.int64),
                        info={"seen": seen.expand(b, 4).clone()})
 
@@ -43,8 +44,8 @@ class CounterRecorder(RLAlgorithm):
 
     def after_train_iter(self, root_inputs, rollout_info=None):
         self.learner_log.append((rollout_info["seen"][0, 0].tolist(),
-                                 [self.num_updates, self.learner.optimizer_steps["default"],
-                                  self.get_env_steps(), self.learner.counters.train_iter_num]))
+                                 [self.num_updates, learner_of(self).optimizer_steps["default"],
+                                  self.get_env_steps(), learner_of(self).counters.train_iter_num]))
 
 
 @pytest.fixture
