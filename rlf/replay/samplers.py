@@ -184,8 +184,13 @@ class _SumTreeDraws:
         valid_mass = (float(values[valid].sum())
                       if batch_length > 1 or buffer.num_earliest_frames_ignored else tree.total)
         if valid_mass <= 0:
+            if self.max_use is None:
+                raise ValueError(f"{buffer._name}.get_batch: every eligible step has priority "
+                                 f"0, so none can be drawn; give drawable steps a priority > 0 "
+                                 f"(update_priority)")
             raise ValueError(f"{buffer._name}.get_batch: every eligible step was sampled "
-                             f"max_use={self.max_use} times; add new steps first")
+                             f"max_use={self.max_use} times or has priority 0; add new steps "
+                             f"first")
         flat_valid = valid.reshape(-1)
         chosen = np.empty(0, dtype=np.int64)
         for _ in range(1000):  # rejection of non-starts; almost always one round

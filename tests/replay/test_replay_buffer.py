@@ -202,6 +202,16 @@ def test_max_use(prioritized):
     assert int(rb.get_batch(1)[1].positions) == 4
 
 
+def test_all_priorities_zero_is_one_line_that_does_not_blame_max_use():
+    rb = ReplayBuffer(SPEC, num_environments=1, max_length=4,
+                      sampler=PrioritizedSampler(alpha=1.0))
+    fill(rb, 4)
+    rb.update_priority(torch.tensor([0, 0, 0, 0]), torch.tensor([0, 1, 2, 3]), torch.zeros(4))
+    with pytest.raises(ValueError, match=r"every eligible step has priority 0, so none can be "
+                                         r"drawn; give drawable steps a priority > 0"):
+        rb.get_batch(1)
+
+
 def test_clear_forgets_the_priorities():
     torch.manual_seed(4)
     rb = ReplayBuffer(SPEC, num_environments=1, max_length=4,
