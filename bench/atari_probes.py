@@ -85,6 +85,10 @@ VARIANTS: Dict[str, Dict] = {
                                   "ImpalaAlgorithm.experience_replay_fraction=0.75"),
                      "what": "experience replay, V-trace's lambda 1 and three quarters of "
                              "each mini-batch replayed"},
+    "replay_prox": {**_on_replay("ImpalaAlgorithm.proximal_policy=True"),
+                    "what": "experience replay, the surrogate clipped around the policy of "
+                            "the iteration before (pi_prox), replayed steps weighted by "
+                            "min(1, pi_prox / mu)"},
     "replay_passes4": {**_on_replay("TrainerConfig.num_updates_per_train_iter=4"),
                        "what": "experience replay, 4 passes over each unroll"},
     "replay_lr1e-3": {**_on_replay("torch.optim.RMSprop.lr=1e-3"),

@@ -27,6 +27,7 @@ from rlf.algorithms.mixing import ExperienceSource
 from rlf.algorithms.memories import NotCheckpointed
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import StepSchedule
+from rlf.algorithms.target_network import TargetUpdater, make_target_network
 from rlf.data_structures import AlgStep, LossInfo, starts_transition
 from rlf.networks import ActorCriticNetwork, ClipToBounds
 from rlf.networks.actor_critic import greedy_action
@@ -47,7 +48,8 @@ class ImpalaRolloutInfo(NamedTuple):
 
 
 class ImpalaInfo(NamedTuple):
-    """``[T, B]`` training information for ``calc_loss``."""
+    """``[T, B]`` training information for ``calc_loss``; ``proximal_params`` (the proximal
+    policy's parameters, ``proximal_policy``) is ``()`` without one."""
 
     reward: Any = ()
     step_type: Any = ()
@@ -56,6 +58,7 @@ class ImpalaInfo(NamedTuple):
     behaviour_params: Any = ()
     target_params: Any = ()
     value: Any = ()
+    proximal_params: Any = ()
 
 
 @gin.configurable
@@ -95,6 +98,19 @@ class ImpalaAlgorithm(RLAlgorithm):
             ``pi`` once it is ``epsilon`` away from ``mu``, so that several passes over the
             same unroll (``TrainerConfig.num_updates_per_train_iter``) cannot overshoot.
             None (default): IMPALA's ``-min(rho_t, clip_pg_rho_threshold) A_t log pi``.
+        proximal_policy: take the clipped surrogate's ratio against a proximal policy
+            ``pi_prox`` instead of ``mu``: the decoupled objective of Hilton et al. 2021
+            ("Batch size-invariance for policy optimization", eq. 2; RLlib's APPO target
+            network), ``-min(clip_pg_rho_threshold, pi_prox / mu) min(r_t A_t, clip(r_t, 1 -
+            epsilon, 1 + epsilon) A_t)`` with ``r_t = pi / pi_prox``. ``pi_prox`` is a copy of
+            the network made after each training iteration (``after_train_iter``), so where
+            ``mu`` acted with the parameters of the iteration before (the fixed lag of
+            ``TrainerConfig.deterministic``) ``pi_prox = mu`` on the unroll's own steps and the
+            loss is the plain surrogate's; replayed steps, whose ``mu`` is older, are clipped
+            around ``pi_prox`` (around ``mu`` most lie outside the clip range, where they get
+            no gradient) and weighted by the truncated ``pi_prox / mu``. One more forward pass
+            per update (no backward). Needs ``importance_ratio_clipping``, off-policy training
+            and a feed-forward network.
         is_on_policy: see above.
         experience_replay_fraction: the fraction of each training batch sampled from an
             experience-replay memory (Espeholt et al. 2018, §5.3.2, used 0.5); 0 for none.
@@ -114,7 +130,9 @@ class ImpalaAlgorithm(RLAlgorithm):
         ValueError: for an action spec the policy heads do not serve (naming it); for an
             ``entropy_regularization`` schedule that is empty, not made of pairs, or whose
             steps are negative or not increasing; for ``importance_ratio_clipping <= 0``; for
-            ``gamma`` or ``td_lambda`` outside ``[0, 1]``; for a negative ``td_loss_weight``.
+            ``gamma`` or ``td_lambda`` outside ``[0, 1]``; for a negative ``td_loss_weight``;
+            for ``proximal_policy`` without ``importance_ratio_clipping``, on-policy or with a
+            recurrent network (it would do nothing, or its state is not kept).
     """
 
     def __init__(self,
@@ -129,6 +147,7 @@ class ImpalaAlgorithm(RLAlgorithm):
                  clip_pg_rho_threshold: Optional[float] = 1.0,
                  td_lambda: float = 1.0,
                  importance_ratio_clipping: Optional[float] = None,
+                 proximal_policy: bool = False,
                  is_on_policy: bool = False,
                  experience_replay_fraction: float = 0.0,
                  experience_replay_length: int = 10000,
@@ -155,11 +174,24 @@ class ImpalaAlgorithm(RLAlgorithm):
                              f"{importance_ratio_clipping}")
         if experience_replay_fraction and is_on_policy:
             raise ValueError(f"{name}: experience replay needs is_on_policy=False")
+        if proximal_policy and (importance_ratio_clipping is None or is_on_policy):
+            raise ValueError(f"{name}: proximal_policy changes the clipped surrogate's ratio, "
+                             f"so it needs importance_ratio_clipping and is_on_policy=False "
+                             f"(on-policy pi_prox = mu); set both or drop proximal_policy")
         network = network_ctor(observation_spec, action_spec)
+        if proximal_policy and nest.flatten(network.state_spec):
+            raise ValueError(f"{name}: proximal_policy needs a feed-forward network (the "
+                             f"proximal policy keeps no recurrent state); drop it or the LSTM")
         super().__init__(observation_spec, action_spec, train_state_spec=network.state_spec,
                          is_on_policy=is_on_policy, name=name, metric_discount=gamma,
                          data_needs=TRANSITIONS, **kwargs)
         self._network = network
+        # pi_prox: a copy of the network, refreshed after each training iteration
+        self._proximal_network: Optional[torch.nn.Module] = None
+        self._proximal_updater: Optional[TargetUpdater] = None
+        if proximal_policy:
+            self._proximal_network = make_target_network(network)
+            self._proximal_updater = TargetUpdater([network], [self._proximal_network])
         self._memory_ctor = kwargs.get("replay_buffer_ctor") or ReplayBuffer
         self._to_env = ClipToBounds(action_spec)
         self._gamma = gamma
@@ -280,17 +312,30 @@ class ImpalaAlgorithm(RLAlgorithm):
         return AlgStep(output=self._to_env(action), state=new_state, info=info)
 
     def train_step(self, time_step, state, rollout_info: ImpalaRolloutInfo) -> AlgStep:
-        """Recomputes the target policy ``pi`` and ``V`` for a replayed step."""
+        """Recomputes the target policy ``pi`` and ``V`` for a replayed step (and the
+        proximal policy's parameters, ``proximal_policy``)."""
         params, value, new_state, _ = self._step(time_step, state, rollout_info.action)
+        proximal: Any = ()
+        if self._proximal_network is not None:
+            with torch.no_grad():
+                proximal = self._proximal_network(time_step.observation, state)[0]
         return AlgStep(output=rollout_info.action, state=new_state,
                        info=self._info(time_step, rollout_info.action,
-                                       rollout_info.behaviour_params, params, value))
+                                       rollout_info.behaviour_params, params, value, proximal))
 
-    def _info(self, time_step, action, behaviour_params, target_params, value) -> ImpalaInfo:
+    def _info(self, time_step, action, behaviour_params, target_params, value,
+              proximal_params=()) -> ImpalaInfo:
         return ImpalaInfo(reward=self.weighted_reward(time_step.reward),
                           step_type=time_step.step_type, discount=time_step.discount,
                           action=action, behaviour_params=behaviour_params,
-                          target_params=target_params, value=value)
+                          target_params=target_params, value=value,
+                          proximal_params=proximal_params)
+
+    def after_train_iter(self, root_inputs, rollout_info=None) -> None:
+        """With ``proximal_policy``, copies the network into the proximal policy: the next
+        iteration clips around the policy this one ends with."""
+        if self._proximal_updater is not None:
+            self._proximal_updater()
 
     def vtrace_returns(self, info: ImpalaInfo):
         """V-trace over the ``T - 1`` transitions of a ``[T, B]`` sequence.
@@ -356,13 +401,25 @@ class ImpalaAlgorithm(RLAlgorithm):
                           * vs_t_plus_1 - value[:-1]) * valid
         # log r_t = log pi - log mu, with pi's gradient; LAST steps (log_rhos -inf) get 0.
         log_pi = target_log_probs[:-1]
-        ratio = torch.exp(log_pi - log_pi.detach() + log_rhos.masked_fill(~valid, 0.0))
+        log_rhos = log_rhos.masked_fill(~valid, 0.0)
+        weight = None
+        if self._proximal_network is not None:
+            with torch.no_grad():  # r_t = pi / pi_prox, weighted by min(rho_bar, pi_prox / mu)
+                log_prox = self._network.policy_head.log_prob(info.proximal_params,
+                                                              info.action)[:-1]
+                log_prox_rhos = (log_prox - log_pi.detach()).masked_fill(~valid, 0.0)
+                weight = torch.exp(log_rhos + log_prox_rhos)
+                if self._clips[2] is not None:
+                    weight = weight.clamp(max=self._clips[2])
+                log_rhos = -log_prox_rhos
+        ratio = torch.exp(log_pi - log_pi.detach() + log_rhos)
         eps = self._ratio_clipping
         assert eps is not None  # (the surrogate is used only with a clipping)
         if summary.should_record_summaries() and bool(valid.any()):
             summary.scalar(f"{self._name}/clipped_ratio_fraction",
                            ((ratio.detach() - 1).abs() > eps)[valid].float().mean())
-        return -torch.min(ratio * advantages, ratio.clamp(1 - eps, 1 + eps) * advantages)
+        surrogate = -torch.min(ratio * advantages, ratio.clamp(1 - eps, 1 + eps) * advantages)
+        return surrogate if weight is None else weight * surrogate
 
     def _summarize_vtrace(self, log_rhos, valid, vs, value) -> None:
         with torch.no_grad():

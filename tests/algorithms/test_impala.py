@@ -226,6 +226,120 @@ def test_clipped_surrogate_has_impalas_gradient_when_pi_equals_mu():
     assert grads[0][:-1].abs().sum() > 0 and not grads[0][2, 1].any()  # LAST: no gradient
 
 
+@pytest.mark.parametrize("prox,reward,loss,grad", [
+    # pi(a=0) = 0.6, mu = 0.4, gamma 0.5, A = +-1 (_one_transition); epsilon 0.3.
+    # pi_prox = 0.5: r = pi / pi_prox = 1.2 inside the clip range; weight min(1, 1.25) = 1;
+    # d/dlogits of -w r A = -w A r (onehot - pi) = -1.2 A [0.4, -0.4].
+    (0.5, 1.0, -1.2, [-0.48, 0.48]),
+    # pi_prox = 0.3: r = 2 and weight min(1, 0.75) = 0.75. A > 0: clipped at 1.3, no gradient.
+    (0.3, 1.0, -0.75 * 1.3, [0.0, 0.0]),
+    # A < 0: min picks r A = -2; loss 0.75 * 2; gradient -0.75 * (-1) * 2 * [0.4, -0.4].
+    (0.3, -1.0, 1.5, [0.6, -0.6]),
+])
+def test_proximal_policy_surrogate_by_hand(prox, reward, loss, grad):
+    alg = ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                          gamma=0.5, importance_ratio_clipping=0.3, proximal_policy=True)
+    target, info = _one_transition(reward)
+    info = info._replace(proximal_params=torch.log(torch.tensor(
+        [[[prox, 1 - prox]], [[0.5, 0.5]]])))
+    pg_loss = alg.calc_loss(info).extra["pg_loss"]
+    assert pg_loss.detach()[:, 0].tolist() == pytest.approx([loss, 0.0])
+    pg_loss.sum().backward()
+    torch.testing.assert_close(target.grad[0, 0], torch.tensor(grad))
+
+
+def test_proximal_policy_surrogate_matches_a_float64_transcription():
+    """Hilton et al. 2021, eq. 2, with V-trace's advantage and its truncated weight:
+    -min(rho_bar, pi_prox / mu) * min(r A, clip(r, 1 - eps, 1 + eps) A), r = pi / pi_prox;
+    0 where the step starts no transition. With pi_prox = mu it is the plain surrogate."""
+    torch.manual_seed(1)
+    T, B, N, g, eps = 7, 4, 3, 0.9, 0.2
+    logits = {k: torch.randn(T, B, N) for k in ("pi", "mu", "prox")}
+    reward, value = torch.randn(T, B), torch.randn(T, B)
+    action = torch.randint(0, N, (T, B))
+    step_type = torch.full((T, B), int(M))
+    step_type[3, 2], step_type[4, 2] = int(L), int(F)
+    alg = ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, N - 1),
+                          gamma=g, importance_ratio_clipping=eps, proximal_policy=True)
+    info = ImpalaInfo(reward=reward, step_type=step_type, discount=torch.ones(T, B),
+                      action=action, behaviour_params=logits["mu"],
+                      target_params=logits["pi"], value=value,
+                      proximal_params=logits["prox"])
+    pg_loss = alg.calc_loss(info).extra["pg_loss"]
+    vs = alg.vtrace_returns(info)[0].vs.double()
+
+    def p(name, t, b):
+        return torch.softmax(logits[name][t, b].double(), -1)[action[t, b]].item()
+
+    expected = torch.zeros(T, B, dtype=torch.float64)
+    for t in range(T - 1):
+        for b in range(B):
+            if step_type[t, b] == L:
+                continue
+            next_vs = vs[t + 1, b] if t + 1 < T - 1 else value[T - 1, b].double()
+            adv = reward[t + 1, b].double() + g * next_vs - value[t, b].double()
+            r = p("pi", t, b) / p("prox", t, b)
+            weight = min(1.0, p("prox", t, b) / p("mu", t, b))
+            expected[t, b] = -weight * min(r * adv, min(max(r, 1 - eps), 1 + eps) * adv)
+    torch.testing.assert_close(pg_loss.double(), expected, rtol=1e-5, atol=1e-6)
+    plain = ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, N - 1),
+                            gamma=g, importance_ratio_clipping=eps)
+    same = info._replace(proximal_params=logits["mu"])
+    torch.testing.assert_close(alg.calc_loss(same).extra["pg_loss"],
+                               plain.calc_loss(info).extra["pg_loss"])
+
+
+def test_proximal_policy_is_the_policy_each_iteration_acted_with():
+    """pi_prox is refreshed after each iteration: on the unroll's own rows it is mu (the
+    sync unroller acts with the last iteration's parameters); replayed rows are older."""
+    seen = []
+
+    class Probe(ImpalaAlgorithm):
+        def calc_loss(self, info):
+            rows = loop_of(self).learner.row_sources
+            same = torch.isclose(info.proximal_params, info.behaviour_params, atol=1e-5)[1:]
+            seen.append([bool(same[:, b].all()) for b in range(rows.numel())])
+            return super().calc_loss(info)
+
+    torch.manual_seed(0)
+    env = load("CartPole-v1", 4, seed=0)
+    config = TrainerConfig(unroll_length=8, whole_replay_buffer_training=True,
+                           clear_replay_buffer=True, num_iterations=1, mini_batch_size=2,
+                           num_updates_per_train_iter=2)
+    alg = Probe(env.observation_spec(), env.action_spec(), env=env, config=config,
+                importance_ratio_clipping=0.3, proximal_policy=True,
+                experience_replay_fraction=0.5, experience_replay_length=50,
+                optimizer=functools.partial(torch.optim.Adam, lr=1e-2))
+    for _ in range(6):
+        alg.train_iter()
+    env.close()
+    # 2 online rows (pi_prox = mu; each sequence's first step is the unroll before's last,
+    # acted with older parameters: compared from the second step on) then 2 replayed ones
+    assert len(seen) > 4 and all(len(rows) == 4 for rows in seen[-4:])
+    assert all(rows[:2] == [True, True] for rows in seen)
+    assert not any(rows[2] and rows[3] for rows in seen[-4:])
+    state = alg.state_dict()
+    assert any(k.startswith("_proximal_network.") for k in state)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(), "needs importance_ratio_clipping and is_on_policy=False"),
+    (dict(importance_ratio_clipping=0.3, is_on_policy=True), "is_on_policy=False"),
+])
+def test_a_proximal_policy_that_would_do_nothing_is_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                        proximal_policy=True, **kw)
+
+
+def test_a_proximal_policy_of_a_recurrent_network_is_refused():
+    from rlf.networks import ActorCriticNetwork
+    with pytest.raises(ValueError, match="proximal_policy needs a feed-forward network"):
+        ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
+                        network_ctor=functools.partial(ActorCriticNetwork, lstm_size=8),
+                        importance_ratio_clipping=0.3, proximal_policy=True)
+
+
 def test_bad_importance_ratio_clipping_is_named():
     with pytest.raises(ValueError, match="importance_ratio_clipping"):
         ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1),
