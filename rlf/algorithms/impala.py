@@ -407,11 +407,11 @@ class ImpalaAlgorithm(RLAlgorithm):
             with torch.no_grad():  # r_t = pi / pi_prox, weighted by min(rho_bar, pi_prox / mu)
                 log_prox = self._network.policy_head.log_prob(info.proximal_params,
                                                               info.action)[:-1]
-                log_prox_rhos = (log_prox - log_pi.detach()).masked_fill(~valid, 0.0)
-                weight = torch.exp(log_rhos + log_prox_rhos)
+                log_prox_over_pi = (log_prox - log_pi.detach()).masked_fill(~valid, 0.0)
+                weight = torch.exp(log_rhos + log_prox_over_pi)
                 if self._clips[2] is not None:
                     weight = weight.clamp(max=self._clips[2])
-                log_rhos = -log_prox_rhos
+                log_rhos = -log_prox_over_pi
         ratio = torch.exp(log_pi - log_pi.detach() + log_rhos)
         eps = self._ratio_clipping
         assert eps is not None  # (the surrogate is used only with a clipping)
