@@ -401,18 +401,18 @@ class ImpalaAlgorithm(RLAlgorithm):
                           * vs_t_plus_1 - value[:-1]) * valid
         # log r_t = log pi - log mu, with pi's gradient; LAST steps (log_rhos -inf) get 0.
         log_pi = target_log_probs[:-1]
-        log_rhos = log_rhos.masked_fill(~valid, 0.0)
+        log_ratio = log_rhos.masked_fill(~valid, 0.0)  # (detached)
         weight = None
         if self._proximal_network is not None:
             with torch.no_grad():  # r_t = pi / pi_prox, weighted by min(rho_bar, pi_prox / mu)
                 log_prox = self._network.policy_head.log_prob(info.proximal_params,
                                                               info.action)[:-1]
                 log_prox_over_pi = (log_prox - log_pi.detach()).masked_fill(~valid, 0.0)
-                weight = torch.exp(log_rhos + log_prox_over_pi)
+                weight = torch.exp(log_ratio + log_prox_over_pi)
                 if self._clips[2] is not None:
                     weight = weight.clamp(max=self._clips[2])
-                log_rhos = -log_prox_over_pi
-        ratio = torch.exp(log_pi - log_pi.detach() + log_rhos)
+                log_ratio = -log_prox_over_pi
+        ratio = torch.exp(log_pi - log_pi.detach() + log_ratio)
         eps = self._ratio_clipping
         assert eps is not None  # (the surrogate is used only with a clipping)
         if summary.should_record_summaries() and bool(valid.any()):
