@@ -89,6 +89,10 @@ VARIANTS: Dict[str, Dict] = {
                     "what": "experience replay, the surrogate clipped around the policy of "
                             "the iteration before (pi_prox), replayed steps weighted by "
                             "min(1, pi_prox / mu)"},
+    "replay75_prox": {**_on_replay("ImpalaAlgorithm.proximal_policy=True",
+                                   "ImpalaAlgorithm.experience_replay_fraction=0.75"),
+                      "what": "experience replay with a proximal policy (replay_prox), three "
+                              "quarters of each mini-batch replayed"},
     "replay_passes4": {**_on_replay("TrainerConfig.num_updates_per_train_iter=4"),
                        "what": "experience replay, 4 passes over each unroll"},
     "replay_lr1e-3": {**_on_replay("torch.optim.RMSprop.lr=1e-3"),
