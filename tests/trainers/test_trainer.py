@@ -765,6 +765,22 @@ def test_impalas_replay_memory_goes_beside_the_replay_buffer_and_resumes_exactly
     assert len(set(a.values())) == len(a)  # the losses do change: not vacuous
 
 
+def test_impala_with_a_proximal_policy_resumes_exactly(tmp_path):
+    """The proximal policy (and its refresh count) is checkpointed with the algorithm: the
+    resumed run's losses are the uninterrupted run's."""
+    def config(n):
+        c = _impala_replay_config(n)
+        return c.replace(algorithm_ctor=functools.partial(
+            c.run.algorithm_ctor, importance_ratio_clipping=0.3, proximal_policy=True))
+    Trainer(config(8), tmp_path / "a", progress=False).train()
+    Trainer(config(4), tmp_path / "b", progress=False).train()
+    Trainer(config(8), tmp_path / "b", progress=False).train()
+    a = _scalars(tmp_path / "a", "loss/ImpalaAlgorithm")
+    b = _scalars(tmp_path / "b", "loss/ImpalaAlgorithm")
+    assert [b[s] for s in range(5, 9)] == [a[s] for s in range(5, 9)]
+    assert len(set(a.values())) == len(a)
+
+
 def test_a_saved_memory_the_configured_algorithm_has_not_is_named_when_the_run_resumes(
         tmp_path, capsys):
     Trainer(_impala_replay_config(2), tmp_path, progress=False).train()
