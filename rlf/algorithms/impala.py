@@ -99,18 +99,18 @@ class ImpalaAlgorithm(RLAlgorithm):
             same unroll (``TrainerConfig.num_updates_per_train_iter``) cannot overshoot.
             None (default): IMPALA's ``-min(rho_t, clip_pg_rho_threshold) A_t log pi``.
         proximal_policy: take the clipped surrogate's ratio against a proximal policy
-            ``pi_prox`` instead of ``mu``: the decoupled objective of Hilton et al. 2021
-            ("Batch size-invariance for policy optimization", eq. 2; RLlib's APPO target
+            ``pi_prox`` instead of ``mu``: the decoupled objective of Hilton et al. 2022
+            ("Batch size-invariance for policy optimization", NeurIPS; RLlib's APPO target
             network), ``-min(clip_pg_rho_threshold, pi_prox / mu) min(r_t A_t, clip(r_t, 1 -
             epsilon, 1 + epsilon) A_t)`` with ``r_t = pi / pi_prox``. ``pi_prox`` is a copy of
             the network made after each training iteration (``after_train_iter``), so where
             ``mu`` acted with the parameters of the iteration before (the fixed lag of
             ``TrainerConfig.deterministic``) ``pi_prox = mu`` on the unroll's own steps and the
             loss is the plain surrogate's; replayed steps, whose ``mu`` is older, are clipped
-            around ``pi_prox`` (around ``mu`` most lie outside the clip range, where they get
-            no gradient) and weighted by the truncated ``pi_prox / mu``. One more forward pass
-            per update (no backward). Needs ``importance_ratio_clipping``, off-policy training
-            and a feed-forward network.
+            around ``pi_prox`` (around ``mu`` many lie outside the clip range, where a positive
+            advantage gets no gradient) and weighted by the truncated ``pi_prox / mu``. One more
+            forward pass per update (no backward). Needs ``importance_ratio_clipping``,
+            off-policy training and a feed-forward network.
         is_on_policy: see above.
         experience_replay_fraction: the fraction of each training batch sampled from an
             experience-replay memory (Espeholt et al. 2018, §5.3.2, used 0.5); 0 for none.

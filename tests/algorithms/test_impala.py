@@ -249,7 +249,7 @@ def test_proximal_policy_surrogate_by_hand(prox, reward, loss, grad):
 
 
 def test_proximal_policy_surrogate_matches_a_float64_transcription():
-    """Hilton et al. 2021, eq. 2, with V-trace's advantage and its truncated weight:
+    """Hilton et al. 2022's decoupled objective with V-trace's advantage and truncated weight:
     -min(rho_bar, pi_prox / mu) * min(r A, clip(r, 1 - eps, 1 + eps) A), r = pi / pi_prox;
     0 where the step starts no transition. With pi_prox = mu it is the plain surrogate."""
     torch.manual_seed(1)
