@@ -393,8 +393,9 @@ class ImpalaAlgorithm(RLAlgorithm):
     def _clipped_surrogate(self, info: ImpalaInfo, value, vs, log_rhos, valid,
                            target_log_probs):
         """``[T-1, B]`` PPO's clipped surrogate loss with V-trace's advantages (see
-        ``importance_ratio_clipping``); 0 where step ``t`` starts no transition. ``value``:
-        ``[T, B]`` float32, detached."""
+        ``importance_ratio_clipping``; around ``pi_prox``, weighted, with
+        ``proximal_policy``); 0 where step ``t`` starts no transition. ``value``: ``[T, B]``
+        float32, detached."""
         with torch.no_grad():
             vs_t_plus_1 = torch.cat([vs[1:], value[-1:]])
             advantages = (info.reward[1:].float() + self._gamma * info.discount[1:].float()
