@@ -199,7 +199,8 @@ def test_a_call_of_a_built_in_observe_for_replay_is_kept():
                  config=TrainerConfig(unroll_length=4, whole_replay_buffer_training=True,
                                       clear_replay_buffer=True),
                  experience_replay_fraction=0.5)
-    alg.train_iter()
+    with pytest.warns(DeprecationWarning, match=r"^Counts\.observe_for_replay is deprecated"):
+        alg.train_iter()
     # the override ran on every step, and the built-in it calls stored each in the memory
     assert Counts.calls == 4
     assert alg.experience_replay_memory.total_size == 4
@@ -343,9 +344,10 @@ def test_a_mix_experience_dropping_a_prioritised_batchs_info_is_one_line():
                            mini_batch_length=2, initial_collect_steps=8)
     alg = Drops(env.observation_spec(), env.action_spec(), env=env, config=config,
                 optimizer=ADAM)
-    with pytest.raises(UserError, match=r"^Drops.mix_experience returned batch_info None for "
-                                        r"a prioritised mini-batch: .*remove "
-                                        r"TrainerConfig.priority_replay$"):
+    with pytest.warns(DeprecationWarning, match=r"^Drops\.mix_experience is deprecated"), \
+            pytest.raises(UserError, match=r"^Drops.mix_experience returned batch_info None "
+                                           r"for a prioritised mini-batch: .*remove "
+                                           r"TrainerConfig.priority_replay$"):
         for _ in range(4):
             alg.train_iter()
     env.close()
