@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Optional
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -83,7 +84,6 @@ class EpisodeFrames:
         if self.frames and bool(time_step.is_first()[0]):
             self._ended = True
             return
-        import gymnasium as gym
         try:
             frame = episode_frame(self._env, time_step)
         except gym.error.DependencyNotInstalled as e:
