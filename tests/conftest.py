@@ -48,6 +48,16 @@ _TESTS = Path(__file__).resolve().parent
 _status = {}
 
 
+@pytest.fixture(autouse=True)
+def _each_test_sees_first_deprecation_warnings():
+    """Each test starts with rlf's warn-once record empty: a deprecated name a test uses
+    warns there whichever test ran before it, so pytest.ini's ``error`` filter fails a test
+    that uses one without ``pytest.warns``."""
+    from rlf.utils import deprecation
+    deprecation._warned.clear()
+    yield
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     """Marks the tests of ``SLOW_FILES`` ``slow``; puts each file's tests in an

@@ -341,13 +341,16 @@ def test_the_deprecated_sampling_arguments_build_the_same_sampler_and_warn():
     _, drawn_new = new.get_batch(5, 1)
     assert torch.equal(drawn_old.positions, drawn_new.positions)
     # (the deprecated ``beta`` attribute reads and sets the sampler's)
-    old.beta = 0.9
+    with pytest.warns(DeprecationWarning, match=r"^ReplayBuffer.beta is deprecated"):
+        old.beta = 0.9
     assert old.sampler.beta == 0.9 and old.beta == 0.9
     with pytest.raises(ValueError, match=r"^R: sampler and the deprecated \['max_use'\] are "
                                          r"both given; give the sampler only"):
         ReplayBuffer(SPEC, 1, 4, sampler=UniformSampler(), max_use=2, name="R")
     ReplayBuffer(SPEC, 1, 4, prioritized_sampling=False)  # an old conf's default: no warning
-    assert isinstance(ReplayBuffer(SPEC, 1, 4, True).sampler, PrioritizedSampler)  # positional
+    with pytest.warns(DeprecationWarning, match=r"^ReplayBuffer\(prioritized_sampling\) is "
+                                                r"deprecated"):
+        assert isinstance(ReplayBuffer(SPEC, 1, 4, True).sampler, PrioritizedSampler)  # positional
     with pytest.raises(ValueError, match=r"^R: sampler must be a rlf.replay Sampler"):
         ReplayBuffer(SPEC, 1, 4, sampler="uniform", name="R")
     with pytest.raises(ValueError, match=r"update_priority needs a PrioritizedSampler \(its "

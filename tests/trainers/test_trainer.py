@@ -19,7 +19,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from examples.a2c import A2C
-from rlf.algorithms import NotCheckpointed, TrainerConfig
+from rlf.algorithms import ExperienceSource, NotCheckpointed, TrainerConfig
 from rlf.replay import ReplayBuffer
 from rlf.tensor_specs import spec_from_tensors
 from rlf.trainers import CheckpointMismatchError, Trainer
@@ -661,7 +661,12 @@ class _KeepsAMemory(A2C):
         super().__init__(*args, **kwargs)
         self._store = {"relabelled": self.holder(buffer=None)}
 
-    def observe_for_replay(self, exp):
+    def experience_sources(self):
+        # A memory only filled (fraction 0), kept by the algorithm itself (memory=None).
+        return (ExperienceSource("relabelled", sample=lambda mini_batch, k: None,
+                                 fraction=0.0, observe=self._observe),)
+
+    def _observe(self, exp):
         store = self._store["relabelled"]
         if store.buffer is None:
             store.buffer = ReplayBuffer(spec_from_tensors(exp),
