@@ -26,9 +26,10 @@ while not done:
     done = terminated or truncated
 print(f"one greedy episode: return {episode_return:.0f}")
 
-# %% Export the greedy policy: TorchScript (.pt) or ONNX (.onnx, pip install -e ".[export]").
-policy.export("runs/api_cartpole/policy.pt")
-print("exported runs/api_cartpole/policy.pt")
+# %% Export the greedy policy: a torch.export program (.pt2, torch.export.load), TorchScript
+# (.pt) or ONNX (.onnx, pip install -e ".[export]").
+policy.export("runs/api_cartpole/policy.pt2")
+print("exported runs/api_cartpole/policy.pt2")
 
 
 # %% An environment of your own: a gymnasium.Env subclass (here a Dict observation and a

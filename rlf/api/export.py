@@ -1,5 +1,6 @@
-"""A trained greedy policy as a file for use outside rlf: TorchScript (``torch.jit.load``) or
-ONNX (onnxruntime, and any other ONNX runtime).
+"""A trained greedy policy as a file for use outside rlf: a ``torch.export`` program
+(``torch.export.load``), TorchScript (``torch.jit.load``; torch deprecates TorchScript from
+2.13 on, its calls warn) or ONNX (onnxruntime, and any other ONNX runtime).
 
 The exported graph takes a batch of observations as rlf's environment gives them
 (``[B, *observation_spec.shape]``, the spec's dtype; named ``observation`` in ONNX) and
@@ -26,7 +27,7 @@ from rlf.utils.extras import require
 __all__ = ["GreedyPolicy", "check_export_path", "export_policy", "EXPORT_SUFFIXES"]
 
 #: The files ``export_policy`` writes, by suffix.
-EXPORT_SUFFIXES = {".pt": "TorchScript", ".onnx": "ONNX"}
+EXPORT_SUFFIXES = {".pt2": "ExportedProgram", ".pt": "TorchScript", ".onnx": "ONNX"}
 
 
 class GreedyPolicy(nn.Module):
@@ -61,7 +62,8 @@ def _quiet(logger_name: str):
 
 
 def check_export_path(path: Union[str, Path]) -> str:
-    """The format (``"TorchScript"`` or ``"ONNX"``) that ``path`` asks for.
+    """The format (``"ExportedProgram"``, ``"TorchScript"`` or ``"ONNX"``) that ``path``
+    asks for.
 
     Raises:
         UserError: for another suffix, a directory, or a folder that does not exist; for ONNX
@@ -70,8 +72,8 @@ def check_export_path(path: Union[str, Path]) -> str:
     path = Path(path)
     kind = EXPORT_SUFFIXES.get(path.suffix.lower())
     if kind is None or path.is_dir():
-        raise UserError(f"{path}: export writes TorchScript to a .pt file or ONNX to a .onnx "
-                        f"file")
+        raise UserError(f"{path}: export writes a torch.export program to a .pt2 file, "
+                        f"TorchScript to a .pt file or ONNX to a .onnx file")
     if not path.parent.is_dir():
         raise UserError(f"{path}: the folder {path.parent} does not exist")
     if kind == "ONNX":
@@ -80,7 +82,8 @@ def check_export_path(path: Union[str, Path]) -> str:
 
 
 def export_policy(policy, path: Path) -> Path:
-    """Writes ``policy``'s greedy action as TorchScript (``.pt``) or ONNX (``.onnx``),
+    """Writes ``policy``'s greedy action as a ``torch.export`` program (``.pt2``, read by
+    ``torch.export.load(path).module()``), TorchScript (``.pt``) or ONNX (``.onnx``),
     atomically.
 
     Args:
@@ -109,11 +112,14 @@ def export_policy(policy, path: Path) -> Path:
     with atomic_write(path, suffix=path.suffix) as tmp, torch.no_grad(), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and exporter notes on a frozen graph
-        if kind == "TorchScript":
+        batch = torch.export.Dim("batch", min=1)
+        if kind == "ExportedProgram":
+            program = torch.export.export(module, (example,), dynamic_shapes=({0: batch},))
+            torch.export.save(program, str(tmp))
+        elif kind == "TorchScript":
             traced = torch.jit.trace(module, (example,), check_trace=False)
             torch.jit.save(traced, str(tmp))
         else:
-            batch = torch.export.Dim("batch", min=1)
             with contextlib.redirect_stdout(io.StringIO()), _quiet("torch.onnx"):
                 # (the exporter's progress lines, and its notes of torchvision's operators)
                 torch.onnx.export(module, (example,), str(tmp), dynamo=True, verbose=False,

@@ -1,5 +1,6 @@
 """``rlf.load_policy``: a trained policy from a run, as a ``Policy`` that predicts actions for
-observations (Stable-Baselines3's ``predict``) and exports itself (TorchScript, ONNX)."""
+observations (Stable-Baselines3's ``predict``) and exports itself (``torch.export``,
+TorchScript, ONNX)."""
 
 from __future__ import annotations
 
@@ -285,8 +286,8 @@ class Policy:
         return action, (step.state if self.recurrent else None)
 
     def export(self, path: Union[str, Path]) -> Path:
-        """Writes the greedy policy for use outside rlf: TorchScript for ``.pt``, ONNX for
-        ``.onnx`` (``rlf.api.export``).
+        """Writes the greedy policy for use outside rlf: a ``torch.export`` program for
+        ``.pt2``, TorchScript for ``.pt``, ONNX for ``.onnx`` (``rlf.api.export``).
 
         Returns:
             The file written.

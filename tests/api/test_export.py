@@ -1,9 +1,11 @@
 """Policy.export and rlf.bin.export: the network of every shipped feed-forward conf, exported
-as TorchScript (read back by torch.jit.load) and as ONNX (run by onnxruntime), gives the
-actions of ``Policy.predict``; recurrent policies and other suffixes are refused in one line."""
+as a torch.export program (read back by torch.export.load), as TorchScript (torch.jit.load)
+and as ONNX (run by onnxruntime), gives the actions of ``Policy.predict``; recurrent policies
+and other suffixes are refused in one line."""
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import gin
@@ -59,9 +61,17 @@ def test_the_exported_files_act_as_predict(tmp_path, conf):
     policy = _policy_of(conf)
     observations = _observations(policy.observation_spec, 64)
     expected, _ = policy.predict(observations)
-    torchscript = torch.jit.load(str(policy.export(tmp_path / "policy.pt")))
+    with warnings.catch_warnings():  # torch 2.13 deprecates TorchScript
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torchscript = torch.jit.load(str(policy.export(tmp_path / "policy.pt")))
+    program = torch.export.load(str(policy.export(tmp_path / "policy.pt2"))).module()
     with torch.no_grad():
         scripted = torchscript(torch.as_tensor(observations)).numpy()
+        exported = program(torch.as_tensor(observations)).numpy()
+        one = program(torch.as_tensor(observations[:1])).numpy()  # the batch size is free
+    assert exported.dtype == expected.dtype and np.array_equal(exported, expected)
+    assert one.shape == (1, *policy.action_spec.shape)
+    np.testing.assert_allclose(one, expected[:1], atol=1e-6, rtol=1e-5)  # another BLAS path
     session = onnxruntime.InferenceSession(str(policy.export(tmp_path / "policy.onnx")))
     onnx = session.run(None, {"observation": observations})[0]
     assert scripted.dtype == expected.dtype and onnx.dtype == expected.dtype
@@ -101,17 +111,17 @@ def test_rlf_bin_export_writes_a_runs_policy_and_refuses_mistakes(tmp_path):
         return subprocess.run([sys.executable, "-m", "rlf.bin.export", *args], cwd=REPO,
                               capture_output=True, text=True, timeout=300)
 
-    r = export("--root_dir", str(run.root_dir), "--out", str(tmp_path / "policy.pt"))
+    r = export("--root_dir", str(run.root_dir), "--out", str(tmp_path / "policy.pt2"))
     assert r.returncode == 0, r.stderr[-2000:]
-    assert f"wrote {tmp_path / 'policy.pt'} (PPOAlgorithm's greedy policy" in r.stdout
+    assert f"wrote {tmp_path / 'policy.pt2'} (PPOAlgorithm's greedy policy" in r.stdout
     observations = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
     expected, _ = run.policy().predict(observations)
-    assert np.array_equal(torch.jit.load(str(tmp_path / "policy.pt"))(
+    assert np.array_equal(torch.export.load(str(tmp_path / "policy.pt2")).module()(
         torch.as_tensor(observations)).numpy(), expected)
     for args, line in (
             (["--root_dir", str(run.root_dir), "--out", str(tmp_path / "policy.txt")],
-             f"error: {tmp_path / 'policy.txt'}: export writes TorchScript to a .pt file or "
-             f"ONNX to a .onnx file"),
+             f"error: {tmp_path / 'policy.txt'}: export writes a torch.export program to a "
+             f".pt2 file, TorchScript to a .pt file or ONNX to a .onnx file"),
             (["--root_dir", str(tmp_path), "--out", str(tmp_path / "p.pt")],
              f"error: {tmp_path} holds no config.gin: give a training run's directory"),
             (["--root_dir", str(run.root_dir), "--out", str(tmp_path / "p.pt"),
@@ -120,4 +130,4 @@ def test_rlf_bin_export_writes_a_runs_policy_and_refuses_mistakes(tmp_path):
         r = export(*args)
         assert r.returncode == 2 and r.stderr.splitlines()[0].startswith(line), r.stderr
         assert len(r.stderr.splitlines()) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy.pt", "run"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy.pt2", "run"]

@@ -140,7 +140,7 @@ def test_the_example_script_runs_as_written(tmp_path):
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "AverageReturn 500.0" in r.stdout and "one greedy episode: return 500" in r.stdout
-    assert (tmp_path / "runs" / "api_cartpole" / "policy.pt").is_file()
+    assert (tmp_path / "runs" / "api_cartpole" / "policy.pt2").is_file()
     assert re.search(r"Corridor: AverageReturn 0\.9\d", r.stdout), r.stdout
 
 
@@ -153,7 +153,7 @@ def test_the_getting_started_python_example_runs_as_written(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert re.search(r"^\d+ \d+ 500\.0$", r.stdout, re.M), r.stdout[-2000:]  # solved
     assert re.search(r"^[01] None$", r.stdout, re.M)
-    assert (tmp_path / "policy.pt").is_file()
+    assert (tmp_path / "policy.pt2").is_file()
 
 
 @pytest.mark.one_worker
