@@ -57,12 +57,18 @@ def test_results_table_has_one_row_per_run_and_the_means_per_game(tmp_path):
             dict(row, game="Breakout", seed=1, score=30.0, score_last_10pct=26.0,
                  human_normalized=human_normalized_score("Breakout", 30.0)),
             dict(row, game="Pong", seed=0, score=18.0, score_last_10pct=17.5,
-                 human_normalized=human_normalized_score("Pong", 18.0))]
+                 human_normalized=human_normalized_score("Pong", 18.0)),
+            # a score of five digits kept whole (it was 1.271e+04)
+            dict(row, game="Qbert", seed=0, score=12714.0, score_last_10pct=12296.0002734375,
+                 human_normalized=human_normalized_score("Qbert", 12714.0))]
     write_tables(rows, tmp_path)
     with open(tmp_path / "results.csv") as f:
         table = list(csv.DictReader(f))
     assert [(r["game"], r["seed"], r["score"]) for r in table] == [
-        ("Breakout", "0", "20"), ("Breakout", "1", "30"), ("Pong", "0", "18")]
+        ("Breakout", "0", "20"), ("Breakout", "1", "30"), ("Pong", "0", "18"),
+        ("Qbert", "0", "12714")]
+    assert table[3]["score_last_10pct"] == "12296.0003" and table[3]["human_normalized"] == (
+        "0.9442")
     md = (tmp_path / "results.md").read_text().splitlines()
     # Breakout: mean 25 (20, 30); normalised ((20-1.7) + (30-1.7)) / 2 / 28.8 = 0.809
     assert md[2] == "| Breakout | 0, 1 | 25.0 (20.0, 30.0) | 22.0 | 0.809 | 10,000,000 | 40 |"

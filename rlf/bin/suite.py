@@ -381,6 +381,13 @@ class SuiteRunError(RuntimeError):
         self.returncode = returncode
 
 
+def _decimal(value: float) -> str:
+    """``value`` to four decimals without trailing zeros (``12714``, ``0.9442``): every digit
+    of a score kept, never in scientific notation."""
+    text = f"{value:.4f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
 def write_tables(rows: List[Dict], root_dir: Path) -> None:
     """``results.csv`` (one row per run) and ``results.md`` (per game: the mean over seeds and
     each seed's score)."""
@@ -389,7 +396,7 @@ def write_tables(rows: List[Dict], root_dir: Path) -> None:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: (f"{v:.4g}" if isinstance(v, float) else v)
+            writer.writerow({k: (_decimal(v) if isinstance(v, float) else v)
                              for k, v in row.items() if k in COLUMNS})
     lines = ["| game | seeds | score (last episodes) | score, last 10 % of frames | "
              "human-normalised | frames | minutes |", "|---|---|---|---|---|---|---|"]
