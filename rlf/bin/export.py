@@ -7,9 +7,8 @@ r"""Exports a trained run's greedy policy for use outside rlf.
 TorchScript (``torch.jit.load``), ``.onnx`` ONNX (needs ``pip install -e '.[export]'``): a
 batch of observations in (as rlf's environment gives them), greedy actions out
 (``rlf.api.export``). The newest complete checkpoint is exported unless ``--checkpoint_step``
-names one. A mistake (no run, a checkpoint that is not there, another
-suffix, a recurrent policy, a missing extra) is one line and exit status 2, and nothing is
-written.
+names one. A mistake (no run, a checkpoint that is not there, another suffix, a recurrent
+policy, a missing extra) is one line and exit status 2, and nothing is written.
 """
 
 from __future__ import annotations
