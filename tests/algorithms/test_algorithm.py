@@ -15,7 +15,6 @@ from rlf.algorithms.data_paths import Sequences, replay_buffer_length
 from rlf.data_structures import AlgStep, LossInfo, StepType
 from rlf.environments import load
 from rlf.tensor_specs import TensorSpec
-from rlf.utils import deprecation
 from rlf.utils.errors import UserError
 from rlf.algorithms import loop_of
 from tests.algorithms._learners import learner_of
@@ -328,7 +327,6 @@ def test_adjust_replay_buffer_length_and_fractional_unroll():
     assert replay_buffer_length(c, 3) == 24
     c = TrainerConfig(unroll_length=20, replay_buffer_length=1000)
     assert replay_buffer_length(c) == 1000
-    deprecation._warned.discard(("", "adjust_replay_buffer_length"))
     with pytest.warns(DeprecationWarning, match=r"^adjust_replay_buffer_length is deprecated "
                       r".*; use rlf.algorithms.data_paths.replay_buffer_length$"):
         assert adjust_replay_buffer_length(c) == 1000

@@ -96,10 +96,8 @@ def test_a_member_deprecated_in_0_4_warns_once_and_answers_as_before(name):
     """``learner``, ``run_args`` and ``training_loop`` left the contract (what trains the
     algorithm holds them); for one release each still answers, warning once with its
     replacement."""
-    from rlf.utils import deprecation
     alg, env = _dqn()
     loop = build_training(alg, SyncUnroller(env, alg))
-    deprecation._warned.discard(("", f"DQNAlgorithm.{name}"))
     with pytest.warns(DeprecationWarning, match=rf"^DQNAlgorithm\.{name} is deprecated .*; use "):
         value = getattr(alg, name)
     assert value is {"learner": loop.learner, "run_args": value,
@@ -243,11 +241,10 @@ def test_a_learner_built_with_a_world_warns_and_takes_it():
     """``Learner.build(world)`` (rlf 0.3's way of handing the run's learners) still works, once
     warned: ``make_learner`` and ``build_training`` take the world when they make it."""
     from rlf.algorithms.learner import make_learner
-    from rlf.utils import deprecation, distributed
+    from rlf.utils import distributed
     alg, env = _dqn()
     learner = make_learner(alg)
     world = distributed.World()
-    deprecation._warned.discard(("", "Learner.build(world)"))
     with pytest.warns(DeprecationWarning, match=r"^Learner.build\(world\) is deprecated .*; "
                                                 r"use make_learner\(algorithm, config, world\)"):
         learner.build(world)

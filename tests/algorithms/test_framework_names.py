@@ -17,7 +17,6 @@ from rlf.data_structures import AlgStep, LossInfo
 from rlf.environments import load
 from rlf.unrollers import SyncUnroller
 from rlf.unrollers.actor_params import ActorIdentity
-from rlf.utils import deprecation
 from rlf.utils.errors import UserError
 from rlf.algorithms import loop_of
 from tests.algorithms._learners import learner_of
@@ -122,7 +121,6 @@ def test_an_offline_layout_calling_super_loads_alfs_file_and_trains_without_a_wa
             alg.train_iter()
     assert alg.num_updates == 3 and loop_of(alg).offline_replay_buffer.total_size > 0
     loaded = loop_of(alg).offline_replay_buffer
-    deprecation._warned.discard(("", "TrainingLoop.load_offline_data"))
     with pytest.warns(DeprecationWarning, match=r"^TrainingLoop.load_offline_data is "
                                                 r"deprecated .*; use no call \(building the "
                                                 r"loop loads the offline data"):

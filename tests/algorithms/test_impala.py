@@ -378,8 +378,6 @@ def test_vtrace_cuts_an_episode_that_restarts_without_a_last_step():
 def test_old_parameter_names_are_aliases_that_warn_once():
     import warnings
 
-    from rlf.utils import deprecation
-    deprecation._warned.clear()
     spec = (TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -468,7 +466,6 @@ def test_a_source_observes_each_stored_step_and_the_old_hook_warns_and_runs_afte
     """A source's ``observe`` fills its memory from each stored step (one of ``fraction`` 0
     mixes nothing); a deprecated ``observe_for_replay`` override still runs after it, warned
     once; on an on-policy path, where nothing is stored, the source is refused in one line."""
-    from rlf.utils import deprecation
     from rlf.utils.errors import UserError
     calls = []
 
@@ -485,7 +482,6 @@ def test_a_source_observes_each_stored_step_and_the_old_hook_warns_and_runs_afte
                            clear_replay_buffer=True)
     alg = Watches(env.observation_spec(), env.action_spec(), env=env, config=config,
                   optimizer=functools.partial(torch.optim.Adam, lr=1e-3))
-    deprecation._warned.discard(("", "Watches.observe_for_replay"))
     with pytest.warns(DeprecationWarning, match=r"^Watches.observe_for_replay is deprecated"):
         alg.train_iter()
     assert calls == ["source", "hook"] * 3

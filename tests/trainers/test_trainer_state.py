@@ -39,10 +39,8 @@ def test_a_trainer_given_no_world_in_a_joined_process_takes_its_group_with_a_war
 
     from rlf.algorithms import TrainerConfig
     from rlf.trainers import Trainer
-    from rlf.utils import deprecation
     from rlf.utils.errors import UserError
     config = TrainerConfig(algorithm_ctor=object, num_learners=1)
-    deprecation._warned.clear()
     distributed.set_world(distributed.World(rank=1, size=2))  # as join_learners leaves it
     try:
         with pytest.warns(DeprecationWarning, match=r"^Trainer\(world=None\) in a process "
