@@ -28,12 +28,19 @@ commands are the ``bench/`` scripts named):
 - ``deterministic`` (``torch.use_deterministic_algorithms(True)``, and cuBLAS's
   ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless set, which must precede CUDA's initialisation):
   operations without a deterministic implementation raise instead of varying from run to
-  run (``TrainerConfig.deterministic``).
+  run (``TrainerConfig.deterministic``). torch's ``use_deterministic_algorithms`` also sets
+  TorchInductor's ``deterministic``, importing ``torch._inductor`` and TorchDynamo to do so:
+  about 2 s of CPU time (an Intel Xeon, torch 2.13) in processes that otherwise never import
+  them, such as actor processes (a learner imports TorchDynamo anyway: torch's optimizers do
+  when they are made). ``_enable_deterministic_algorithms`` sets torch's flag and leaves
+  Inductor's to the environment variable Inductor reads when it is first imported
+  (``TORCHINDUCTOR_DETERMINISTIC=1``).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Optional
 
 import torch
@@ -99,4 +106,23 @@ def configure_process(num_threads: Optional[int] = None, flush_denormal: Optiona
         _reuse_freed_memory()
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        _enable_deterministic_algorithms()
+
+
+def _enable_deterministic_algorithms() -> None:
+    """``torch.use_deterministic_algorithms(True)`` without importing TorchInductor.
+
+    torch's function sets its own flag and Inductor's ``config.deterministic``, importing
+    ``torch._inductor.config`` (with TorchDynamo: seconds) for the second. Here torch's flag is
+    set as that function sets it; Inductor's is set at once if Inductor is imported already,
+    otherwise ``TORCHINDUCTOR_DETERMINISTIC=1`` (unless set) makes its configuration start
+    deterministic when ``torch.compile`` first imports it, in this process or a child.
+    Where torch has no ``_C._set_deterministic_algorithms``, torch's function is called.
+    """
+    set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
+    inductor = sys.modules.get("torch._inductor.config")
+    if set_flag is None or inductor is not None:
         torch.use_deterministic_algorithms(True)
+        return
+    os.environ.setdefault("TORCHINDUCTOR_DETERMINISTIC", "1")
+    set_flag(True, warn_only=False)

@@ -45,3 +45,38 @@ def test_bad_values_raise():
         configure_process(num_threads=0)
     with pytest.raises(ValueError, match="niceness must be >= 0"):
         configure_process(niceness=-1)
+
+
+def test_deterministic_mode_sets_torchs_flag_without_importing_inductor():
+    # torch.use_deterministic_algorithms imports torch._inductor (and TorchDynamo) to set
+    # Inductor's flag: seconds of every run's start. Inductor, imported later, starts
+    # deterministic all the same.
+    out = _run(
+        "import sys, torch\n"
+        "from rlf.runtime import configure_process\n"
+        "configure_process(deterministic=True)\n"
+        "print(torch.are_deterministic_algorithms_enabled(), 'torch._inductor' in sys.modules)\n"
+        "import torch._inductor.config as c\n"
+        "print(c.deterministic)\n")
+    assert out.split() == ["True", "False", "True"]
+
+
+def test_deterministic_mode_sets_inductors_flag_when_it_is_imported_already():
+    out = _run(
+        "import torch, torch._inductor.config as c\n"
+        "from rlf.runtime import configure_process\n"
+        "configure_process(deterministic=True)\n"
+        "print(torch.are_deterministic_algorithms_enabled(), c.deterministic)\n")
+    assert out.split() == ["True", "True"]
+
+
+def test_deterministic_mode_is_the_flag_torchs_operations_read():
+    # Under it torch.empty fills its memory with NaN (torch.utils.deterministic
+    # .fill_uninitialized_memory), on the CPU too; a fresh process without it does not
+    out = _run(
+        "import torch\n"
+        "from rlf.runtime import configure_process\n"
+        "print(bool(torch.empty(1 << 16).isnan().all()))\n"
+        "configure_process(deterministic=True)\n"
+        "print(bool(torch.empty(1 << 16).isnan().all()))\n")
+    assert out.split() == ["False", "True"]
