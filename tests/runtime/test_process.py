@@ -8,8 +8,10 @@ import pytest
 
 
 def _run(code: str) -> str:
+    # Without TORCHINDUCTOR_DETERMINISTIC, which a deterministic process sets for its children
+    environ = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=True).stdout.strip()
+                          timeout=60, check=True, env=environ).stdout.strip()
 
 
 def test_threads_and_denormal_flushing():
@@ -49,7 +51,7 @@ def test_bad_values_raise():
 
 def test_deterministic_mode_sets_torchs_flag_without_importing_inductor():
     # torch.use_deterministic_algorithms imports torch._inductor (and TorchDynamo) to set
-    # Inductor's flag: seconds of every run's start. Inductor, imported later, starts
+    # Inductor's flag: seconds of a process's start. Inductor, imported later, starts
     # deterministic all the same.
     out = _run(
         "import sys, torch\n"
