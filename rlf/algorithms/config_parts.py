@@ -207,8 +207,8 @@ class DataPathConfig:
         offline_fraction: in hybrid training, the offline share of each batch.
 
     Raises:
-        ValueError: for a value out of range, or an ``offline_*`` setting without
-            ``offline_buffer_dir``.
+        ValueError: for a value out of range, an ``offline_*`` setting without
+            ``offline_buffer_dir``, or a priority exponent without ``priority_replay``.
     """
 
     #: The replay buffer's settings, which only off-policy algorithms have.
@@ -258,6 +258,13 @@ class DataPathConfig:
                              f"[0, 1] (got {self.priority_replay_beta})")
         if self.replay_sampler is not None:
             _check_sampler(self.replay_sampler, self.priority_replay)
+        exponents = changed_fields(self, ("priority_replay_alpha", "priority_replay_beta"))
+        if exponents and not self.priority_replay:
+            raise ValueError(without_effect(
+                exponents, "with TrainerConfig.priority_replay",
+                "set TrainerConfig.priority_replay = True too, or remove {it}"
+                if self.replay_sampler is None else
+                "a replay_sampler takes its own exponents; remove {it}"))
         if not 0.0 <= self.offline_fraction < 1.0:
             raise ValueError(f"TrainerConfig.offline_fraction must be in [0, 1), got "
                              f"{self.offline_fraction}")

@@ -198,6 +198,11 @@ class Sequences:
             raise UserError(f"TrainerConfig.temporally_independent_train_step = True, but "
                             f"{owner} has a recurrent train_state_spec, which needs "
                             f"train_step step by step; remove it")
+        if use_rollout_state and not recurrent:
+            raise UserError(f"TrainerConfig.use_rollout_state = True changes nothing for "
+                            f"{owner}'s data path '{path}': it starts a recurrent train_step "
+                            f"state from the stored rollout state, and {owner} has none (its "
+                            f"train_state_spec is empty); remove it")
         self.use_rollout_state = use_rollout_state
         self.burn_in_steps = burn_in_steps
         self.independent = (not recurrent) if temporally_independent is None \
@@ -911,8 +916,9 @@ def _learner_mini_batch_size(config, world: distributed.World, on_policy: bool, 
 
 
 def _check_replay_settings(config, sampler: Sampler, name: str, path: str) -> None:
-    """Sampled batches need their shape; prioritised replay cannot weigh offline rows, nor
-    draw offline-only training's (the offline data is drawn uniformly).
+    """Sampled batches need their shape; prioritised replay needs sampled batches, and
+    cannot weigh offline rows, nor draw offline-only training's (the offline data is drawn
+    uniformly).
 
     Raises:
         UserError: one line naming the settings and the fix.
@@ -922,6 +928,13 @@ def _check_replay_settings(config, sampler: Sampler, name: str, path: str) -> No
         raise UserError(f"{name} trains from sampled replay batches, which need "
                         f"TrainerConfig.mini_batch_size and mini_batch_length (or, without "
                         f"offline data, TrainerConfig.whole_replay_buffer_training = True)")
+    if sampler.prioritized and config.whole_replay_buffer_training:
+        setting = ("priority_replay = True" if config.priority_replay
+                   else f"replay_sampler = {type(sampler).__name__}")
+        raise UserError(without_effect(
+            [setting], "with sampled mini-batches",
+            f"{name} trains on every step the buffer holds (whole_replay_buffer_training "
+            f"= True), so no priority would be used; remove {{it}}"))
     if sampler.prioritized and config.offline_buffer_dir:
         setting = ("priority_replay = True" if config.priority_replay
                    else f"replay_sampler = {type(sampler).__name__}")

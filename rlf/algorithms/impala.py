@@ -132,7 +132,9 @@ class ImpalaAlgorithm(RLAlgorithm):
             steps are negative or not increasing; for ``importance_ratio_clipping <= 0``; for
             ``gamma`` or ``td_lambda`` outside ``[0, 1]``; for a negative ``td_loss_weight``;
             for ``proximal_policy`` without ``importance_ratio_clipping``, on-policy or with a
-            recurrent network (it would do nothing, or its state is not kept).
+            recurrent network (it would do nothing, or its state is not kept); for a memory
+            setting (``experience_replay_length``, ``max_use``,
+            ``experience_replay_stacked_frames``) without ``experience_replay_fraction``.
     """
 
     def __init__(self,
@@ -174,6 +176,15 @@ class ImpalaAlgorithm(RLAlgorithm):
                              f"{importance_ratio_clipping}")
         if experience_replay_fraction and is_on_policy:
             raise ValueError(f"{name}: experience replay needs is_on_policy=False")
+        memory = [f"{k} = {v!r}" for k, v, default in (
+            ("experience_replay_length", experience_replay_length, 10000),
+            ("max_use", max_use, None),
+            ("experience_replay_stacked_frames", experience_replay_stacked_frames, None))
+            if v != default]
+        if memory and not experience_replay_fraction:
+            verb, it = ("takes", "it") if len(memory) == 1 else ("take", "them")
+            raise ValueError(f"{name}: {', '.join(memory)} {verb} effect only with experience "
+                             f"replay: set experience_replay_fraction > 0 too, or remove {it}")
         if proximal_policy and (importance_ratio_clipping is None or is_on_policy):
             raise ValueError(f"{name}: proximal_policy changes the clipped surrogate's ratio, "
                              f"so it needs importance_ratio_clipping and is_on_policy=False "

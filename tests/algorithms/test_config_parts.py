@@ -10,6 +10,7 @@ import pytest
 from rlf.algorithms import TrainerConfig
 from rlf.algorithms.config import _PARTS, _REMOVED
 from rlf.algorithms.config_parts import ActorConfig, DataPathConfig, RunConfig
+from rlf.replay import PrioritizedSampler
 
 
 def test_every_setting_belongs_to_one_part_with_the_same_default():
@@ -55,6 +56,13 @@ def test_the_flat_names_read_through_and_the_config_is_frozen():
     (DataPathConfig, dict(mini_batch_length=0), "mini_batch_length must be >= 1 or None"),
     (DataPathConfig, dict(offline_fraction=0.2), "offline_fraction = 0.2 takes effect only "
                                                  "with offline data"),
+    (DataPathConfig, dict(priority_replay_alpha=0.9, priority_replay_beta=0.6),
+     "priority_replay_alpha = 0.9, priority_replay_beta = 0.6 take effect only with "
+     "TrainerConfig.priority_replay: set TrainerConfig.priority_replay = True too, or "
+     "remove them"),
+    (DataPathConfig, dict(priority_replay_alpha=0.9, replay_sampler=PrioritizedSampler(0.6)),
+     "priority_replay_alpha = 0.9 takes effect only with TrainerConfig.priority_replay: a "
+     "replay_sampler takes its own exponents; remove it"),
     (ActorConfig, dict(num_actors=2), "num_actors = 2 takes effect only with actors"),
     (ActorConfig, dict(async_unroll=True, ray_address="auto"),
      "ray_address = 'auto' takes effect only with Ray actors"),

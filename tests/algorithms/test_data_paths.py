@@ -59,6 +59,10 @@ def test_the_settings_select_one_named_data_path():
     (DQNAlgorithm, dict(mini_batch_size=4, mini_batch_length=2, use_rollout_state=True,
                         temporally_independent_train_step=True),
      r"use_rollout_state carries a recurrent state .* set one of them"),
+    # A feed-forward train_step has no state to start from the stored one.
+    (DQNAlgorithm, dict(mini_batch_size=4, mini_batch_length=2, use_rollout_state=True),
+     r"use_rollout_state = True changes nothing for DQNAlgorithm's data path "
+     r"'replay_samples': .*\(its train_state_spec is empty\); remove it"),
 ])
 def test_settings_the_path_ignores_or_that_contradict_are_refused(ctor, settings, message):
     alg = _make(ctor, **settings)

@@ -332,6 +332,16 @@ def test_a_proximal_policy_that_would_do_nothing_is_refused(kw, match):
                         proximal_policy=True, **kw)
 
 
+def test_memory_settings_without_experience_replay_are_refused():
+    # They changed nothing: the memory is made only with experience_replay_fraction > 0.
+    with pytest.raises(ValueError, match=re.escape(
+            "ImpalaAlgorithm: max_use = 2, experience_replay_stacked_frames = "
+            "{'time_step.observation': 4} take effect only with experience replay: set "
+            "experience_replay_fraction > 0 too, or remove them")):
+        ImpalaAlgorithm(TensorSpec((2,)), BoundedTensorSpec((), torch.int64, 0, 1), max_use=2,
+                        experience_replay_stacked_frames={"time_step.observation": 4})
+
+
 def test_a_proximal_policy_of_a_recurrent_network_is_refused():
     from rlf.networks import ActorCriticNetwork
     with pytest.raises(ValueError, match="proximal_policy needs a feed-forward network"):

@@ -80,6 +80,21 @@ MISTAKES = {
     "ray_without_actors": ("TrainerConfig.use_ray=True",
                            "TrainerConfig.use_ray runs the actors of async_unroll: set "
                            "TrainerConfig.async_unroll = True as well"),
+    # Accepted, then a misleading error at the first update (mix_experience's batch_info).
+    "priority_without_sampling": ("TrainerConfig.priority_replay=True",
+                                  "TrainerConfig: priority_replay = True takes effect only "
+                                  "with sampled mini-batches: ImpalaAlgorithm trains on every "
+                                  "step the buffer holds (whole_replay_buffer_training = "
+                                  "True), so no priority would be used; remove it"),
+    "priority_exponent_without_priority": ("TrainerConfig.priority_replay_beta=0.6",
+                                           "TrainerConfig: priority_replay_beta = 0.6 takes "
+                                           "effect only with TrainerConfig.priority_replay: "
+                                           "set TrainerConfig.priority_replay = True too, or "
+                                           "remove it"),
+    "memory_without_replay": ("ImpalaAlgorithm.experience_replay_length=100",
+                              "ImpalaAlgorithm: experience_replay_length = 100 takes effect "
+                              "only with experience replay: set experience_replay_fraction > 0 "
+                              "too, or remove it"),
     "refused_by_algorithm": ("ImpalaAlgorithm.experience_replay_fraction=2.0",
                              "ImpalaAlgorithm: experience_replay_fraction must be in [0, 1), "
                              "got 2.0"),

@@ -792,7 +792,8 @@ def test_a_saved_memory_the_configured_algorithm_has_not_is_named_when_the_run_r
     capsys.readouterr()
     config = _impala_replay_config(3)
     config = config.replace(algorithm_ctor=functools.partial(
-        config.run.algorithm_ctor, experience_replay_fraction=0.0))
+        config.run.algorithm_ctor, experience_replay_fraction=0.0,
+        experience_replay_length=10000))  # (the default: no memory setting without replay)
     Trainer(config, tmp_path, progress=False).train()
     assert ("WARNING: the checkpoint holds the memories of experience sources "
             "['experience_replay'], which ImpalaAlgorithm as configured has not: the resumed "
