@@ -52,11 +52,13 @@ def changed_fields(part, names: Sequence[str]) -> List[str]:
     return [f"{n} = {getattr(part, n)!r}" for n in names if getattr(part, n) != defaults[n]]
 
 
-def without_effect(settings: Sequence[str], where: str, fix: str) -> str:
-    """The message for ``settings`` (``changed_fields``' entries) that take effect only
-    ``where`` another setting is: ``fix`` ends it, ``{it}`` standing for them."""
+def without_effect(settings: Sequence[str], where: str, fix: str,
+                   owner: str = "TrainerConfig") -> str:
+    """The message for ``owner``'s ``settings`` (``"name = value"`` entries, as
+    ``changed_fields`` gives them) that take effect only ``where`` another setting is: ``fix``
+    ends it, ``{it}`` standing for them."""
     verb, it = ("takes", "it") if len(settings) == 1 else ("take", "them")
-    return f"TrainerConfig: {', '.join(settings)} {verb} effect only {where}: {fix.format(it=it)}"
+    return f"{owner}: {', '.join(settings)} {verb} effect only {where}: {fix.format(it=it)}"
 
 
 @dataclass(frozen=True)

@@ -928,16 +928,16 @@ def _check_replay_settings(config, sampler: Sampler, name: str, path: str) -> No
         raise UserError(f"{name} trains from sampled replay batches, which need "
                         f"TrainerConfig.mini_batch_size and mini_batch_length (or, without "
                         f"offline data, TrainerConfig.whole_replay_buffer_training = True)")
-    if sampler.prioritized and config.whole_replay_buffer_training:
-        setting = ("priority_replay = True" if config.priority_replay
-                   else f"replay_sampler = {type(sampler).__name__}")
+    if not sampler.prioritized:
+        return
+    setting = ("priority_replay = True" if config.priority_replay
+               else f"replay_sampler = {type(sampler).__name__}")
+    if config.whole_replay_buffer_training:
         raise UserError(without_effect(
             [setting], "with sampled mini-batches",
             f"{name} trains on every step the buffer holds (whole_replay_buffer_training "
             f"= True), so no priority would be used; remove {{it}}"))
-    if sampler.prioritized and config.offline_buffer_dir:
-        setting = ("priority_replay = True" if config.priority_replay
-                   else f"replay_sampler = {type(sampler).__name__}")
+    if config.offline_buffer_dir:
         if path == "offline":
             raise UserError(f"TrainerConfig.{setting} with offline-only training "
                             f"(unroll_length = 0): the offline data is drawn uniformly, so "

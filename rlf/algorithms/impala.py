@@ -22,6 +22,7 @@ import torch
 
 from rlf import nest
 from rlf.algorithms import vtrace
+from rlf.algorithms.config_parts import without_effect
 from rlf.algorithms.data_needs import TRANSITIONS
 from rlf.algorithms.mixing import ExperienceSource
 from rlf.algorithms.memories import NotCheckpointed
@@ -182,9 +183,9 @@ class ImpalaAlgorithm(RLAlgorithm):
             ("experience_replay_stacked_frames", experience_replay_stacked_frames, None))
             if v != default]
         if memory and not experience_replay_fraction:
-            verb, it = ("takes", "it") if len(memory) == 1 else ("take", "them")
-            raise ValueError(f"{name}: {', '.join(memory)} {verb} effect only with experience "
-                             f"replay: set experience_replay_fraction > 0 too, or remove {it}")
+            raise ValueError(without_effect(
+                memory, "with experience replay",
+                "set experience_replay_fraction > 0 too, or remove {it}", owner=name))
         if proximal_policy and (importance_ratio_clipping is None or is_on_policy):
             raise ValueError(f"{name}: proximal_policy changes the clipped surrogate's ratio, "
                              f"so it needs importance_ratio_clipping and is_on_policy=False "
