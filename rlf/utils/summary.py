@@ -20,12 +20,17 @@ around ``train_iter`` counts each iteration twice.
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import re
 import threading
 import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Union
 
 import torch
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # (imported where a writer is made: ~0.4 s a process that writes none)
     from torch.utils.tensorboard import SummaryWriter
@@ -97,12 +102,47 @@ def create_summary_writer(logdir: str, flush_secs: int = 10, max_queue: int = 10
             (a ``SessionLog.START`` event at this step): TensorBoard, and
             ``rlf.utils.tensorboard_reader``, then hide every event of the directory's earlier
             files whose step is ``>= purge_step``, whatever its tag (the files stay on disk).
+
+    The new file is named after every event file already in ``logdir`` (``_after_existing``),
+    so that TensorBoard, which reads a directory's files in name order, reads it last.
     """
     if threading.excepthook is not _quiet_writer_thread_errors:
         threading.excepthook = _quiet_writer_thread_errors
     from torch.utils.tensorboard import SummaryWriter
+    _after_existing(logdir)
     return SummaryWriter(logdir, flush_secs=flush_secs, max_queue=max_queue,
                          purge_step=purge_step)
+
+
+#: An event file's name: ``events.out.tfevents.<unix seconds>.<host>.<pid>.<writer number>``.
+_EVENT_FILE = re.compile(r"^events\.out\.tfevents\.(\d+)\.")
+
+
+def _after_existing(logdir: str) -> None:
+    """Waits, if needed, until an event file created now sorts after each one in ``logdir``.
+
+    TensorBoard (and ``rlf.utils.tensorboard_reader``) reads a directory's event files in
+    name order, and the name starts with the creation time in whole seconds, then the host,
+    the process id and a per-process writer number as unpadded decimals: two files of the same
+    second can sort against their order of creation (writer 10 before writer 9, process 10000
+    before 9999), and the earlier run's events would then hide the later run's instead of the
+    reverse. So while a file of the current second (or a later one, of a clock set back by a
+    second) is there, this sleeps into the next second: at most about 1 s, for a run resumed
+    or restarted within a second of the last one. A file more than a second ahead of the clock
+    is only warned about.
+    """
+    try:
+        names = os.listdir(logdir)
+    except OSError:  # not made yet: nothing to sort after
+        return
+    seconds = [int(m.group(1)) for m in map(_EVENT_FILE.match, names) if m]
+    latest = max(seconds, default=0)
+    now = time.time()
+    if latest > now + 1:
+        logger.warning("%s holds an event file dated %d s ahead of this machine's clock: "
+                       "TensorBoard will read it after this run's", logdir, int(latest - now))
+    elif latest >= int(now):
+        time.sleep(latest + 1 - now)
 
 
 class DiscardingWriter:

@@ -63,3 +63,23 @@ def test_segments_are_the_files_of_each_process_in_order(tmp_path):
     assert [seg[0] for seg in read_scalar_segments(tmp_path, "b")] == [[1]]
     assert read_scalar_segments(tmp_path, "never") == []
     assert read_scalar_segments(tmp_path / "missing", "a") == []
+
+
+def test_a_run_restarted_within_the_second_is_read_after_the_earlier_one(tmp_path):
+    # Event file names are <seconds>.<host>.<pid>.<writer number>, the number unpadded: in one
+    # second, a process's writer 10 sorts before its writer 9, and TensorBoard reads a
+    # directory in name order. create_summary_writer names the new file after the old ones.
+    from tensorboard.summary.writer import event_file_writer
+
+    from rlf.utils.summary import create_summary_writer
+    event_file_writer._global_uid._value = 9  # the next writer is number 9, then 10
+    first = create_summary_writer(str(tmp_path))
+    for step in (1, 2, 3):
+        first.add_scalar("a", float(step), step)
+    first.close()
+    resumed = create_summary_writer(str(tmp_path), purge_step=3)
+    resumed.add_scalar("a", 103.0, 3)
+    resumed.close()
+    names = sorted(p.name for p in tmp_path.glob("events.out.tfevents.*"))
+    assert [n.rsplit(".", 1)[1] for n in names] == ["9", "10"]  # creation order
+    assert read_scalars(tmp_path, "a")[:2] == ([1, 2, 3], [1.0, 2.0, 103.0])
