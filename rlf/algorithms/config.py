@@ -30,6 +30,10 @@ _REMOVED = {"debug_summaries": False, "max_unroll_length": 0,
             "rl_train_after_update_steps": 0, "rl_train_every_update_steps": 1}
 
 
+#: The evaluation's settings that ``evaluate`` not given at all leaves without effect.
+_EVALUATION_SETTINGS = ("eval_interval", "num_eval_episodes", "num_eval_environments")
+
+
 def _check_across_parts(run: RunConfig, data: DataPathConfig, actors: ActorConfig) -> None:
     """The checks that span two parts (``TrainerConfig``'s ``Raises``)."""
     length = data.unroll_length
@@ -100,7 +104,10 @@ class TrainerConfig:
 
     Raises:
         TypeError: for a keyword that is no setting.
-        ValueError: for a value a part refuses, or settings of two parts that contradict.
+        ValueError: for a value a part refuses, settings of two parts that contradict, or
+            ``eval_interval``, ``num_eval_episodes`` or ``num_eval_environments`` changed
+            without ``evaluate`` given (an explicit ``evaluate = False`` switches a conf's
+            evaluation off and is not refused).
     """
 
     #: Settings of the replay buffer, which only off-policy algorithms have (the data path's,
@@ -131,6 +138,12 @@ class TrainerConfig:
                               if f.name in settings})
                  for name, cls in _PARTS}
         object.__setattr__(self, "_parts", parts)
+        if "evaluate" not in settings:  # given False, they are a conf's evaluation switched off
+            unused = changed_fields(parts["evaluation"], _EVALUATION_SETTINGS)
+            if unused:
+                raise ValueError(without_effect(unused, "with evaluation", "set "
+                                                "TrainerConfig.evaluate = True too, or remove "
+                                                "{it}"))
         _check_across_parts(cast(RunConfig, parts["run"]),
                             cast(DataPathConfig, parts["data_path"]),
                             cast(ActorConfig, parts["actors"]))

@@ -17,6 +17,7 @@ import torch
 
 from rlf import nest
 from rlf.algorithms import value_ops
+from rlf.algorithms.config_parts import without_effect
 from rlf.algorithms.data_needs import DataNeeds
 from rlf.algorithms.rl_algorithm import RLAlgorithm, check_unit_interval
 from rlf.algorithms.schedules import Schedule, StepSchedule
@@ -170,8 +171,9 @@ class DQNAlgorithm(RLAlgorithm):
         actor_epsilons: ``(epsilon, alpha)`` for Ape-X's fixed per-actor rates
             (``apex_epsilon``; the paper's ``(0.4, 7.0)``): with actor processes or Ray
             actors, actor ``i`` of ``N`` explores with ``epsilon ** (1 + alpha i / (N - 1))``
-            instead of ``epsilon_greedy``'s schedule, which a synchronous unroll keeps
-            following. None: every actor follows the schedule.
+            instead of ``epsilon_greedy``'s schedule. Refused with a ``config`` that has
+            no ``async_unroll`` (a synchronous unroll follows the schedule). None: every
+            actor follows the schedule.
         huber_delta: the Huber loss's ``delta`` (the error where it turns linear); None for
             the squared error ``0.5 delta^2``.
         value_rescaling_epsilon: learn values rescaled by ``value_ops.value_rescaling``
@@ -185,6 +187,7 @@ class DQNAlgorithm(RLAlgorithm):
         ValueError: for ``n_step < 1``, ``TrainerConfig.mini_batch_length < n_step + 1``,
             ``gamma``, ``eval_epsilon``, an epsilon of the schedule or of
             ``actor_epsilons`` outside ``[0, 1]``, a negative ``alpha``,
+            ``actor_epsilons`` with a ``config`` that has no ``async_unroll``,
             ``huber_delta <= 0``, ``value_rescaling_epsilon <= 0``, or a bad schedule,
             target update or action spec.
     """
@@ -217,6 +220,12 @@ class DQNAlgorithm(RLAlgorithm):
                 raise ValueError(f"{name}: actor_epsilons is (epsilon in [0, 1], alpha >= 0), "
                                  f"e.g. Ape-X's (0.4, 7.0); got {actor_epsilons!r}")
             actor_epsilons = (float(actor_epsilons[0]), float(actor_epsilons[1]))
+            config = kwargs.get("config")
+            if config is not None and not config.actors.async_unroll:
+                raise ValueError(without_effect(
+                    [f"actor_epsilons = {actor_epsilons!r}"], "with actors (a synchronous "
+                    "unroll follows epsilon_greedy)", "set TrainerConfig.async_unroll = True "
+                    "too, or remove {it}", owner=name))
         if huber_delta is not None and not huber_delta > 0:
             raise ValueError(f"{name}: huber_delta must be > 0 (or None for the squared "
                              f"error), got {huber_delta}")

@@ -7,7 +7,7 @@ import functools
 import pytest
 import torch
 
-from rlf.algorithms import DQNAlgorithm, SACAlgorithm, TD3Algorithm
+from rlf.algorithms import DQNAlgorithm, SACAlgorithm, TD3Algorithm, TrainerConfig
 from rlf.algorithms.dqn import apex_epsilon
 from rlf.environments import load
 from rlf.unrollers.actor_params import ActorIdentity, actor_state_dict
@@ -67,6 +67,14 @@ def test_dqn_actor_copies_explore_at_their_own_rate_and_the_learner_at_the_sched
     assert float(learner._behaviour_epsilon) == 1.0  # the schedule at step 0
     with pytest.raises(ValueError, match="actor_epsilons is"):
         DQNAlgorithm(env.observation_spec(), env.action_spec(), actor_epsilons=(1.5, 7.0))
+    # Without actors the learner's own unroll follows the schedule: the rates would be unused.
+    with pytest.raises(ValueError, match=r"DQNAlgorithm: actor_epsilons = \(0.4, 7.0\) takes "
+                                         r"effect only with actors .*set "
+                                         r"TrainerConfig.async_unroll = True too, or remove it"):
+        DQNAlgorithm(env.observation_spec(), env.action_spec(), env=env,
+                     config=TrainerConfig(), **kw)
+    DQNAlgorithm(env.observation_spec(), env.action_spec(), env=env,
+                 config=TrainerConfig(async_unroll=True, num_actors=2), **kw)
     with pytest.raises(ValueError, match=r"actor index 4 is not in \[0, 4\)"):
         learner.actor_identity = ActorIdentity(4, 4)
     env.close()

@@ -91,3 +91,21 @@ def test_offline_files_are_read_as_a_shell_would(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match=r"TrainerConfig.offline_buffer_dir \$RLF_DATA/b.pt: "
                                          r"the environment variable RLF_DATA is not set"):
         DataPathConfig(unroll_length=0, offline_buffer_dir="$RLF_DATA/b.pt")
+
+
+def test_evaluation_settings_without_evaluate_are_refused_unless_it_switches_them_off():
+    # A conf that sets them and forgets evaluate = True evaluated nothing; a conf's evaluation
+    # switched off with evaluate = False (on the command line) is not refused.
+    with pytest.raises(ValueError, match=r"^TrainerConfig: eval_interval = 50, "
+                                         r"num_eval_episodes = 3 take effect only with "
+                                         r"evaluation: set TrainerConfig.evaluate = True too, "
+                                         r"or remove them"):
+        TrainerConfig(eval_interval=50, num_eval_episodes=3)
+    with pytest.raises(ValueError, match="num_eval_environments = 2 takes effect only"):
+        TrainerConfig(num_eval_environments=2)
+    TrainerConfig(evaluate=True, eval_interval=50, num_eval_environments=2)
+    off = TrainerConfig(evaluate=False, eval_interval=50)
+    assert off.replace(unroll_length=3).eval_interval == 50  # replace passes evaluate on
+    with pytest.raises(ValueError, match="eval_video_interval = 2 takes effect only with "
+                                         "evaluation"):
+        TrainerConfig(evaluate=False, eval_video_interval=2)

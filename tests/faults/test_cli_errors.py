@@ -193,6 +193,23 @@ def test_a_malformed_conf_file_is_one_line_naming_it(tmp_path, line, message):
     assert not (tmp_path / "run").exists()
 
 
+def test_evaluation_settings_in_a_conf_without_evaluate_are_one_line(tmp_path):
+    # The conf never evaluated; the same conf with evaluate = False on the command line runs.
+    conf = tmp_path / "my.gin"
+    conf.write_text("".join(line for line in (REPO / "confs" / "ppo_cartpole.gin").open()
+                            if not line.startswith("TrainerConfig.evaluate ")))
+    r = run_cli("train", "--conf", str(conf), "--root_dir", str(tmp_path / "run"))
+    assert r.returncode == 2 and lines(r.stderr) == [
+        "error: TrainerConfig: num_eval_episodes = 5 takes effect only with evaluation: set "
+        "TrainerConfig.evaluate = True too, or remove it"], r.stderr
+    assert not (tmp_path / "run").exists()
+    r = run_cli("train", "--conf", str(conf), "--root_dir", str(tmp_path / "off"),
+                "--noprogress", "--conf_param", "TrainerConfig.evaluate=False",
+                "--conf_param", "TrainerConfig.num_env_steps=0",
+                "--conf_param", "TrainerConfig.num_iterations=1")
+    assert r.returncode == 0 and "finished: 1 iterations" in r.stdout, r.stderr
+
+
 def test_run_directory_mistakes(tmp_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("mine")
