@@ -323,8 +323,9 @@ class ActorConfig:
 
     Raises:
         ValueError: for a value out of range, deterministic actors with a parameter update
-            period other than 1, or an actor (Ray) setting without ``async_unroll``
-            (``use_ray``).
+            period other than 1, an actor (Ray) setting without ``async_unroll``
+            (``use_ray``), the restart budget without ``restart_failed_actors``, or
+            ``actor_niceness`` with ``use_ray``.
     """
 
     #: Settings of the actors of ``async_unroll``, which a run without actors ignores.
@@ -383,7 +384,8 @@ class ActorConfig:
                 "set TrainerConfig.deterministic = True too, or remove {it}"))
 
     def _check_restarts_and_niceness(self) -> None:
-        """The restart budget and the actors' niceness."""
+        """The restart budget (with ``restart_failed_actors`` only) and the actors'
+        niceness (of processes only)."""
         if self.max_actor_restarts < 0 or self.actor_restart_window <= 0:
             raise ValueError(f"TrainerConfig.max_actor_restarts must be >= 0 (got "
                              f"{self.max_actor_restarts}) and actor_restart_window > 0 (got "
@@ -396,6 +398,19 @@ class ActorConfig:
                              f"can only be given a lower priority than the learner), got "
                              f"{niceness}")
         _set(self, "actor_niceness", int(niceness))
+        if not self.async_unroll:  # (every actor setting is refused then)
+            return
+        budget = changed_fields(self, ("max_actor_restarts", "actor_restart_window"))
+        if budget and not self.restart_failed_actors:
+            raise ValueError(without_effect(
+                budget, "with restart_failed_actors (a failed actor stops the run)",
+                "set TrainerConfig.restart_failed_actors = True too, or remove {it}"))
+        niceness_set = changed_fields(self, ("actor_niceness",))
+        if self.use_ray and niceness_set:
+            raise ValueError(without_effect(
+                niceness_set, "with actor processes (Ray starts its "
+                "workers at its own niceness)", "remove {it}, or set "
+                "TrainerConfig.use_ray = False"))
 
     def _check_ray_resources(self) -> None:
         """Ray's resources per actor: numbers >= 0, set only with Ray actors."""

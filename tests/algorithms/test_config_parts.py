@@ -66,6 +66,13 @@ def test_the_flat_names_read_through_and_the_config_is_frozen():
     (ActorConfig, dict(num_actors=2), "num_actors = 2 takes effect only with actors"),
     (ActorConfig, dict(async_unroll=True, ray_address="auto"),
      "ray_address = 'auto' takes effect only with Ray actors"),
+    (ActorConfig, dict(async_unroll=True, max_actor_restarts=1, actor_restart_window=60.0),
+     r"max_actor_restarts = 1, actor_restart_window = 60.0 take effect only with "
+     r"restart_failed_actors \(a failed actor stops the run\): set "
+     r"TrainerConfig.restart_failed_actors = True too, or remove them"),
+    (ActorConfig, dict(async_unroll=True, use_ray=True, actor_niceness=0),
+     r"actor_niceness = 0 takes effect only with actor processes \(Ray starts its workers "
+     r"at its own niceness\): remove it, or set TrainerConfig.use_ray = False"),
 ])
 def test_each_part_refuses_its_own_settings_when_built(part, kwargs, message):
     with pytest.raises(ValueError, match=message):
