@@ -3,7 +3,9 @@
 Run as a program, a tool takes Ctrl-C (SIGINT) while its modules are still being imported as
 one line and exit status 130: Python would print a ``KeyboardInterrupt`` traceback from inside
 whichever import it stopped (torch's, numpy's). ``rlf.bin.cli.run_main`` hands SIGINT back to
-Python before the tool's ``main`` runs, which then stops as it documents.
+Python before the tool's ``main`` runs, which then stops as it documents. A tool started with
+SIGINT ignored (a shell script's ``cmd &``) takes it all the same, from its start, as
+``run_main`` does afterwards: it is not ignored while the tool imports, then taken.
 """
 
 import os
@@ -25,5 +27,6 @@ def _run_as_tool() -> bool:
     return "-m" in argv[:-1] and argv[argv.index("-m") + 1].startswith("rlf.bin.")
 
 
-if _run_as_tool() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+if _run_as_tool() and signal.getsignal(signal.SIGINT) in (signal.default_int_handler,
+                                                          signal.SIG_IGN):
     signal.signal(signal.SIGINT, _stopped_while_starting)

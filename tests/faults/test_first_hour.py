@@ -230,13 +230,15 @@ def test_play_render_human_shows_the_game_in_a_window(trained_run):
     assert len(lengths) == 2 and shown >= sum(lengths)  # every step of both episodes
 
 
-def _interrupt(args, when, group=False):
-    """Starts ``rlf.bin.train args`` and sends it SIGINT once ``when()`` holds (to its whole
-    process group, as a terminal's Ctrl-C, with ``group``); returns its exit status and
-    stderr."""
+def _interrupt(args, when, group=False, sigint=signal.SIG_DFL):
+    """Starts ``rlf.bin.train args`` (with SIGINT's disposition ``sigint``: ignored, as a
+    shell script's ``cmd &`` starts it, or not, whatever this process's is) and sends it SIGINT
+    once ``when()`` holds (to its whole process group, as a terminal's Ctrl-C, with
+    ``group``); returns its exit status and stderr."""
     p = subprocess.Popen([sys.executable, "-m", "rlf.bin.train", *args], cwd=REPO,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
                          env={k: v for k, v in os.environ.items() if k != "RLF_DEBUG"})
     deadline = time.time() + 120
     while not when() and time.time() < deadline and p.poll() is None:
@@ -249,12 +251,15 @@ def _interrupt(args, when, group=False):
     return p.returncode, err
 
 
-def test_ctrl_c_while_starting_is_one_line_and_status_130(tmp_path):
-    # Python printed a KeyboardInterrupt traceback from inside `import torch`.
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["default", "ignored"])
+def test_ctrl_c_while_starting_is_one_line_and_status_130(tmp_path, sigint):
+    # Python printed a KeyboardInterrupt traceback from inside `import torch`. Started with
+    # SIGINT ignored (a script's `cmd &`), the tool ignored it while it imported, and the
+    # whole run went on; it took SIGINT once it had started.
     root = tmp_path / "run"
     started = time.time()
     status, err = _interrupt([*CARTPOLE, "--root_dir", str(root)],
-                             lambda: time.time() > started + 0.3)
+                             lambda: time.time() > started + 0.3, sigint=sigint)
     assert status == 130, err
     assert lines(err) == ["aborted: stopped while starting; nothing was written"], err
     assert not root.exists()
