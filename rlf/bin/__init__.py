@@ -4,8 +4,9 @@ Run as a program, a tool takes Ctrl-C (SIGINT) while its modules are still being
 one line and exit status 130: Python would print a ``KeyboardInterrupt`` traceback from inside
 whichever import it stopped (torch's, numpy's). ``rlf.bin.cli.run_main`` hands SIGINT back to
 Python before the tool's ``main`` runs, which then stops as it documents. A tool started with
-SIGINT ignored (a shell script's ``cmd &``) takes it all the same, from its start, as
-``run_main`` does afterwards: it is not ignored while the tool imports, then taken.
+SIGINT ignored (a shell script's ``cmd &``) takes it too, from its start: ``run_main`` takes it
+back all the same, and ignoring it only while the tool imports would let a run stopped in its
+first seconds train to its end.
 """
 
 import os

@@ -126,10 +126,10 @@ def _after_existing(logdir: str) -> None:
     the process id and a per-process writer number as unpadded decimals: two files of the same
     second can sort against their order of creation (writer 10 before writer 9, process 10000
     before 9999), and the earlier run's events would then hide the later run's instead of the
-    reverse. So while a file of the current second (or a later one, of a clock set back by a
-    second) is there, this sleeps into the next second: at most about 1 s, for a run resumed
-    or restarted within a second of the last one. A file more than a second ahead of the clock
-    is only warned about.
+    reverse. So while a file of the current second (or of the next, from a clock set back) is
+    there, this sleeps into the second after it: at most about 1 s (2 s), for a run resumed or
+    restarted within a second of the last one. A file further ahead of the clock is only
+    warned about.
     """
     try:
         names = os.listdir(logdir)
